@@ -1,0 +1,82 @@
+package queue
+
+import (
+	"slices"
+	"time"
+)
+
+// Role says what kind of process a cluster member is.
+type Role string
+
+const (
+	// RoleController is a process running the orchestration workflows
+	// (FlowForce's master). Controllers serve every queue.
+	RoleController Role = "controller"
+	// RoleExecutor is a worker process that runs builds for the queues it
+	// serves.
+	RoleExecutor Role = "executor"
+)
+
+// MemberState is the administrative state of a member (Azkaban's
+// activate/deactivate, plus drain).
+type MemberState string
+
+const (
+	// StateActive members take new builds.
+	StateActive MemberState = "active"
+	// StateInactive members take no builds; an operator deactivated them.
+	StateInactive MemberState = "inactive"
+	// StateDraining members finish the builds they run and take no new ones.
+	StateDraining MemberState = "draining"
+)
+
+// AllQueues in Member.Queues means the member serves every queue.
+const AllQueues = "*"
+
+// DefaultLiveness is a reasonable liveness timeout for Evaluate when members
+// heartbeat every few seconds: a member missing for longer is dead.
+const DefaultLiveness = 30 * time.Second
+
+// Member is one registered process of the cluster, as the registry sees it.
+// Names are unique within a cluster; the registry enforces it.
+type Member struct {
+	// Name identifies the member, e.g. "exec-a".
+	Name string `json:"name"`
+	// Role is RoleController or RoleExecutor.
+	Role Role `json:"role"`
+	// Host is where the member runs, for people.
+	Host string `json:"host,omitempty"`
+	// Labels describe the member (pool=gpu, zone=a); rules select on them.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Queues lists the queue names an executor serves; AllQueues ("*")
+	// means every queue. Controllers serve every queue whatever this says.
+	Queues []string `json:"queues,omitempty"`
+	// State is the administrative state. Only StateActive members take new
+	// builds; an empty or unknown state counts as not active.
+	State MemberState `json:"state"`
+	// LastSeen is the time of the member's last heartbeat; zero means never.
+	LastSeen time.Time `json:"last_seen"`
+	// Running counts the builds running on the member, per queue name.
+	Running map[string]int `json:"running,omitempty"`
+}
+
+// Live reports whether m was seen within timeout before now: LastSeen is set
+// and now-LastSeen ≤ timeout. The bound is inclusive, so a member seen
+// exactly timeout ago is still live. A LastSeen after now (clock skew
+// between hosts) counts as live.
+func (m Member) Live(now time.Time, timeout time.Duration) bool {
+	if m.LastSeen.IsZero() {
+		return false
+	}
+	return now.Sub(m.LastSeen) <= timeout
+}
+
+// Serves reports whether m takes builds of queue: controllers serve every
+// queue; an executor serves the queues it lists, or all of them when it
+// lists AllQueues.
+func (m Member) Serves(queue string) bool {
+	if m.Role == RoleController {
+		return true
+	}
+	return slices.Contains(m.Queues, queue) || slices.Contains(m.Queues, AllQueues)
+}
