@@ -1,0 +1,333 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// pollInterval is how often a dying process group is checked.
+const pollInterval = 20 * time.Millisecond
+
+// run is the state of one Run call: the process groups and output pumps it
+// created, all reclaimed by cleanup.
+type run struct {
+	spec                 Spec
+	logs                 LogSink
+	env                  []string
+	grace                time.Duration
+	teardownTimeout      time.Duration
+	abortTeardownTimeout time.Duration
+
+	pgids []int
+	pumps []*pump
+}
+
+func newRun(spec Spec) *run {
+	r := &run{
+		spec:                 spec,
+		logs:                 spec.Logs,
+		env:                  spec.Env,
+		grace:                spec.KillGrace,
+		teardownTimeout:      spec.TeardownTimeout,
+		abortTeardownTimeout: spec.AbortTeardownTimeout,
+	}
+	if r.logs == nil {
+		r.logs = discardSink{}
+	}
+	if r.env == nil {
+		r.env = []string{}
+	}
+	if r.grace <= 0 {
+		r.grace = DefaultKillGrace
+	}
+	if r.teardownTimeout <= 0 {
+		r.teardownTimeout = DefaultTeardownTimeout
+	}
+	if r.abortTeardownTimeout <= 0 {
+		r.abortTeardownTimeout = DefaultAbortTeardownTimeout
+	}
+	return r
+}
+
+// step runs step i until its shell exits or ctx is done. killed is the cause
+// of ctx when the step's process group had to be killed, else nil.
+func (r *run) step(ctx context.Context, i int) (res StepResult, killed error) {
+	st := r.spec.Steps[i]
+	res = StepResult{Name: st.Name, Start: time.Now()}
+	r.emit(StepStarted, i, res)
+	defer func() {
+		res.End = time.Now()
+		r.emit(StepEnded, i, res)
+	}()
+
+	w, err := r.logs.Open(st.Name)
+	if err != nil {
+		res.ExitCode, res.Err = -1, fmt.Sprintf("open log: %v", err)
+		return res, nil
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		res.ExitCode, res.Err = -1, fmt.Sprintf("create pipe: %v", err)
+		res.Err = joinErr(res.Err, closeLog(w))
+		return res, nil
+	}
+
+	cmd := exec.Command("sh", "-c", st.Command) //nolint:gosec,noctx // the command is the build's; cancellation kills the whole group below
+	cmd.Dir = r.spec.Dir
+	cmd.Env = r.env
+	cmd.Stdout, cmd.Stderr = pw, pw
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		_ = pr.Close()
+		_ = pw.Close()
+		res.ExitCode, res.Err = -1, fmt.Sprintf("start: %v", err)
+		res.Err = joinErr(res.Err, closeLog(w))
+		return res, nil
+	}
+	_ = pw.Close() // the children hold the write end now
+	pgid := cmd.Process.Pid
+	r.pgids = append(r.pgids, pgid)
+	p := startPump(pr, w)
+	r.pumps = append(r.pumps, p)
+
+	exited := make(chan struct{})
+	watched := make(chan error, 1)
+	go func() {
+		select {
+		case <-exited:
+			watched <- nil
+		case <-ctx.Done():
+			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			t := time.NewTimer(r.grace)
+			defer t.Stop()
+			select {
+			case <-exited:
+			case <-t.C:
+				_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			}
+			watched <- context.Cause(ctx)
+		}
+	}()
+	waitErr := cmd.Wait()
+	close(exited)
+	killed = <-watched
+
+	res.ExitCode = exitCode(cmd.ProcessState, waitErr)
+	if killed != nil {
+		// SIGTERM went out; make sure nothing of the group survives the
+		// grace period, descendants included.
+		terminateGroups([]int{pgid}, r.grace, false)
+		res.Err = "killed: " + killed.Error()
+	} else if cmd.ProcessState == nil {
+		res.Err = fmt.Sprintf("wait: %v", waitErr)
+	}
+
+	drain := time.NewTimer(outputDrain)
+	select {
+	case <-p.done:
+	case <-drain.C:
+	}
+	drain.Stop()
+	if werr := p.detach(); werr != nil {
+		res.Err = joinErr(res.Err, fmt.Errorf("write log: %w", werr))
+	}
+	res.Err = joinErr(res.Err, closeLog(w))
+	return res, killed
+}
+
+// cleanup terminates every process group the run created and waits for all
+// output pumps to finish.
+func (r *run) cleanup() {
+	terminateGroups(r.pgids, r.grace, true)
+
+	deadline := time.NewTimer(time.Second)
+	defer deadline.Stop()
+	for _, p := range r.pumps {
+		select {
+		case <-p.done:
+			continue
+		case <-deadline.C:
+		}
+		// A process that left its group (setsid) still holds the pipe: stop
+		// reading it rather than hang.
+		p.abandon()
+		<-p.done
+	}
+}
+
+// terminateGroups makes sure the process groups are gone: SIGTERM (unless
+// already sent), then SIGKILL to any group still alive after grace.
+func terminateGroups(pgids []int, grace time.Duration, sendTerm bool) {
+	var live []int
+	for _, pgid := range pgids {
+		if groupAlive(pgid) {
+			live = append(live, pgid)
+			if sendTerm {
+				_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			}
+		}
+	}
+	deadline := time.Now().Add(grace)
+	for len(live) > 0 && time.Now().Before(deadline) {
+		time.Sleep(pollInterval)
+		live = filterAlive(live)
+	}
+	for _, pgid := range live {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+}
+
+func filterAlive(pgids []int) []int {
+	out := pgids[:0]
+	for _, pgid := range pgids {
+		if groupAlive(pgid) {
+			out = append(out, pgid)
+		}
+	}
+	return out
+}
+
+// groupAlive reports whether the process group has a member that is not a
+// zombie. Zombies count as gone: orphans are reparented to PID 1, which in a
+// container may never reap them, and a zombie holds no resources but its
+// process table entry.
+func groupAlive(pgid int) bool {
+	if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+		return false
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return true // no /proc: trust kill(2)
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		state, pgrp, ok := procStat(pid)
+		if ok && pgrp == pgid && state != 'Z' && state != 'X' {
+			return true
+		}
+	}
+	return false
+}
+
+// procStat reads a process's state and process group from /proc/<pid>/stat.
+func procStat(pid int) (state byte, pgrp int, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	// pid (comm) state ppid pgrp ...; comm may contain spaces and ')'.
+	end := bytes.LastIndexByte(b, ')')
+	if end < 0 {
+		return 0, 0, false
+	}
+	fields := bytes.Fields(b[end+1:])
+	if len(fields) < 3 || len(fields[0]) != 1 {
+		return 0, 0, false
+	}
+	pgrp, err = strconv.Atoi(string(fields[2]))
+	if err != nil {
+		return 0, 0, false
+	}
+	return fields[0][0], pgrp, true
+}
+
+// exitCode maps a finished process to a shell-style exit code.
+func exitCode(ps *os.ProcessState, waitErr error) int {
+	if ps == nil {
+		var ee *exec.ExitError
+		if errors.As(waitErr, &ee) {
+			ps = ee.ProcessState
+		} else {
+			return -1
+		}
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+func closeLog(w io.Closer) error {
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("close log: %w", err)
+	}
+	return nil
+}
+
+func joinErr(msg string, err error) string {
+	switch {
+	case err == nil:
+		return msg
+	case msg == "":
+		return err.Error()
+	default:
+		return msg + "; " + err.Error()
+	}
+}
+
+// pump copies a step's output pipe to its log writer until detached, then
+// keeps draining the pipe (discarding) so background processes that inherited
+// it never block on a full pipe or die of SIGPIPE.
+type pump struct {
+	r    *os.File
+	done chan struct{}
+
+	mu   sync.Mutex
+	w    io.Writer // nil once detached or after a write error
+	werr error
+}
+
+func startPump(r *os.File, w io.Writer) *pump {
+	p := &pump{r: r, w: w, done: make(chan struct{})}
+	go p.run()
+	return p
+}
+
+func (p *pump) run() {
+	defer close(p.done)
+	defer func() { _ = p.r.Close() }()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := p.r.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			if p.w != nil {
+				if _, werr := p.w.Write(buf[:n]); werr != nil {
+					p.werr, p.w = werr, nil
+				}
+			}
+			p.mu.Unlock()
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// detach stops writing to the log writer; once it returns the writer is no
+// longer used and may be closed. It returns the first write error, if any.
+func (p *pump) detach() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.w = nil
+	return p.werr
+}
+
+// abandon makes the pump's pending read fail so it exits.
+func (p *pump) abandon() {
+	if err := p.r.SetReadDeadline(time.Now()); err != nil {
+		_ = p.r.Close()
+	}
+}

@@ -1,0 +1,297 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// TeardownPrefix marks teardown steps: a step whose name starts with it
+// always runs, whatever happened to the steps before it.
+const TeardownPrefix = "teardown-"
+
+// Defaults applied to the zero values of the corresponding Spec fields.
+const (
+	// DefaultKillGrace is the time between SIGTERM and SIGKILL.
+	DefaultKillGrace = 2 * time.Second
+	// DefaultTeardownTimeout is the budget of the teardown phase.
+	DefaultTeardownTimeout = 5 * time.Minute
+	// DefaultAbortTeardownTimeout is the budget of the teardown phase once
+	// the build's context is cancelled.
+	DefaultAbortTeardownTimeout = 30 * time.Second
+)
+
+// outputDrain is how long a step's log stays open after its shell exited,
+// waiting for processes that inherited the pipe to close it.
+const outputDrain = time.Second
+
+// Status is how a build run ended.
+type Status string
+
+// The statuses Run reports.
+const (
+	// StatusSuccess means every step exited 0.
+	StatusSuccess Status = "success"
+	// StatusFailure means a step exited non-zero or could not start.
+	StatusFailure Status = "failure"
+	// StatusAborted means the context passed to Run was cancelled.
+	StatusAborted Status = "aborted"
+	// StatusTimeout means Spec.Timeout (or the teardown budget) expired.
+	StatusTimeout Status = "timeout"
+)
+
+// Step is one command of a build.
+type Step struct {
+	// Name identifies the step in logs and results; names starting with
+	// TeardownPrefix are teardown steps.
+	Name string
+	// Command is run by `sh -c`.
+	Command string
+}
+
+// IsTeardown reports whether the step is a teardown step.
+func (s Step) IsTeardown() bool { return strings.HasPrefix(s.Name, TeardownPrefix) }
+
+// LogSink receives the logs of a build's steps.
+type LogSink interface {
+	// Open returns the writer for one step's combined stdout and stderr.
+	// Run closes it when the step's output is drained; Close marks the step
+	// log complete.
+	Open(step string) (io.WriteCloser, error)
+}
+
+// Spec is everything Run needs to run one build.
+type Spec struct {
+	// Dir is the workspace, already checked out by the caller.
+	Dir string
+	// Env is the full environment of every step (KEY=value); nil means an
+	// empty environment.
+	Env []string
+	// Steps run in order, teardown steps last.
+	Steps []Step
+	// Timeout bounds the non-teardown steps; 0 means no timeout.
+	Timeout time.Duration
+	// Logs receives each step's output; nil discards it.
+	Logs LogSink
+	// OnStep, if set, is called synchronously as steps start, end or are
+	// skipped. It must not block for long.
+	OnStep func(StepEvent)
+	// KillGrace is the time between SIGTERM and SIGKILL sent to a process
+	// group; 0 means DefaultKillGrace.
+	KillGrace time.Duration
+	// TeardownTimeout is the budget of the whole teardown phase; 0 means
+	// DefaultTeardownTimeout.
+	TeardownTimeout time.Duration
+	// AbortTeardownTimeout is the teardown budget once ctx is cancelled;
+	// 0 means DefaultAbortTeardownTimeout.
+	AbortTeardownTimeout time.Duration
+}
+
+// StepResult is what happened to one step.
+type StepResult struct {
+	// Name is the step's name.
+	Name string
+	// ExitCode is the shell's exit code, 128+signal when killed by a signal,
+	// -1 when the step could not start; meaningless when Skipped.
+	ExitCode int
+	// Start and End bracket the step's run; zero when Skipped.
+	Start, End time.Time
+	// Skipped is true when the step never ran.
+	Skipped bool
+	// Err explains an abnormal end: could not start, killed, log errors.
+	Err string
+}
+
+// Result is how a build run ended.
+type Result struct {
+	// Status is the build's outcome.
+	Status Status
+	// Steps has one entry per Spec step, in Spec order.
+	Steps []StepResult
+	// Reason explains a non-success Status, e.g. `step "test" exited with
+	// code 2`; empty on success.
+	Reason string
+}
+
+// StepEventKind says what happened to a step.
+type StepEventKind string
+
+// The kinds of StepEvent.
+const (
+	// StepStarted is sent before the step's process starts.
+	StepStarted StepEventKind = "started"
+	// StepEnded is sent once the step's process exited and its log closed.
+	StepEnded StepEventKind = "ended"
+	// StepSkipped is sent for a step that will not run.
+	StepSkipped StepEventKind = "skipped"
+)
+
+// StepEvent reports progress to Spec.OnStep.
+type StepEvent struct {
+	// Kind says what happened.
+	Kind StepEventKind
+	// Index is the step's position in Spec.Steps.
+	Index int
+	// Step is the step's result so far (End is zero for StepStarted).
+	Step StepResult
+}
+
+// Causes attached to the contexts that bound steps, so a kill can be
+// attributed.
+var (
+	errBuildTimeout    = errors.New("build timed out")
+	errTeardownTimeout = errors.New("teardown budget exhausted")
+	errAborted         = errors.New("build aborted")
+)
+
+// Run runs spec's steps and reports how the build ended. It returns only
+// once every process it started is gone (or could not be killed), every log
+// writer is closed and every goroutine it started has exited.
+func Run(ctx context.Context, spec Spec) Result {
+	r := newRun(spec)
+	defer r.cleanup()
+
+	res := Result{Status: StatusSuccess, Steps: make([]StepResult, len(spec.Steps))}
+	var main, teardown []int
+	for i, st := range spec.Steps {
+		res.Steps[i].Name = st.Name
+		if st.IsTeardown() {
+			teardown = append(teardown, i)
+		} else {
+			main = append(main, i)
+		}
+	}
+
+	r.runMain(ctx, main, &res)
+	if len(teardown) > 0 {
+		r.runTeardown(ctx, teardown, &res)
+	}
+	return res
+}
+
+func (r *run) runMain(ctx context.Context, steps []int, res *Result) {
+	runCtx, cancel := context.WithCancel(ctx)
+	if r.spec.Timeout > 0 {
+		runCtx, cancel = context.WithTimeoutCause(ctx, r.spec.Timeout, errBuildTimeout)
+	}
+	defer cancel()
+
+	for _, i := range steps {
+		if res.Status == StatusSuccess && runCtx.Err() != nil {
+			res.Status, res.Reason = r.stopped(runCtx, "before", i)
+		}
+		if res.Status != StatusSuccess {
+			r.skip(res, i, "")
+			continue
+		}
+		sr, killed := r.step(runCtx, i)
+		res.Steps[i] = sr
+		switch {
+		case killed != nil:
+			res.Status, res.Reason = r.stopped(runCtx, "in", i)
+		case sr.ExitCode == -1:
+			res.Status = StatusFailure
+			res.Reason = fmt.Sprintf("step %q could not start: %s", sr.Name, sr.Err)
+		case sr.ExitCode != 0:
+			res.Status = StatusFailure
+			res.Reason = fmt.Sprintf("step %q exited with code %d", sr.Name, sr.ExitCode)
+		}
+	}
+}
+
+// stopped classifies why runCtx is done: a timeout of its own, or the
+// caller's cancellation (including the caller's own deadline).
+func (r *run) stopped(runCtx context.Context, where string, i int) (Status, string) {
+	name := r.spec.Steps[i].Name
+	if errors.Is(context.Cause(runCtx), errBuildTimeout) {
+		return StatusTimeout, fmt.Sprintf("timed out after %s %s step %q", r.spec.Timeout, where, name)
+	}
+	return StatusAborted, fmt.Sprintf("aborted %s step %q", where, name)
+}
+
+func (r *run) runTeardown(ctx context.Context, steps []int, res *Result) {
+	tctx, stop := teardownContext(ctx, r.teardownTimeout, r.abortTeardownTimeout)
+	defer stop()
+
+	for _, i := range steps {
+		if tctx.Err() != nil {
+			r.skip(res, i, "skipped: "+context.Cause(tctx).Error())
+			continue
+		}
+		sr, killed := r.step(tctx, i)
+		res.Steps[i] = sr
+		if res.Status != StatusSuccess {
+			continue
+		}
+		switch {
+		case errors.Is(killed, errTeardownTimeout):
+			res.Status = StatusTimeout
+			res.Reason = fmt.Sprintf("teardown timed out after %s in step %q", r.teardownTimeout, sr.Name)
+		case killed != nil:
+			res.Status = StatusAborted
+			res.Reason = fmt.Sprintf("aborted in step %q", sr.Name)
+		case sr.ExitCode == -1:
+			res.Status = StatusFailure
+			res.Reason = fmt.Sprintf("step %q could not start: %s", sr.Name, sr.Err)
+		case sr.ExitCode != 0:
+			res.Status = StatusFailure
+			res.Reason = fmt.Sprintf("step %q exited with code %d", sr.Name, sr.ExitCode)
+		}
+	}
+}
+
+// teardownContext returns the context bounding the teardown phase: it
+// ignores ctx's cancellation but expires after budget, or after abortBudget
+// once ctx is cancelled, whichever comes first. stop releases its resources.
+func teardownContext(ctx context.Context, budget, abortBudget time.Duration) (context.Context, func()) {
+	base, cancelBase := context.WithCancelCause(context.WithoutCancel(ctx))
+	tctx, cancelT := context.WithTimeoutCause(base, budget, errTeardownTimeout)
+
+	abort := make(chan struct{})
+	done := make(chan struct{})
+	stopAfter := context.AfterFunc(ctx, func() { close(abort) })
+	go func() {
+		defer close(done)
+		select {
+		case <-abort:
+		case <-tctx.Done():
+			return
+		}
+		t := time.NewTimer(abortBudget)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancelBase(errAborted)
+		case <-tctx.Done():
+		}
+	}()
+
+	return tctx, func() {
+		stopAfter()
+		cancelT()
+		cancelBase(nil)
+		<-done
+	}
+}
+
+func (r *run) skip(res *Result, i int, why string) {
+	res.Steps[i] = StepResult{Name: r.spec.Steps[i].Name, Skipped: true, Err: why}
+	r.emit(StepSkipped, i, res.Steps[i])
+}
+
+func (r *run) emit(kind StepEventKind, i int, sr StepResult) {
+	if r.spec.OnStep != nil {
+		r.spec.OnStep(StepEvent{Kind: kind, Index: i, Step: sr})
+	}
+}
+
+type discardSink struct{}
+
+func (discardSink) Open(string) (io.WriteCloser, error) { return nopCloser{io.Discard}, nil }
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }

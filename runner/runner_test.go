@@ -1,0 +1,512 @@
+package runner_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-ci/sluice/runner"
+)
+
+// memSink keeps each step's log in memory and remembers which were closed.
+type memSink struct {
+	mu     sync.Mutex
+	logs   map[string]*bytes.Buffer
+	closed map[string]bool
+	failOn string
+}
+
+func newMemSink() *memSink {
+	return &memSink{logs: map[string]*bytes.Buffer{}, closed: map[string]bool{}}
+}
+
+var errSinkBroken = errors.New("sink broken")
+
+func (s *memSink) Open(step string) (io.WriteCloser, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if step == s.failOn {
+		return nil, errSinkBroken
+	}
+	s.logs[step] = &bytes.Buffer{}
+	return &memWriter{s: s, step: step}, nil
+}
+
+func (s *memSink) log(step string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b, ok := s.logs[step]; ok {
+		return b.String()
+	}
+	return ""
+}
+
+func (s *memSink) isClosed(step string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed[step]
+}
+
+type memWriter struct {
+	s    *memSink
+	step string
+}
+
+func (w *memWriter) Write(p []byte) (int, error) {
+	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
+	if w.s.closed[w.step] {
+		return 0, errors.New("write after close")
+	}
+	return w.s.logs[w.step].Write(p)
+}
+
+func (w *memWriter) Close() error {
+	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
+	w.s.closed[w.step] = true
+	return nil
+}
+
+// setup returns a spec with a fresh workspace, a PATH-only environment and
+// an in-memory log sink.
+func setup(t *testing.T, steps ...runner.Step) (runner.Spec, *memSink) {
+	t.Helper()
+	sink := newMemSink()
+	return runner.Spec{
+		Dir:       t.TempDir(),
+		Env:       []string{"PATH=" + os.Getenv("PATH")},
+		Steps:     steps,
+		Logs:      sink,
+		KillGrace: 500 * time.Millisecond,
+	}, sink
+}
+
+func step(name, command string) runner.Step { return runner.Step{Name: name, Command: command} }
+
+// processGone reports whether pid no longer runs: it does not exist or is a
+// zombie nobody reaped (PID 1 in a container may never reap orphans).
+func processGone(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	end := bytes.LastIndexByte(b, ')')
+	return end > 0 && len(b) > end+2 && b[end+2] == 'Z'
+}
+
+// readPID waits for a pid file written by a step.
+func readPID(t *testing.T, path string) int {
+	t.Helper()
+	var pid int
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(path)
+		if err != nil || !bytes.HasSuffix(b, []byte("\n")) {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil
+	}, 10*time.Second, 10*time.Millisecond, "pid file %s never written", path)
+	return pid
+}
+
+func TestRunOutcomes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		steps      []runner.Step
+		timeout    time.Duration
+		teardown   time.Duration
+		wantStatus runner.Status
+		wantReason string
+		wantExit   map[string]int
+		wantSkip   []string
+		wantErr    map[string]string // substring of StepResult.Err
+	}{
+		{
+			name:       "success",
+			steps:      []runner.Step{step("a", "true"), step("b", "echo hi")},
+			wantStatus: runner.StatusSuccess,
+			wantExit:   map[string]int{"a": 0, "b": 0},
+		},
+		{
+			name: "failure skips later steps but runs teardown",
+			steps: []runner.Step{
+				step("a", "true"), step("test", "exit 2"), step("c", "true"),
+				step("teardown-a", "true"), step("teardown-b", "exit 0"),
+			},
+			wantStatus: runner.StatusFailure,
+			wantReason: `step "test" exited with code 2`,
+			wantExit:   map[string]int{"a": 0, "test": 2, "teardown-a": 0, "teardown-b": 0},
+			wantSkip:   []string{"c"},
+		},
+		{
+			name:       "exit code above 128 kept",
+			steps:      []runner.Step{step("a", "exit 130")},
+			wantStatus: runner.StatusFailure,
+			wantReason: `step "a" exited with code 130`,
+			wantExit:   map[string]int{"a": 130},
+		},
+		{
+			name:       "killed by SIGKILL is 137",
+			steps:      []runner.Step{step("a", "kill -KILL $$")},
+			wantStatus: runner.StatusFailure,
+			wantReason: `step "a" exited with code 137`,
+			wantExit:   map[string]int{"a": 137},
+		},
+		{
+			name:       "killed by SIGTERM is 143",
+			steps:      []runner.Step{step("a", "kill -TERM $$")},
+			wantStatus: runner.StatusFailure,
+			wantExit:   map[string]int{"a": 143},
+		},
+		{
+			name:       "failing teardown fails a successful build",
+			steps:      []runner.Step{step("a", "true"), step("teardown-x", "exit 3"), step("teardown-y", "true")},
+			wantStatus: runner.StatusFailure,
+			wantReason: `step "teardown-x" exited with code 3`,
+			wantExit:   map[string]int{"a": 0, "teardown-x": 3, "teardown-y": 0},
+		},
+		{
+			name:       "failing teardown keeps the first reason",
+			steps:      []runner.Step{step("a", "exit 1"), step("teardown-x", "exit 3")},
+			wantStatus: runner.StatusFailure,
+			wantReason: `step "a" exited with code 1`,
+			wantExit:   map[string]int{"a": 1, "teardown-x": 3},
+		},
+		{
+			name: "timeout kills the step and runs teardown",
+			steps: []runner.Step{
+				step("build", "sleep 600"), step("after", "true"), step("teardown-x", "echo cleaned"),
+			},
+			timeout:    300 * time.Millisecond,
+			wantStatus: runner.StatusTimeout,
+			wantReason: `timed out after 300ms in step "build"`,
+			wantExit:   map[string]int{"build": 143, "teardown-x": 0},
+			wantSkip:   []string{"after"},
+			wantErr:    map[string]string{"build": "killed: build timed out"},
+		},
+		{
+			name: "teardown budget exhausted",
+			steps: []runner.Step{
+				step("a", "true"), step("teardown-slow", "sleep 600"), step("teardown-next", "true"),
+			},
+			teardown:   300 * time.Millisecond,
+			wantStatus: runner.StatusTimeout,
+			wantReason: `teardown timed out after 300ms in step "teardown-slow"`,
+			wantExit:   map[string]int{"a": 0, "teardown-slow": 143},
+			wantSkip:   []string{"teardown-next"},
+			wantErr:    map[string]string{"teardown-next": "teardown budget exhausted"},
+		},
+		{
+			name:       "missing command",
+			steps:      []runner.Step{step("a", "no-such-command-sluice"), step("b", "true")},
+			wantStatus: runner.StatusFailure,
+			wantReason: `step "a" exited with code 127`,
+			wantExit:   map[string]int{"a": 127},
+			wantSkip:   []string{"b"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			spec, _ := setup(t, tt.steps...)
+			spec.Timeout = tt.timeout
+			spec.TeardownTimeout = tt.teardown
+
+			res := runner.Run(t.Context(), spec)
+
+			require.Equal(t, tt.wantStatus, res.Status, "reason: %s", res.Reason)
+			if tt.wantReason != "" {
+				require.Equal(t, tt.wantReason, res.Reason)
+			}
+			require.Len(t, res.Steps, len(tt.steps))
+			for i, sr := range res.Steps {
+				require.Equal(t, tt.steps[i].Name, sr.Name)
+				if code, ok := tt.wantExit[sr.Name]; ok {
+					require.False(t, sr.Skipped, "step %s", sr.Name)
+					require.Equal(t, code, sr.ExitCode, "step %s", sr.Name)
+					require.False(t, sr.Start.IsZero())
+					require.False(t, sr.End.Before(sr.Start))
+				}
+				if want, ok := tt.wantErr[sr.Name]; ok {
+					require.Contains(t, sr.Err, want, "step %s", sr.Name)
+				}
+			}
+			for _, name := range tt.wantSkip {
+				for _, sr := range res.Steps {
+					if sr.Name == name {
+						require.True(t, sr.Skipped, "step %s", name)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestRunStartFailures(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		mutate     func(*runner.Spec, *memSink)
+		wantReason string
+	}{
+		{
+			name:       "workspace missing",
+			mutate:     func(s *runner.Spec, _ *memSink) { s.Dir = filepath.Join(s.Dir, "missing") },
+			wantReason: `step "a" could not start: start:`,
+		},
+		{
+			name:       "log cannot be opened",
+			mutate:     func(_ *runner.Spec, m *memSink) { m.failOn = "a" },
+			wantReason: `step "a" could not start: open log: sink broken`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			spec, sink := setup(t, step("a", "true"), step("b", "true"), step("teardown-c", "true"))
+			tt.mutate(&spec, sink)
+
+			res := runner.Run(t.Context(), spec)
+
+			require.Equal(t, runner.StatusFailure, res.Status)
+			require.Contains(t, res.Reason, tt.wantReason)
+			require.Equal(t, -1, res.Steps[0].ExitCode)
+			require.True(t, res.Steps[1].Skipped)
+			require.False(t, res.Steps[2].Skipped, "teardown runs after a start failure")
+		})
+	}
+}
+
+func TestRunCancelKillsProcessGroup(t *testing.T) {
+	t.Parallel()
+	spec, sink := setup(t,
+		step("wait", `sleep 600 & echo $! > bg.pid; echo $$ > sh.pid; wait`),
+		step("later", "true"),
+		step("teardown-note", "echo tore down"),
+	)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+
+	done := make(chan runner.Result, 1)
+	go func() { done <- runner.Run(ctx, spec) }()
+	shPID := readPID(t, filepath.Join(spec.Dir, "sh.pid"))
+	bgPID := readPID(t, filepath.Join(spec.Dir, "bg.pid"))
+	require.False(t, processGone(shPID))
+	require.False(t, processGone(bgPID))
+
+	cancel()
+	var res runner.Result
+	select {
+	case res = <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return within 5s of cancel")
+	}
+
+	require.Equal(t, runner.StatusAborted, res.Status)
+	require.Equal(t, `aborted in step "wait"`, res.Reason)
+	require.Equal(t, 143, res.Steps[0].ExitCode)
+	require.True(t, res.Steps[1].Skipped)
+	require.False(t, res.Steps[2].Skipped)
+	require.Equal(t, "tore down\n", sink.log("teardown-note"))
+	require.True(t, processGone(shPID), "shell %d survived", shPID)
+	require.True(t, processGone(bgPID), "grandchild %d survived", bgPID)
+}
+
+func TestRunCancelEscalatesToSIGKILL(t *testing.T) {
+	t.Parallel()
+	spec, _ := setup(t, step("stubborn", `trap '' TERM; sleep 600 & echo $! > bg.pid; wait; wait`))
+	spec.KillGrace = 200 * time.Millisecond
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+
+	done := make(chan runner.Result, 1)
+	go func() { done <- runner.Run(ctx, spec) }()
+	bgPID := readPID(t, filepath.Join(spec.Dir, "bg.pid"))
+	cancel()
+	var res runner.Result
+	select {
+	case res = <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return within 5s of cancel")
+	}
+
+	require.Equal(t, runner.StatusAborted, res.Status)
+	require.Equal(t, 137, res.Steps[0].ExitCode)
+	require.True(t, processGone(bgPID), "grandchild %d survived", bgPID)
+}
+
+func TestRunCancelledBeforeStart(t *testing.T) {
+	t.Parallel()
+	spec, _ := setup(t, step("a", "true"), step("teardown-b", "true"))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+
+	res := runner.Run(ctx, spec)
+
+	require.Equal(t, runner.StatusAborted, res.Status)
+	require.Equal(t, `aborted before step "a"`, res.Reason)
+	require.True(t, res.Steps[0].Skipped)
+	require.False(t, res.Steps[1].Skipped, "teardown runs even when cancelled before start")
+	require.Equal(t, 0, res.Steps[1].ExitCode)
+}
+
+func TestRunCancelShortensTeardown(t *testing.T) {
+	t.Parallel()
+	spec, _ := setup(t, step("a", "sleep 600"), step("teardown-slow", "sleep 600"))
+	spec.AbortTeardownTimeout = 300 * time.Millisecond
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(200*time.Millisecond, cancel)
+
+	res := runner.Run(ctx, spec)
+
+	require.Equal(t, runner.StatusAborted, res.Status)
+	require.Equal(t, `aborted in step "a"`, res.Reason)
+	require.Equal(t, 143, res.Steps[1].ExitCode)
+	require.Contains(t, res.Steps[1].Err, "killed: build aborted")
+}
+
+func TestRunEnvironment(t *testing.T) {
+	t.Parallel()
+	spec, sink := setup(t, step("env", `echo "$SLUICE_TEST_VAR|${HOME-unset}|$(pwd)"`))
+	spec.Env = append(spec.Env, "SLUICE_TEST_VAR=from spec")
+
+	res := runner.Run(t.Context(), spec)
+
+	require.Equal(t, runner.StatusSuccess, res.Status, res.Reason)
+	dir, err := filepath.EvalSymlinks(spec.Dir)
+	require.NoError(t, err)
+	require.Equal(t, "from spec|unset|"+dir+"\n", sink.log("env"),
+		"only Spec.Env is visible and steps run in Spec.Dir")
+}
+
+func TestRunLogsPerStep(t *testing.T) {
+	t.Parallel()
+	spec, sink := setup(t,
+		step("one", "echo out; echo err >&2"),
+		step("two", "printf 'no newline'"),
+		step("teardown-three", "echo bye"),
+	)
+
+	res := runner.Run(t.Context(), spec)
+
+	require.Equal(t, runner.StatusSuccess, res.Status, res.Reason)
+	require.Equal(t, "out\nerr\n", sink.log("one"))
+	require.Equal(t, "no newline", sink.log("two"))
+	require.Equal(t, "bye\n", sink.log("teardown-three"))
+	for _, name := range []string{"one", "two", "teardown-three"} {
+		require.True(t, sink.isClosed(name), "log of %s closed", name)
+	}
+}
+
+func TestRunNilSinkDiscards(t *testing.T) {
+	t.Parallel()
+	spec, _ := setup(t, step("a", "echo discarded"))
+	spec.Logs = nil
+
+	res := runner.Run(t.Context(), spec)
+
+	require.Equal(t, runner.StatusSuccess, res.Status, res.Reason)
+}
+
+func TestRunBackgroundProcessHoldingStdout(t *testing.T) {
+	t.Parallel()
+	spec, sink := setup(t,
+		step("start", `sleep 600 & echo $! > bg.pid; echo started`),
+		step("use", `kill -0 "$(cat bg.pid)" && echo alive`),
+	)
+
+	start := time.Now()
+	res := runner.Run(t.Context(), spec)
+
+	require.Less(t, time.Since(start), 30*time.Second, "Run must not wait for the background process")
+	require.Equal(t, runner.StatusSuccess, res.Status, res.Reason)
+	require.Equal(t, "started\n", sink.log("start"))
+	require.Equal(t, "alive\n", sink.log("use"), "background processes live until the build ends")
+	require.True(t, sink.isClosed("start"))
+	bgPID := readPID(t, filepath.Join(spec.Dir, "bg.pid"))
+	require.True(t, processGone(bgPID), "background process %d survived the build", bgPID)
+}
+
+func TestRunProcessLeavingGroupDoesNotHang(t *testing.T) {
+	t.Parallel()
+	spec, _ := setup(t, step("escape", `setsid sleep 600 & echo $! > esc.pid`))
+
+	done := make(chan runner.Result, 1)
+	go func() { done <- runner.Run(t.Context(), spec) }()
+	escPID := readPID(t, filepath.Join(spec.Dir, "esc.pid"))
+	t.Cleanup(func() { _ = syscall.Kill(escPID, syscall.SIGKILL) })
+
+	select {
+	case res := <-done:
+		require.Equal(t, runner.StatusSuccess, res.Status, res.Reason)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run hung on a pipe held by a process outside the group")
+	}
+}
+
+func TestRunOnStepEvents(t *testing.T) {
+	t.Parallel()
+	spec, _ := setup(t, step("teardown-first", "true"), step("a", "exit 1"), step("b", "true"))
+	var events []string
+	spec.OnStep = func(e runner.StepEvent) {
+		events = append(events, string(e.Kind)+" "+strconv.Itoa(e.Index)+" "+e.Step.Name)
+	}
+
+	res := runner.Run(t.Context(), spec)
+
+	require.Equal(t, runner.StatusFailure, res.Status)
+	require.Equal(t, []string{
+		"started 1 a", "ended 1 a",
+		"skipped 2 b",
+		"started 0 teardown-first", "ended 0 teardown-first",
+	}, events, "teardown steps run after all other steps")
+}
+
+// TestRunLeaksNothing is not parallel: it counts the goroutines and file
+// descriptors of the whole test binary.
+func TestRunLeaksNothing(t *testing.T) {
+	countFDs := func() int {
+		entries, err := os.ReadDir("/proc/self/fd")
+		require.NoError(t, err)
+		return len(entries)
+	}
+	spec, _ := setup(t,
+		step("bg", `sleep 600 &`),
+		step("fail", "exit 1"),
+		step("teardown-x", "echo x"),
+	)
+	spec.Timeout = time.Minute
+	runner.Run(t.Context(), spec) // warm up lazily started runtime goroutines
+
+	goroutines, fds := runtime.NumGoroutine(), countFDs()
+	res := runner.Run(t.Context(), spec)
+	require.Equal(t, runner.StatusFailure, res.Status)
+
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && (runtime.NumGoroutine() > goroutines || countFDs() > fds) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if runtime.NumGoroutine() > goroutines {
+		buf := make([]byte, 1<<20)
+		t.Logf("%s", buf[:runtime.Stack(buf, true)])
+	}
+	require.LessOrEqual(t, runtime.NumGoroutine(), goroutines, "goroutines leaked")
+	require.LessOrEqual(t, countFDs(), fds, "file descriptors leaked")
+}
