@@ -1,0 +1,537 @@
+package scm
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// mirrorRefspecs are what a mirror fetches: branches, tags, and the pull /
+// merge request heads GitHub, Gitea and GitLab publish, so that the head sha
+// of a pull request from a fork can be resolved. --prune removes what the
+// remote deleted within these namespaces only.
+var mirrorRefspecs = []string{
+	"+refs/heads/*:refs/heads/*",
+	"+refs/tags/*:refs/tags/*",
+	"+refs/pull/*:refs/pull/*",
+	"+refs/merge-requests/*:refs/merge-requests/*",
+}
+
+// Files kept in a mirror beside git's own.
+const (
+	locationFile = "sluice-location" // the (redacted) location, for people looking at the cache
+	fetchedFile  = "sluice-fetched"  // start time (Unix ns) of the last successful fetch
+)
+
+// gitRepo is a Repo backed by a bare mirror of a git repository.
+type gitRepo struct {
+	location string // URL or absolute path given to git
+	display  string // location with any password redacted
+	mirror   string // cacheDir/git/<hash>-<suffix>.git
+	lockPath string // cacheDir/git/<hash>-<suffix>.lock
+	cloned   bool   // whether this Open created the mirror
+}
+
+// openGit opens (cloning on first use) the mirror of location under cache.
+func openGit(ctx context.Context, location, cache string) (*gitRepo, error) {
+	if err := gitAvailable(); err != nil {
+		return nil, err
+	}
+	name := mirrorName(location)
+	base := filepath.Join(cache, "git")
+	r := &gitRepo{
+		location: location,
+		display:  redact(location),
+		mirror:   filepath.Join(base, name+".git"),
+		lockPath: filepath.Join(base, name+".lock"),
+	}
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return nil, fmt.Errorf("open %s: create cache: %w", r.display, err)
+	}
+	if r.mirrorExists() {
+		return r, nil
+	}
+	lock, err := lockFile(ctx, r.lockPath)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", r.display, err)
+	}
+	defer func() { _ = lock.unlock() }()
+	if r.mirrorExists() { // another process cloned it while we waited
+		return r, nil
+	}
+	if err := r.clone(ctx); err != nil {
+		return nil, fmt.Errorf("open %s: clone into %s: %w", r.display, r.mirror, err)
+	}
+	r.cloned = true
+	return r, nil
+}
+
+// mirrorName derives the cache entry name of location: a hash of the location
+// (user info dropped, so a rotated token keeps its mirror) and a readable
+// suffix made of its last two path elements.
+func mirrorName(location string) string {
+	key := location
+	if u, err := url.Parse(location); err == nil && u.User != nil && u.Scheme != "" {
+		u.User = nil
+		key = u.String()
+	}
+	sum := sha256.Sum256([]byte(key))
+	canon := strings.TrimSuffix(CanonicalURL(location), "/")
+	parts := strings.Split(filepath.ToSlash(canon), "/")
+	if len(parts) > 2 {
+		parts = parts[len(parts)-2:]
+	}
+	suffix := unsafeNameChars.ReplaceAllString(strings.Join(parts, "-"), "-")
+	suffix = strings.Trim(suffix, "-.")
+	if len(suffix) > 48 {
+		suffix = suffix[len(suffix)-48:]
+	}
+	if suffix == "" {
+		suffix = "repo"
+	}
+	return hex.EncodeToString(sum[:8]) + "-" + suffix
+}
+
+// unsafeNameChars are replaced in cache entry names.
+var unsafeNameChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// mirrorExists reports whether the mirror is complete: it is renamed into
+// place only after its first fetch succeeded.
+func (r *gitRepo) mirrorExists() bool {
+	st, err := os.Stat(filepath.Join(r.mirror, "HEAD"))
+	return err == nil && st.Mode().IsRegular()
+}
+
+// clone creates the mirror: init a bare repository beside it, fetch, rename
+// into place. The caller holds the lock.
+func (r *gitRepo) clone(ctx context.Context) error {
+	partial := strings.TrimSuffix(r.mirror, ".git") + ".partial"
+	if err := os.RemoveAll(partial); err != nil { // left by a crashed clone
+		return err
+	}
+	if _, err := runGit(ctx, "", nil, "init", "--quiet", "--bare", partial); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(partial, locationFile), []byte(r.display+"\n"), 0o644); err != nil {
+		return err
+	}
+	if err := r.fetchInto(ctx, partial); err != nil {
+		_ = os.RemoveAll(partial)
+		return err
+	}
+	if err := os.Rename(partial, r.mirror); err != nil {
+		_ = os.RemoveAll(partial)
+		return err
+	}
+	return nil
+}
+
+// fetchInto fetches mirrorRefspecs from the location into the bare repository
+// dir and records when it started.
+func (r *gitRepo) fetchInto(ctx context.Context, dir string) error {
+	start := time.Now()
+	args := append([]string{"fetch", "--quiet", "--prune", "--no-write-fetch-head", r.location}, mirrorRefspecs...)
+	if _, err := runGit(ctx, dir, nil, args...); err != nil {
+		return err
+	}
+	stamp := strconv.FormatInt(start.UnixNano(), 10) + "\n"
+	return os.WriteFile(filepath.Join(dir, fetchedFile), []byte(stamp), 0o644)
+}
+
+// lastFetch returns when the last successful fetch into the mirror started.
+func (r *gitRepo) lastFetch() (time.Time, bool) {
+	b, err := os.ReadFile(filepath.Join(r.mirror, fetchedFile))
+	if err != nil {
+		return time.Time{}, false
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.Unix(0, ns), true
+}
+
+// fetch updates the mirror under its lock. It is skipped when a fetch that
+// started at or after requested has completed meanwhile (several goroutines or
+// processes asking at once share one fetch), or when done reports that what
+// the caller needs is already there.
+func (r *gitRepo) fetch(ctx context.Context, requested time.Time, done func() bool) error {
+	lock, err := lockFile(ctx, r.lockPath)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = lock.unlock() }()
+	if last, ok := r.lastFetch(); ok && !last.Before(requested) {
+		return nil
+	}
+	if done != nil && done() {
+		return nil
+	}
+	return r.fetchInto(ctx, r.mirror)
+}
+
+// fetchOne fetches one object by name (a full sha, or HEAD) into ref, for
+// commits no fetched ref points at (a detached HEAD, a commit only reachable
+// from a ref outside mirrorRefspecs). Servers may refuse unadvertised shas.
+func (r *gitRepo) fetchOne(ctx context.Context, src, ref string) error {
+	lock, err := lockFile(ctx, r.lockPath)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = lock.unlock() }()
+	_, err = runGit(ctx, r.mirror, nil, "fetch", "--quiet", "--no-write-fetch-head", r.location, "+"+src+":"+ref)
+	return err
+}
+
+// commit returns the full sha of the commit rev names in the mirror, or
+// found=false when there is none.
+func (r *gitRepo) commit(ctx context.Context, rev string) (sha string, found bool, err error) {
+	out, err := runGit(ctx, r.mirror, nil, "rev-parse", "--verify", "--quiet", rev+"^{commit}")
+	if err != nil {
+		if exitCode(err) == 1 && ctx.Err() == nil {
+			return "", false, nil
+		}
+		return "", false, err
+	}
+	return strings.TrimSpace(string(out)), true, nil
+}
+
+// hexSHA matches full and abbreviated commit names (SHA-1 or SHA-256).
+var hexSHA = regexp.MustCompile(`^[0-9a-fA-F]{4,64}$`)
+
+// isFullSHA reports whether s is a complete SHA-1 or SHA-256 object name.
+func isFullSHA(s string) bool {
+	return hexSHA.MatchString(s) && (len(s) == 40 || len(s) == 64)
+}
+
+// Resolve implements Repo. A sha already in the mirror is answered without
+// network access; anything else fetches first (shared with concurrent
+// callers), then looks for refs/heads/<ref>, refs/tags/<ref>, then <ref>
+// itself (full ref names such as refs/pull/7/head, or a sha). "" and "HEAD"
+// ask the remote which commit its HEAD names.
+func (r *gitRepo) Resolve(ctx context.Context, ref string) (string, error) {
+	requested := time.Now()
+	if err := checkRef(ref); err != nil {
+		return "", fmt.Errorf("resolve %q in %s: %w", ref, r.display, err)
+	}
+	if hexSHA.MatchString(ref) {
+		if sha, ok, err := r.commit(ctx, ref); err != nil {
+			return "", fmt.Errorf("resolve %q in %s: %w", ref, r.display, err)
+		} else if ok {
+			return sha, nil
+		}
+	}
+	if err := r.fetch(ctx, requested, nil); err != nil {
+		return "", fmt.Errorf("resolve %q in %s: fetch: %w", ref, r.display, err)
+	}
+	if ref == "" || ref == "HEAD" {
+		return r.resolveHead(ctx, ref)
+	}
+	candidates := []string{ref}
+	if !strings.HasPrefix(ref, "refs/") {
+		candidates = []string{"refs/heads/" + ref, "refs/tags/" + ref, ref}
+	}
+	for _, c := range candidates {
+		sha, ok, err := r.commit(ctx, c)
+		if err != nil {
+			return "", fmt.Errorf("resolve %q in %s: %w", ref, r.display, err)
+		}
+		if ok {
+			return sha, nil
+		}
+	}
+	if isFullSHA(ref) {
+		if sha, err := r.fetchMissing(ctx, ref); err == nil {
+			return sha, nil
+		}
+	}
+	return "", fmt.Errorf("resolve %q in %s: %w: no branch, tag or commit of that name", ref, r.display, ErrNotFound)
+}
+
+// resolveHead asks the remote for its HEAD commit (the default branch's tip,
+// or a local repository's detached HEAD) and makes sure the mirror holds it.
+func (r *gitRepo) resolveHead(ctx context.Context, ref string) (string, error) {
+	out, err := runGit(ctx, r.mirror, nil, "ls-remote", "--quiet", r.location, "HEAD")
+	if err != nil {
+		return "", fmt.Errorf("resolve %q in %s: %w", ref, r.display, err)
+	}
+	var sha string
+	for line := range strings.Lines(string(out)) {
+		if id, name, ok := strings.Cut(strings.TrimSpace(line), "\t"); ok && name == "HEAD" {
+			sha = id
+			break
+		}
+	}
+	if !isFullSHA(sha) {
+		return "", fmt.Errorf("resolve %q in %s: %w: the repository has no HEAD commit (empty repository?)", ref, r.display, ErrNotFound)
+	}
+	if full, ok, err := r.commit(ctx, sha); err != nil {
+		return "", fmt.Errorf("resolve %q in %s: %w", ref, r.display, err)
+	} else if ok {
+		return full, nil
+	}
+	if err := r.fetchOne(ctx, "HEAD", "refs/sluice/HEAD"); err != nil {
+		return "", fmt.Errorf("resolve %q in %s: fetch HEAD: %w", ref, r.display, err)
+	}
+	full, ok, err := r.commit(ctx, sha)
+	if err != nil {
+		return "", fmt.Errorf("resolve %q in %s: %w", ref, r.display, err)
+	}
+	if !ok {
+		return "", fmt.Errorf("resolve %q in %s: %w: HEAD commit %s missing after fetch", ref, r.display, ErrNotFound, sha)
+	}
+	return full, nil
+}
+
+// fetchMissing fetches a full sha that no fetched ref reaches, keeping it
+// under refs/sluice/commits/ so that gc does not drop it.
+func (r *gitRepo) fetchMissing(ctx context.Context, sha string) (string, error) {
+	sha = strings.ToLower(sha)
+	if err := r.fetchOne(ctx, sha, "refs/sluice/commits/"+sha); err != nil {
+		return "", err
+	}
+	full, ok, err := r.commit(ctx, sha)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", fmt.Errorf("commit %s missing after fetch", sha)
+	}
+	return full, nil
+}
+
+// ensureCommit returns the full sha of the commit sha names, fetching once
+// when the mirror lacks it.
+func (r *gitRepo) ensureCommit(ctx context.Context, sha string) (string, error) {
+	requested := time.Now()
+	if !hexSHA.MatchString(sha) {
+		return "", fmt.Errorf("%w: %q is not a commit sha (resolve refs with Resolve first)", ErrInvalidArgument, sha)
+	}
+	full, ok, err := r.commit(ctx, sha)
+	if err != nil || ok {
+		return full, err
+	}
+	err = r.fetch(ctx, requested, func() bool {
+		_, ok, _ := r.commit(ctx, sha)
+		return ok
+	})
+	if err != nil {
+		return "", fmt.Errorf("commit %s is not in the mirror and fetching failed: %w", sha, err)
+	}
+	if full, ok, err = r.commit(ctx, sha); err != nil || ok {
+		return full, err
+	}
+	if isFullSHA(sha) {
+		if full, err := r.fetchMissing(ctx, sha); err == nil {
+			return full, nil
+		}
+	}
+	return "", fmt.Errorf("%w: commit %s is not in %s, even after fetching (never pushed, or force-pushed away?)", ErrNotFound, sha, r.display)
+}
+
+// ReadFile implements Repo. Symbolic links inside the tree are followed; one
+// pointing outside the repository reads as absent.
+func (r *gitRepo) ReadFile(ctx context.Context, sha, p string) ([]byte, error) {
+	clean, err := cleanRepoPath(p)
+	if err != nil {
+		return nil, fmt.Errorf("read %s at %s in %s: %w", p, sha, r.display, err)
+	}
+	full, err := r.ensureCommit(ctx, sha)
+	if err != nil {
+		return nil, fmt.Errorf("read %s at %s in %s: %w", clean, sha, r.display, err)
+	}
+	in := strings.NewReader(full + ":" + clean + "\n")
+	out, err := runGit(ctx, r.mirror, in, "cat-file", "--batch", "--follow-symlinks")
+	if err != nil {
+		return nil, fmt.Errorf("read %s at %s in %s: %w", clean, sha, r.display, err)
+	}
+	content, err := parseCatFile(out)
+	if err != nil {
+		return nil, fmt.Errorf("read %s at %s in %s: %w", clean, full, r.display, err)
+	}
+	return content, nil
+}
+
+// parseCatFile reads one answer of `git cat-file --batch --follow-symlinks`.
+func parseCatFile(out []byte) ([]byte, error) {
+	header, rest, _ := bytes.Cut(out, []byte("\n"))
+	fields := strings.Fields(string(header))
+	switch {
+	case len(fields) == 0:
+		return nil, errors.New("git cat-file printed nothing")
+	case fields[len(fields)-1] == "missing":
+		return nil, fmt.Errorf("%w: no such file", ErrNotFound)
+	case fields[0] == "symlink":
+		return nil, fmt.Errorf("%w: symbolic link pointing outside the repository", ErrNotFound)
+	case fields[0] == "dangling" || fields[0] == "loop" || fields[0] == "notdir":
+		return nil, fmt.Errorf("%w: %s symbolic link", ErrNotFound, fields[0])
+	case len(fields) != 3:
+		return nil, fmt.Errorf("unexpected git cat-file output %q", header)
+	case fields[1] == "tree":
+		return nil, fmt.Errorf("%w: a directory, not a file", ErrNotFound)
+	case fields[1] != "blob":
+		return nil, fmt.Errorf("%w: a %s, not a file", ErrNotFound, fields[1])
+	}
+	size, err := strconv.Atoi(fields[2])
+	if err != nil || size < 0 || size > len(rest) {
+		return nil, fmt.Errorf("unexpected git cat-file output %q", header)
+	}
+	return rest[:size:size], nil
+}
+
+// cleanRepoPath validates a slash-separated path inside a repository and
+// returns it cleaned.
+func cleanRepoPath(p string) (string, error) {
+	if p == "" || strings.ContainsAny(p, "\x00\n\r") {
+		return "", fmt.Errorf("%w: path %q is empty or has control characters", ErrInvalidArgument, p)
+	}
+	if path.IsAbs(p) || filepath.IsAbs(p) {
+		return "", fmt.Errorf("%w: path %q must be relative to the repository root", ErrInvalidArgument, p)
+	}
+	clean := path.Clean(filepath.ToSlash(p))
+	if clean == "." || clean == ".." || strings.HasPrefix(clean, "../") {
+		return "", fmt.Errorf("%w: path %q is outside the repository", ErrInvalidArgument, p)
+	}
+	return clean, nil
+}
+
+// checkRef rejects refs git would read as an option or as revision syntax
+// (ranges, reflog, searches) rather than a name; "" is allowed.
+func checkRef(ref string) error {
+	if ref == "" {
+		return nil
+	}
+	if err := checkArg("ref", ref); err != nil {
+		return err
+	}
+	if strings.ContainsAny(ref, " ~^:?*[\\\t") || strings.Contains(ref, "..") ||
+		strings.Contains(ref, "@{") || strings.HasSuffix(ref, "/") || strings.HasSuffix(ref, ".lock") {
+		return fmt.Errorf("%w: %q is not a valid ref name", ErrInvalidArgument, ref)
+	}
+	return nil
+}
+
+// Checkout implements Repo: a local clone of the mirror (objects hard-linked
+// when on the same file system) with HEAD detached at sha and origin pointing
+// at the repository's location (user info removed).
+func (r *gitRepo) Checkout(ctx context.Context, sha, dir string) (err error) {
+	full, err := r.ensureCommit(ctx, sha)
+	if err != nil {
+		return fmt.Errorf("checkout %s of %s: %w", sha, r.display, err)
+	}
+	cleanup, err := prepareCheckoutDir(dir)
+	if err != nil {
+		return fmt.Errorf("checkout %s of %s: %w", full, r.display, err)
+	}
+	defer func() {
+		if err != nil {
+			cleanup()
+		}
+	}()
+	if _, err := runGit(ctx, "", nil, "clone", "--quiet", "--no-checkout", r.mirror, dir); err != nil {
+		return fmt.Errorf("checkout %s of %s into %s: %w", full, r.display, dir, err)
+	}
+	if _, err := runGit(ctx, dir, nil, "remote", "set-url", "origin", stripUserInfo(r.location)); err != nil {
+		return fmt.Errorf("checkout %s of %s into %s: %w", full, r.display, dir, err)
+	}
+	if _, err := runGit(ctx, dir, nil, "checkout", "--quiet", "--detach", full); err != nil {
+		return fmt.Errorf("checkout %s of %s into %s: %w", full, r.display, dir, err)
+	}
+	return nil
+}
+
+// stripUserInfo removes credentials from a URL so that they are not written
+// into a build's checkout.
+func stripUserInfo(location string) string {
+	u, err := url.Parse(location)
+	if err != nil || u.User == nil || u.Scheme == "" {
+		return location
+	}
+	u.User = nil
+	return u.String()
+}
+
+// prepareCheckoutDir makes sure dir exists and is empty, and returns a
+// function that undoes a failed checkout (removing dir if it was created,
+// emptying it otherwise).
+func prepareCheckoutDir(dir string) (cleanup func(), err error) {
+	if dir == "" {
+		return nil, fmt.Errorf("%w: empty checkout directory", ErrInvalidArgument)
+	}
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		return func() { _ = os.RemoveAll(dir) }, nil
+	case err != nil:
+		return nil, fmt.Errorf("checkout directory: %w", err)
+	case len(entries) > 0:
+		return nil, fmt.Errorf("%w: %s holds %s", ErrDirNotEmpty, dir, entries[0].Name())
+	}
+	return func() {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}, nil
+}
+
+// ChangedFiles implements Repo with `git diff-tree` (renames listed as a
+// deletion plus an addition). The list is sorted and never nil for git.
+func (r *gitRepo) ChangedFiles(ctx context.Context, from, to string) ([]string, error) {
+	toFull, err := r.ensureCommit(ctx, to)
+	if err != nil {
+		return nil, fmt.Errorf("changed files %s..%s in %s: %w", from, to, r.display, err)
+	}
+	var args []string
+	if from == "" {
+		out, err := runGit(ctx, r.mirror, nil, "rev-list", "--parents", "-n", "1", toFull)
+		if err != nil {
+			return nil, fmt.Errorf("changed files in %s of %s: %w", toFull, r.display, err)
+		}
+		parents := strings.Fields(string(out))
+		if len(parents) < 2 {
+			args = []string{"ls-tree", "-r", "-z", "--name-only", toFull}
+		} else {
+			args = []string{"diff-tree", "-r", "-z", "--name-only", "--no-renames", parents[1], toFull}
+		}
+	} else {
+		fromFull, err := r.ensureCommit(ctx, from)
+		if err != nil {
+			return nil, fmt.Errorf("changed files %s..%s in %s: %w", from, to, r.display, err)
+		}
+		args = []string{"diff-tree", "-r", "-z", "--name-only", "--no-renames", fromFull, toFull}
+	}
+	out, err := runGit(ctx, r.mirror, nil, args...)
+	if err != nil {
+		return nil, fmt.Errorf("changed files %s..%s in %s: %w", from, to, r.display, err)
+	}
+	return splitNUL(out), nil
+}
+
+// splitNUL splits NUL-terminated git output into a sorted, duplicate-free,
+// non-nil list.
+func splitNUL(out []byte) []string {
+	files := []string{}
+	for _, f := range strings.Split(string(out), "\x00") {
+		if f != "" {
+			files = append(files, f)
+		}
+	}
+	slices.Sort(files)
+	return slices.Compact(files)
+}
