@@ -37,6 +37,22 @@
 // restricts it to roles. System is the all-powerful identity of the
 // orchestrator itself and of every request when authentication is off.
 //
+// Decisions worth knowing:
+//
+//   - Names accept ASCII letters only (FlowForce accepts any letter), so two
+//     Unicode spellings of one name cannot become two queues.
+//   - A member is live while now-LastSeen ≤ timeout (inclusive); never seen
+//     means dead; a LastSeen in the future (clock skew) means live.
+//   - Only members in StateActive activate a rule or get slots; an empty
+//     state is not active. Draining members keep their running builds and
+//     are listed in Plan.Draining, with 0 new slots.
+//   - The built-in DefaultQueue falls back to the controller so builds never
+//     get stuck on an install with no executor running.
+//   - A new SlotPool has limit 0: an executor takes no build of a queue
+//     until a Plan says it may.
+//   - Anonymous identities (empty User) may do nothing, not even use an
+//     unrestricted queue; "every authenticated user" means a non-empty User.
+//
 // Errors wrap the sentinels ErrInvalidName, ErrInvalidRule, ErrInvalidQueue
 // and ErrForbidden; test them with errors.Is. Validation reports every
 // problem at once.

@@ -27,8 +27,10 @@ type problem struct {
 	msg  string
 }
 
+// Error returns the finding alone.
 func (p *problem) Error() string { return p.msg }
 
+// Unwrap returns the sentinel the finding belongs to.
 func (p *problem) Unwrap() error { return p.kind }
 
 func newProblem(kind error, msg string) error {
@@ -39,6 +41,7 @@ func newProblem(kind error, msg string) error {
 // "; " so a whole list fits on one log line or one CLI error line.
 type problems []error
 
+// Error joins the findings with "; ".
 func (ps problems) Error() string {
 	parts := make([]string, len(ps))
 	for i, p := range ps {
@@ -47,6 +50,7 @@ func (ps problems) Error() string {
 	return strings.Join(parts, "; ")
 }
 
+// Unwrap returns the findings, so errors.Is sees each one's sentinel.
 func (ps problems) Unwrap() []error { return ps }
 
 // join returns nil for no findings, the finding itself for one, and a

@@ -105,7 +105,7 @@ func ParseRule(s string) (Rule, error) {
 			bad("entry %q has no value; want key=value", entry)
 			continue
 		}
-		if key != keyLabels {
+		if key == keyRunOn || key == keyMaxParallel || key == keyMinGap {
 			if seen[key] {
 				bad("%s given twice (%s=%s again)", key, key, value)
 				continue

@@ -181,6 +181,11 @@ func TestParseRuleErrors(t *testing.T) {
 			wantErr: `parse rule "run-on=any,maxparallel=2": unknown key "maxparallel" in "maxparallel=2" (known keys: run-on, max-parallel, min-gap, labels)`,
 		},
 		{
+			name: "unknown key twice", input: "run-on=any,color=red,color=blue",
+			wantErr: `parse rule "run-on=any,color=red,color=blue": unknown key "color" in "color=red" (known keys: run-on, max-parallel, min-gap, labels); ` +
+				`unknown key "color" in "color=blue" (known keys: run-on, max-parallel, min-gap, labels)`,
+		},
+		{
 			name: "entry without value", input: "run-on",
 			wantErr: `parse rule "run-on": entry "run-on" has no value; want key=value; run-on is required (controller, executors or any)`,
 		},

@@ -209,8 +209,11 @@ func (p *SlotPool) broadcastLocked() {
 func (s *Slot) Index() int { return s.index }
 
 // Release ends the slot's use now. The slot becomes reusable once the pool's
-// MinGap has passed. Calling Release again does nothing.
+// MinGap has passed. Calling Release again, or on a nil Slot, does nothing.
 func (s *Slot) Release() {
+	if s == nil {
+		return
+	}
 	p := s.pool
 	p.mu.Lock()
 	defer p.mu.Unlock()
