@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // skippedNames are never part of a directory snapshot, at any depth: git's
@@ -291,6 +292,9 @@ func (r *dirRepo) ReadFile(_ context.Context, sha, p string) ([]byte, error) {
 	}
 	defer func() { _ = root.Close() }()
 	b, err := root.ReadFile(filepath.FromSlash(clean))
+	if errors.Is(err, syscall.EISDIR) {
+		return nil, fmt.Errorf("read %s at %s in %s: %w: a directory, not a file", clean, full, r.root, ErrNotFound)
+	}
 	if err != nil {
 		var pe *fs.PathError
 		if errors.Is(err, fs.ErrNotExist) || !errors.As(err, &pe) || pe.Op != "read" {
