@@ -55,8 +55,9 @@ func buildGraph(spec *Spec) Graph {
 	return g
 }
 
-// hasCycle reports whether the graph has a directed cycle.
-func hasCycle(g Graph) bool {
+// findCycle returns one directed cycle of the graph as a node path whose first and last
+// entries are the same node, or nil when the graph is acyclic.
+func findCycle(g Graph) []string {
 	adj := map[string][]string{}
 	for _, e := range g.Edges {
 		adj[e.Src] = append(adj[e.Src], e.Dest)
@@ -84,7 +85,14 @@ func hasCycle(g Graph) bool {
 				top.next++
 				switch color[d] {
 				case grey:
-					return true
+					var path []string
+					for i := len(stack) - 1; i >= 0; i-- {
+						path = append([]string{stack[i].node}, path...)
+						if stack[i].node == d {
+							break
+						}
+					}
+					return append(path, d)
 				case white:
 					color[d] = grey
 					stack = append(stack, frame{node: d})
@@ -95,7 +103,7 @@ func hasCycle(g Graph) bool {
 			stack = stack[:len(stack)-1]
 		}
 	}
-	return false
+	return nil
 }
 
 // Next is a job to consider after an upstream job (or trigger) succeeded.

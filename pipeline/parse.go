@@ -317,8 +317,8 @@ func (p *parser) build(root *value) *Spec {
 	p.checkStages(spec, stages)
 	p.checkRequires(spec, stages)
 	spec.Graph = buildGraph(spec)
-	if hasCycle(spec.Graph) {
-		p.add("", "requires", "Jobs: should not have circular dependency in jobs")
+	if cycle := findCycle(spec.Graph); cycle != nil {
+		p.add(cycle[0], "requires", "Jobs: should not have circular dependency in jobs (%s)", strings.Join(cycle, " -> "))
 	}
 	for _, name := range spec.JobOrder {
 		p.checkNotifications(spec.Jobs[name])
