@@ -373,20 +373,24 @@ func (w *remoteWriter) finish() error {
 func (w *remoteWriter) retry(what string, attempt func() (done bool, err error)) error {
 	opts := &w.sink.opts
 	backoff := opts.RetryMin
+	var last error // the last failure not caused by giving up
 	for n := 1; ; n++ {
 		done, err := attempt()
 		if done {
 			return err
 		}
+		if last == nil || w.ctx.Err() == nil {
+			last = err
+		}
 		w.log.Warn("log shipping attempt failed", "op", what, "attempt", n, "retry_in", backoff, "error", err)
-		// Full jitter in [backoff/2, backoff].
+		// Jitter in [backoff/2, backoff].
 		sleep := backoff/2 + rand.N(backoff/2+1)
 		t := time.NewTimer(sleep)
 		select {
 		case <-t.C:
 		case <-w.ctx.Done():
 			t.Stop()
-			return fmt.Errorf("%s log of step %s: gave up after %d attempts: %w", what, w.step, n, err)
+			return fmt.Errorf("%s log of step %s: gave up after %d attempts: %w", what, w.step, n, last)
 		}
 		backoff = min(backoff*2, opts.RetryMax)
 	}

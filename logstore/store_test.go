@@ -413,4 +413,3 @@ func TestSinkWithRunner(t *testing.T) {
 	_, err = s.Sink("../x").Open("s")
 	require.ErrorIs(t, err, logstore.ErrInvalidID)
 }
-
