@@ -1,6 +1,7 @@
 package logstore
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -57,11 +58,8 @@ func (s *Store) paths(build, step string) (stepPaths, error) {
 	if err != nil {
 		return stepPaths{}, err
 	}
-	if err := checkName(step); err != nil {
-		return stepPaths{}, fmt.Errorf("%w: step name %q: %s", ErrInvalidID, step, err.Error())
-	}
-	if strings.Contains(step, "/") {
-		return stepPaths{}, fmt.Errorf("%w: step name %q contains '/'", ErrInvalidID, step)
+	if err := checkStep(step); err != nil {
+		return stepPaths{}, err
 	}
 	esc := escape(step)
 	if len(esc)+len(".done") > maxNameBytes {
@@ -77,16 +75,27 @@ func (s *Store) paths(build, step string) (stepPaths, error) {
 	}, nil
 }
 
+// checkStep validates a step name: one path element.
+func checkStep(step string) error {
+	if err := checkName(step); err != nil {
+		return fmt.Errorf("%w: step name %q: %s", ErrInvalidID, step, err.Error())
+	}
+	if strings.Contains(step, "/") {
+		return fmt.Errorf("%w: step name %q contains '/'", ErrInvalidID, step)
+	}
+	return nil
+}
+
 // checkName rejects the path elements that could escape or alias a
 // directory once joined.
 func checkName(seg string) error {
 	switch {
 	case seg == "":
-		return fmt.Errorf("empty segment")
+		return errors.New("empty segment")
 	case seg == "." || seg == "..":
 		return fmt.Errorf("segment %q not allowed", seg)
 	case strings.ContainsRune(seg, 0):
-		return fmt.Errorf("NUL byte not allowed")
+		return errors.New("NUL byte not allowed")
 	}
 	return nil
 }

@@ -122,8 +122,8 @@ type remoteSink struct {
 // Open implements runner.LogSink: it starts the step's shipper, which
 // creates the (empty) log on the server at once.
 func (s *remoteSink) Open(step string) (io.WriteCloser, error) {
-	if err := checkName(step); err != nil {
-		return nil, fmt.Errorf("open remote step log: %w: step name %q: %s", ErrInvalidID, step, err.Error())
+	if err := checkStep(step); err != nil {
+		return nil, fmt.Errorf("open remote step log: %w", err)
 	}
 	// The shipper's lifetime is the writer's, not a caller's request: logs
 	// of teardown steps must still ship after the build was cancelled. Close

@@ -310,3 +310,12 @@ func TestRemoteSinkGivesUpAfterCloseTimeout(t *testing.T) {
 	require.ErrorContains(t, err, "down for maintenance")
 	require.ErrorContains(t, err, "5 bytes of log not delivered")
 }
+
+func TestRemoteSinkRejectsBadStepNames(t *testing.T) {
+	t.Parallel()
+	sink := logstore.NewRemoteSink("http://127.0.0.1:1", "b", nil, logstore.RemoteOptions{})
+	for _, step := range []string{"", "..", "a/b"} {
+		_, err := sink.Open(step)
+		require.ErrorIs(t, err, logstore.ErrInvalidID, "step %q", step)
+	}
+}

@@ -126,7 +126,7 @@ func (r *run) step(ctx context.Context, i int) (res StepResult, killed error) {
 		// SIGTERM went out; make sure nothing of the group survives the
 		// grace period, descendants included.
 		terminateGroups([]int{pgid}, r.grace, false)
-		res.Err = "killed: " + killed.Error()
+		res.Err = "killed: " + describeKill(killed)
 	} else if cmd.ProcessState == nil {
 		res.Err = fmt.Sprintf("wait: %v", waitErr)
 	}
@@ -257,6 +257,16 @@ func exitCode(ps *os.ProcessState, waitErr error) int {
 		return 128 + int(ws.Signal())
 	}
 	return ps.ExitCode()
+}
+
+// describeKill says why a step's context ended.
+func describeKill(cause error) string {
+	for _, own := range []error{errBuildTimeout, errTeardownTimeout, errAborted} {
+		if errors.Is(cause, own) {
+			return own.Error()
+		}
+	}
+	return "build aborted (" + cause.Error() + ")"
 }
 
 func closeLog(w io.Closer) error {

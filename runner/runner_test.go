@@ -322,6 +322,7 @@ func TestRunCancelKillsProcessGroup(t *testing.T) {
 	require.Equal(t, runner.StatusAborted, res.Status)
 	require.Equal(t, `aborted in step "wait"`, res.Reason)
 	require.Equal(t, 143, res.Steps[0].ExitCode)
+	require.Equal(t, "killed: build aborted (context canceled)", res.Steps[0].Err)
 	require.True(t, res.Steps[1].Skipped)
 	require.False(t, res.Steps[2].Skipped)
 	require.Equal(t, "tore down\n", sink.log("teardown-note"))
