@@ -378,7 +378,7 @@ func jsNumber(f float64) string {
 		return "0"
 	}
 	abs := math.Abs(f)
-	if abs >= 1e-7 && abs < 1e21 {
+	if abs >= 1e-6 && abs < 1e21 {
 		return strconv.FormatFloat(f, 'f', -1, 64)
 	}
 	s := strconv.FormatFloat(f, 'e', -1, 64) // 1e+21, 1.5e-07
