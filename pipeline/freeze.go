@@ -117,6 +117,10 @@ func (ws FreezeWindows) NextOpen(t time.Time) (time.Time, error) {
 	cur := t.Truncate(time.Minute)
 	limit := cur.AddDate(FreezeHorizon, 0, 0)
 	for cur.Before(limit) {
+		if ws.frozenUntilMidnight(cur) {
+			cur = time.Date(cur.Year(), cur.Month(), cur.Day()+1, 0, 0, 0, 0, time.UTC)
+			continue
+		}
 		var covered uint64
 		for _, w := range ws {
 			if w.coversHour(cur) {
@@ -131,6 +135,34 @@ func (ws FreezeWindows) NextOpen(t time.Time) (time.Time, error) {
 		cur = cur.Truncate(time.Hour).Add(time.Hour)
 	}
 	return time.Time{}, ErrAlwaysFrozen
+}
+
+// frozenUntilMidnight reports whether every minute from t's hour to the end of t's UTC
+// day is frozen, so NextOpen can skip whole days.
+func (ws FreezeWindows) frozenUntilMidnight(t time.Time) bool {
+	const fullHour = 1<<60 - 1
+	var hourBits [24]uint64
+	covering := 0
+	for _, w := range ws {
+		if !w.coversDay(t) {
+			continue
+		}
+		covering++
+		for h := t.Hour(); h < 24; h++ {
+			if w.hour&(1<<uint(h)) != 0 {
+				hourBits[h] |= w.minute
+			}
+		}
+	}
+	if covering == 0 {
+		return false
+	}
+	for h := t.Hour(); h < 24; h++ {
+		if hourBits[h] != fullHour {
+			return false
+		}
+	}
+	return true
 }
 
 // NextUnfrozen parses exprs and returns FreezeWindows.NextOpen(t).

@@ -154,7 +154,6 @@ type rawJob struct {
 	stepsReported  bool // a structural steps problem was already reported
 	isStageJob     bool // a stage setup/teardown job
 	isSetup        bool
-	implicitVirtal bool
 }
 
 func newRawJob(name, path string) *rawJob {
@@ -170,7 +169,6 @@ func defaultStageJob(name, path string) *rawJob {
 	for _, k := range []string{"image", "steps", "annotations"} {
 		j.truthy[k], j.set[k] = true, true
 	}
-	j.implicitVirtal = true
 	return j
 }
 
@@ -201,7 +199,7 @@ func (p *parser) build(root *value) *Spec {
 		case "annotations":
 			if m := p.mapping(v, "annotations", ""); m != nil {
 				spec.Annotations = m.toAny().(map[string]any)
-				p.checkAnnotationKeys("", "annotations", m)
+				p.checkAnnotationKeys("", spec.Annotations)
 			}
 		case "parameters":
 			if m := p.mapping(v, "parameters", ""); m != nil {
@@ -523,11 +521,7 @@ func (p *parser) jobLike(v *value, name, path string) *rawJob {
 			list, _ := p.stringList(val, field, jobRef)
 			j.order = list
 		case "template":
-			if name != "" || path == "shared" {
-				p.add(jobRef, k, "%s: \"template\" is not supported by sluice: job templates are not available; inline the image and steps", jobLabel(name, path))
-			} else {
-				p.add(jobRef, k, "%q is not supported by sluice: job templates are not available", field)
-			}
+			p.add(jobRef, k, "%s: \"template\" is not supported by sluice: job templates are not available; inline the image and steps", jobLabel(name, path))
 			if val.kind == kString {
 				j.template = val.str
 			}
@@ -820,7 +814,7 @@ func terminalJobs(jobs []*rawJob, stage string) []string {
 // sourcePaths are unioned (shared first).
 func mergeShared(shared, job *rawJob) *rawJob {
 	m := newRawJob(job.name, job.path)
-	m.stage, m.isStageJob, m.isSetup, m.implicitVirtal = job.stage, job.isStageJob, job.isSetup, job.implicitVirtal
+	m.stage, m.isStageJob, m.isSetup = job.stage, job.isStageJob, job.isSetup
 	m.stepsReported = job.stepsReported || (!job.truthy["steps"] && shared.stepsReported)
 	m.template = job.template
 

@@ -80,6 +80,7 @@ func RenderDOT(w io.Writer, spec *Spec) error {
 	p := func(format string, args ...any) { fmt.Fprintf(bw, format, args...) }
 	p("digraph pipeline {\n")
 	p("  rankdir=LR;\n")
+	p("  graph [fontname=\"Helvetica\"];\n")
 	p("  node [shape=box, style=\"rounded,filled\", fillcolor=\"#ffffff\", fontname=\"Helvetica\"];\n")
 	p("  edge [fontname=\"Helvetica\", fontsize=10];\n")
 	p("  // solid bold edges labelled \"and\" are joins (AND); dashed edges are OR triggers\n")

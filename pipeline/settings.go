@@ -140,16 +140,12 @@ func (p *parser) jobSettings(job *Job) Settings {
 			s.Priority = int(n)
 		}
 	}
-	p.checkAnnotationKeysMap(job.Name, a)
+	p.checkAnnotationKeys(job.Name, a)
 	return s
 }
 
 // checkAnnotationKeys warns about unknown sluice.dev/* annotations (likely typos).
-func (p *parser) checkAnnotationKeys(job, _ string, m *value) {
-	p.checkAnnotationKeysMap(job, m.toAny().(map[string]any))
-}
-
-func (p *parser) checkAnnotationKeysMap(job string, a map[string]any) {
+func (p *parser) checkAnnotationKeys(job string, a map[string]any) {
 	keys := make([]string, 0, len(a))
 	for k := range a {
 		if strings.HasPrefix(k, "sluice.dev/") && !sluiceAnnotations[k] {
