@@ -131,29 +131,27 @@ type rawJob struct {
 	truthy map[string]bool
 	set    map[string]bool
 
-	image          string
-	steps          []rawStep
-	envKeys        []string
-	env            map[string]string
-	matrix         []matrixAxis
-	secrets        []string
-	settings       map[string]any
-	settingsEmpty  bool
-	annotations    map[string]any
-	requires       []string
-	blockedBy      []string
-	freezeWindows  []string
-	sourcePaths    []string
-	description    string
-	parameters     map[string]any
-	cache          *bool
-	provider       any
-	order          []string
-	template       string
-	stage          string
-	stepsReported  bool // a structural steps problem was already reported
-	isStageJob     bool // a stage setup/teardown job
-	isSetup        bool
+	image         string
+	steps         []rawStep
+	env           map[string]string
+	matrix        []matrixAxis
+	secrets       []string
+	settings      map[string]any
+	settingsEmpty bool
+	annotations   map[string]any
+	requires      []string
+	blockedBy     []string
+	freezeWindows []string
+	sourcePaths   []string
+	description   string
+	parameters    map[string]any
+	cache         *bool
+	provider      any
+	order         []string
+	template      string
+	stage         string
+	stepsReported bool // a structural steps problem was already reported
+	isStageJob    bool // a stage setup/teardown job
 }
 
 func newRawJob(name, path string) *rawJob {
@@ -402,7 +400,6 @@ func (p *parser) jobLike(v *value, name, path string) *rawJob {
 					p.add(jobRef, "environment."+ek, "\"%s.%s\" %s", field, ek, envNameMessage)
 					continue
 				}
-				j.envKeys = append(j.envKeys, ek)
 				j.env[ek] = val.vals[ei].jsString()
 			}
 		case "matrix":
@@ -765,7 +762,7 @@ func (p *parser) flattenStages(jobs []*rawJob, stages []*stageDef) []*rawJob {
 		if setup == nil {
 			setup = defaultStageJob(setupName, "stages."+s.name+".setup")
 		}
-		setup.stage, setup.isStageJob, setup.isSetup = s.name, true, true
+		setup.stage, setup.isStageJob = s.name, true
 		setup.requires = append([]string{}, s.requires...)
 		setup.set["requires"], setup.truthy["requires"] = true, true
 		if !setup.set["sourcePaths"] {
@@ -814,7 +811,7 @@ func terminalJobs(jobs []*rawJob, stage string) []string {
 // sourcePaths are unioned (shared first).
 func mergeShared(shared, job *rawJob) *rawJob {
 	m := newRawJob(job.name, job.path)
-	m.stage, m.isStageJob, m.isSetup = job.stage, job.isStageJob, job.isSetup
+	m.stage, m.isStageJob = job.stage, job.isStageJob
 	m.stepsReported = job.stepsReported || (!job.truthy["steps"] && shared.stepsReported)
 	m.template = job.template
 
@@ -840,7 +837,6 @@ func mergeShared(shared, job *rawJob) *rawJob {
 	m.provider = pick("provider").provider
 
 	m.annotations = mergeAny(shared.annotations, job.annotations)
-	m.envKeys = append(append([]string{}, shared.envKeys...), job.envKeys...)
 	for k, v := range shared.env {
 		m.env[k] = v
 	}

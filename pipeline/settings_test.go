@@ -38,7 +38,9 @@ func TestSettings(t *testing.T) {
 	}{
 		{name: "defaults", want: Settings{CollapseBuilds: true, Timeout: 90 * time.Minute, BlockedBySameJob: true, ManualStartEnabled: true, Priority: 3}},
 		{name: "bools as bools", lines: []string{"screwdriver.cd/collapseBuilds: false", "screwdriver.cd/blockedBySameJob: false", "screwdriver.cd/manualStartEnabled: false", "screwdriver.cd/virtualJob: true"},
-			want: with(func(s *Settings) { s.CollapseBuilds, s.BlockedBySameJob, s.ManualStartEnabled, s.VirtualJob = false, false, false, true })},
+			want: with(func(s *Settings) {
+				s.CollapseBuilds, s.BlockedBySameJob, s.ManualStartEnabled, s.VirtualJob = false, false, false, true
+			})},
 		{name: "bools as strings", lines: []string{`screwdriver.cd/collapseBuilds: "false"`, `screwdriver.cd/virtualJob: "TRUE"`},
 			want: with(func(s *Settings) { s.CollapseBuilds, s.VirtualJob = false, true })},
 		{name: "timeout number", lines: []string{"screwdriver.cd/timeout: 30"}, want: with(func(s *Settings) { s.Timeout = 30 * time.Minute })},
