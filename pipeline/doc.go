@@ -25,6 +25,20 @@
 // FreezeWindows computes when a frozen build may start. Render draws the graph as JSON,
 // Graphviz dot or Mermaid.
 //
+// Decisions where Screwdriver is silent or sluice differs:
+//
+//   - Configs for which Screwdriver's parser returns an error pipeline (bad slack/email
+//     notification settings, cache set for a missing job, "cache: false" without a
+//     top-level cache) are rejected by Parse with Screwdriver's messages.
+//   - "~pr-closed" and "~subscribe" keep their tilde as graph nodes, like "~pr".
+//   - Remote triggers accept any pipeline identity without whitespace, "~" or "@"; the
+//     job is what follows the last ":" ("sd@123:job", "sd@org/repo:main:job").
+//   - buildPeriodically is seeded with PeriodicSeed(Options.Pipeline, job), not a job id.
+//   - Freeze windows must have "?" in day-of-month or day-of-week; day-of-week is 0-6
+//     (or SUN-SAT); they are evaluated in UTC, minute by minute.
+//   - Stage member jobs may only be triggered by their stage's jobs or setup job, and may
+//     not have sourcePaths (Screwdriver's rules); the setup job carries the stage's.
+//
 // The package is pure: no Temporal, no network, no clock. A Spec is plain data with JSON
 // tags, so it can be passed between workflows and activities.
 package pipeline

@@ -382,6 +382,7 @@ func TestParseRequire(t *testing.T) {
 		{in: "~release:/", want: Require{Raw: "~release:/", Kind: RequireEvent, OR: true, Event: EventRelease, Branch: "/"}},
 		{in: "~sd@123:publish", want: Require{Raw: "~sd@123:publish", Kind: RequireRemote, OR: true, Pipeline: "123", Job: "publish"}},
 		{in: "sd@org/repo.main:build", want: Require{Raw: "sd@org/repo.main:build", Kind: RequireRemote, Pipeline: "org/repo.main", Job: "build"}},
+		{in: "~sd@org/repo:main:build", want: Require{Raw: "~sd@org/repo:main:build", Kind: RequireRemote, OR: true, Pipeline: "org/repo:main", Job: "build"}},
 		{in: "stage@canary", want: Require{Raw: "stage@canary", Kind: RequireStage, Stage: "canary"}},
 		{in: "~stage@canary:setup", want: Require{Raw: "~stage@canary:setup", Kind: RequireStage, OR: true, Stage: "canary", StagePhase: "setup"}},
 		{in: "~build", want: Require{Raw: "~build", Kind: RequireJob, OR: true, Job: "build"}},

@@ -61,7 +61,7 @@ type Require struct {
 var (
 	reJobName      = regexp.MustCompile(`^[\w-]+$`)
 	reEventTrigger = regexp.MustCompile(`^~(commit|pr|pr-closed|release|tag)(?::(.+))?$`)
-	reRemote       = regexp.MustCompile(`^(~?)sd@([^\s:~@]+):([\w-]+)$`)
+	reRemote       = regexp.MustCompile(`^(~?)sd@([^\s~@]+):([\w-]+)$`)
 	reStage        = regexp.MustCompile(`^(~?)stage@([\w-]+)(?::(setup|teardown))?$`)
 	reLocalJob     = regexp.MustCompile(`^(~?)([\w-]+)$`)
 )
@@ -70,7 +70,8 @@ var (
 //
 //	~commit ~pr ~pr-closed ~release ~tag   SCM events, optionally ":branch" or ":/regex/"
 //	~subscribe                            events of subscribed repositories
-//	~sd@<pipeline>:<job>, sd@<pipeline>:<job>   remote trigger (OR) or remote join (AND)
+//	~sd@<pipeline>:<job>, sd@<pipeline>:<job>   remote trigger (OR) or remote join (AND);
+//	                                      the job is what follows the last ":"
 //	~stage@<name>[:setup|:teardown], stage@...  a stage's setup/teardown job
 //	~<job>, <job>                          OR edge, AND (join) edge
 func ParseRequire(s string) (Require, error) {
