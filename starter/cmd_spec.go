@@ -23,6 +23,8 @@ func newPipelineValidateCmd() *cobra.Command {
 		Use:   "validate FILE...",
 		Short: "Validate pipeline specs (screwdriver.yaml)",
 		Args:  cobra.MinimumNArgs(1),
+		// An invalid spec is not a usage mistake: print its problems, not the usage.
+		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			invalid := 0
@@ -54,6 +56,8 @@ func newPipelineGraphCmd() *cobra.Command {
 		Use:   "graph [--format json|dot|mermaid] FILE",
 		Short: "Print a pipeline spec's workflow graph",
 		Args:  cobra.ExactArgs(1),
+		// An invalid spec is not a usage mistake: print its problems, not the usage.
+		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !slices.Contains(pipeline.Formats, pipeline.Format(format)) {
 				return fmt.Errorf("graph: %w %q (want json, dot or mermaid)", pipeline.ErrUnknownFormat, format)
