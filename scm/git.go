@@ -173,7 +173,8 @@ func (r *gitRepo) fetch(ctx context.Context, requested time.Time, done func() bo
 		return err
 	}
 	defer func() { _ = lock.unlock() }()
-	if last, ok := r.lastFetch(); ok && !last.Before(requested) {
+	// A start time in the future means the clock went back: do not trust it.
+	if last, ok := r.lastFetch(); ok && !last.Before(requested) && !last.After(time.Now()) {
 		return nil
 	}
 	if done != nil && done() {
