@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -37,11 +38,12 @@ const (
 
 // gitRepo is a Repo backed by a bare mirror of a git repository.
 type gitRepo struct {
-	location string // URL or absolute path given to git
-	display  string // location with any password redacted
-	mirror   string // cacheDir/git/<hash>-<suffix>.git
-	lockPath string // cacheDir/git/<hash>-<suffix>.lock
-	cloned   bool   // whether this Open created the mirror
+	location string       // URL or absolute path given to git
+	display  string       // location with any password redacted
+	mirror   string       // cacheDir/git/<hash>-<suffix>.git
+	lockPath string       // cacheDir/git/<hash>-<suffix>.lock
+	cloned   bool         // whether this Open created the mirror
+	fetches  atomic.Int64 // fetches run through this value, for tests
 }
 
 // openGit opens (cloning on first use) the mirror of location under cache.
@@ -142,6 +144,7 @@ func (r *gitRepo) clone(ctx context.Context) error {
 // dir and records when it started.
 func (r *gitRepo) fetchInto(ctx context.Context, dir string) error {
 	start := time.Now()
+	r.fetches.Add(1)
 	args := append([]string{"fetch", "--quiet", "--prune", "--no-write-fetch-head", r.location}, mirrorRefspecs...)
 	if _, err := runGit(ctx, dir, nil, args...); err != nil {
 		return err

@@ -125,7 +125,7 @@ func ParseGitHub(h http.Header, body []byte, secret string) (*Hook, error) {
 	case "release":
 		err = parseGitHubRelease(hook, payload)
 	case "ping":
-		return nil, ignoredf("github ping (webhook %s)", hook.DeliveryID)
+		return nil, ignoredf("github ping event")
 	default:
 		return nil, ignoredf("github event %q is not handled (want push, pull_request or release)", event)
 	}
