@@ -1,0 +1,90 @@
+package activities
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/sluice-ci/sluice/queue"
+	"github.com/sluice-ci/sluice/runner"
+	"github.com/sluice-ci/sluice/scm"
+)
+
+// Activities is the receiver of every activity. Fields a role does not use
+// may be nil: a pure executor has no QueueLister, a controller without a
+// local executor has no Executor.
+type Activities struct {
+	// Logger is the process logger.
+	Logger *slog.Logger
+	// Repos opens pipeline repositories (mirrors cached under the data dir).
+	Repos RepoOpener
+	// Queues reads queue definitions from the registry.
+	Queues QueueLister
+	// Remote starts events in pipelines subscribed to a job.
+	Remote RemoteStarter
+	// Schedules reconciles periodic-build schedules.
+	Schedules Scheduler
+	// Claimer claims a build for this executor before it runs.
+	Claimer Claimer
+	// Executor is this process's executor runtime (slots, identity).
+	Executor Executor
+	// Logs returns the sink for one build attempt's step logs.
+	Logs func(key string) runner.LogSink
+	// WorkDir is the root of build workspaces.
+	WorkDir string
+	// KeepWorkspaces leaves workspaces behind after builds (debugging).
+	KeepWorkspaces bool
+}
+
+// RepoOpener opens a repository location.
+type RepoOpener interface {
+	Open(ctx context.Context, location string) (scm.Repo, error)
+}
+
+// RepoOpenerFunc adapts a function to RepoOpener.
+type RepoOpenerFunc func(ctx context.Context, location string) (scm.Repo, error)
+
+// Open calls f.
+func (f RepoOpenerFunc) Open(ctx context.Context, location string) (scm.Repo, error) {
+	return f(ctx, location)
+}
+
+// CachedRepos opens repositories with their git mirrors under cacheDir.
+func CachedRepos(cacheDir string) RepoOpener {
+	return RepoOpenerFunc(func(ctx context.Context, location string) (scm.Repo, error) {
+		return scm.Open(ctx, location, cacheDir)
+	})
+}
+
+// QueueLister lists the defined queues.
+type QueueLister interface {
+	ListQueues(ctx context.Context) ([]queue.Queue, error)
+}
+
+// RemoteStarter starts an event in every pipeline whose spec requires the
+// remote job ("sd@<pipeline>:<job>") and returns the events started.
+type RemoteStarter interface {
+	StartRemote(ctx context.Context, remote, fromEvent string) ([]string, error)
+}
+
+// Scheduler makes a pipeline's periodic schedules match periodic (job→cron).
+type Scheduler interface {
+	SyncSchedules(ctx context.Context, pipeline string, periodic map[string]string) error
+}
+
+// Claimer asks a build workflow to let this executor run the given attempt.
+// An error means the build no longer wants to run here.
+type Claimer interface {
+	Claim(ctx context.Context, workflowID string, attempt int, executor string) error
+}
+
+// Executor is the local executor runtime: who we are and whether we may
+// take builds of a queue right now.
+type Executor interface {
+	// Name is the executor's registry name.
+	Name() string
+	// Accepting reports whether a new build of the queue may start here; the
+	// string says why not.
+	Accepting(queueName string) (bool, string)
+	// Begin counts a running build of the queue until the returned func is called.
+	Begin(queueName string) (end func())
+}

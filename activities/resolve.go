@@ -1,0 +1,163 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/sluice-ci/sluice/pipeline"
+	"github.com/sluice-ci/sluice/queue"
+	"github.com/sluice-ci/sluice/scm"
+)
+
+// SpecFile is the spec's path in a repository.
+const SpecFile = "screwdriver.yaml"
+
+// Error types of non-retryable activity failures (ApplicationError.Type()).
+const (
+	// ErrTypeRepo: the repository or commit cannot be read.
+	ErrTypeRepo = "Repo"
+	// ErrTypeDeclined: the executor took the task but may not run builds of
+	// its queue now; the build is dispatched again without counting an attempt.
+	ErrTypeDeclined = "Declined"
+	// ErrTypeSuperseded: the build refused the claim (collapsed, cancelled,
+	// or another attempt is under way).
+	ErrTypeSuperseded = "Superseded"
+)
+
+// ResolveEventInput names an event's repository and commit.
+type ResolveEventInput struct {
+	Pipeline string `json:"pipeline"`
+	Repo     string `json:"repo"`
+	// Ref is what to resolve when SHA is empty: a branch or tag ("" = default).
+	Ref string `json:"ref,omitempty"`
+	SHA string `json:"sha,omitempty"`
+	// Before is the previous head of a push; changed files are diffed from it.
+	Before string `json:"before,omitempty"`
+	// ChangedFiles, when the trigger already knows them, are kept as they are.
+	ChangedFiles []string `json:"changed_files,omitempty"`
+	// WantChanges asks for the changed files (commit events with sourcePaths).
+	WantChanges bool `json:"want_changes,omitempty"`
+}
+
+// ResolveEventResult is the event's commit, its spec and the known queues.
+type ResolveEventResult struct {
+	SHA string `json:"sha"`
+	// Spec is nil when SpecError says why it could not be read or parsed.
+	Spec         *pipeline.Spec `json:"spec,omitempty"`
+	SpecError    string         `json:"spec_error,omitempty"`
+	ChangedFiles []string       `json:"changed_files,omitempty"`
+	Queues       []queue.Queue  `json:"queues,omitempty"`
+}
+
+// ResolveEvent resolves the event's commit, reads and parses its spec, lists
+// the changed files and the defined queues. A spec that does not parse is not
+// an activity error: the event fails with SpecError as its reason. A
+// repository that cannot be read is retried (mirrors may be fetching), then
+// fails the event.
+func (a *Activities) ResolveEvent(ctx context.Context, in ResolveEventInput) (ResolveEventResult, error) {
+	var out ResolveEventResult
+	repo, err := a.Repos.Open(ctx, in.Repo)
+	if err != nil {
+		return out, repoError(fmt.Errorf("open repository %s: %w", in.Repo, err))
+	}
+	activity.RecordHeartbeat(ctx, "resolving")
+	sha := in.SHA
+	if sha == "" || len(sha) < 40 {
+		ref := sha
+		if ref == "" {
+			ref = in.Ref
+		}
+		if sha, err = repo.Resolve(ctx, ref); err != nil {
+			return out, repoError(fmt.Errorf("resolve %q in %s: %w", ref, in.Repo, err))
+		}
+	}
+	out.SHA = sha
+	data, err := repo.ReadFile(ctx, sha, SpecFile)
+	switch {
+	case errors.Is(err, scm.ErrNotFound):
+		out.SpecError = fmt.Sprintf("%s not found in %s at %s", SpecFile, in.Repo, short(sha))
+		return out, nil
+	case err != nil:
+		return out, repoError(fmt.Errorf("read %s at %s: %w", SpecFile, short(sha), err))
+	}
+	spec, err := pipeline.ParseWithOptions(data, pipeline.Options{Pipeline: in.Pipeline})
+	if err != nil {
+		out.SpecError = fmt.Sprintf("%s at %s is invalid:\n%v", SpecFile, short(sha), err)
+		return out, nil
+	}
+	out.Spec = spec
+	out.ChangedFiles = in.ChangedFiles
+	if in.WantChanges && len(out.ChangedFiles) == 0 {
+		files, err := repo.ChangedFiles(ctx, in.Before, sha)
+		if err != nil {
+			a.Logger.WarnContext(ctx, "changed_files_unavailable", "repo", in.Repo, "sha", sha, "error", err)
+		} else {
+			out.ChangedFiles = files
+		}
+	}
+	if a.Queues != nil {
+		qs, err := a.Queues.ListQueues(ctx)
+		if err != nil {
+			return out, fmt.Errorf("list queues: %w", err)
+		}
+		out.Queues = qs
+	}
+	return out, nil
+}
+
+// repoError keeps transient errors retryable; a missing repository or commit
+// is final.
+func repoError(err error) error {
+	if errors.Is(err, scm.ErrNotFound) || errors.Is(err, scm.ErrInvalidArgument) {
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeRepo, err)
+	}
+	return err
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}
+
+// TriggerRemoteInput names the job that succeeded.
+type TriggerRemoteInput struct {
+	Pipeline string `json:"pipeline"`
+	Job      string `json:"job"`
+	Event    string `json:"event"`
+}
+
+// TriggerRemote starts events in the pipelines that require
+// "sd@<pipeline>:<job>" and returns their IDs.
+func (a *Activities) TriggerRemote(ctx context.Context, in TriggerRemoteInput) ([]string, error) {
+	if a.Remote == nil {
+		return nil, nil
+	}
+	started, err := a.Remote.StartRemote(ctx, "sd@"+in.Pipeline+":"+in.Job, in.Event)
+	if err != nil {
+		return started, fmt.Errorf("start events subscribed to sd@%s:%s: %w", in.Pipeline, in.Job, err)
+	}
+	return started, nil
+}
+
+// SyncSchedulesInput is a pipeline's periodic jobs (job → expanded cron).
+type SyncSchedulesInput struct {
+	Pipeline string            `json:"pipeline"`
+	Periodic map[string]string `json:"periodic"`
+}
+
+// SyncSchedules creates, updates and deletes the pipeline's periodic schedules.
+func (a *Activities) SyncSchedules(ctx context.Context, in SyncSchedulesInput) error {
+	if a.Schedules == nil {
+		return nil
+	}
+	if err := a.Schedules.SyncSchedules(ctx, in.Pipeline, in.Periodic); err != nil {
+		return fmt.Errorf("sync schedules of %s: %w", in.Pipeline, err)
+	}
+	return nil
+}

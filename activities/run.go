@@ -1,0 +1,265 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/sluice-ci/sluice/pipeline"
+	"github.com/sluice-ci/sluice/runner"
+)
+
+// RunBuildInput is everything an executor needs to run one build attempt.
+type RunBuildInput struct {
+	// WorkflowID is the build workflow, which the executor claims first.
+	WorkflowID string `json:"workflow_id"`
+	// BuildID is the build's short ID ("<pipeline>/<job>/<event>[.k]").
+	BuildID  string `json:"build_id"`
+	Pipeline string `json:"pipeline"`
+	Job      string `json:"job"`
+	// EventID is the event's short ID ("<pipeline>/<n>").
+	EventID     string             `json:"event_id"`
+	Attempt     int                `json:"attempt"`
+	Repo        string             `json:"repo"`
+	SHA         string             `json:"sha"`
+	Branch      string             `json:"branch,omitempty"`
+	PR          int                `json:"pr,omitempty"`
+	Trigger     string             `json:"trigger,omitempty"`
+	Image       string             `json:"image,omitempty"`
+	Steps       []pipeline.Command `json:"steps"`
+	Environment map[string]string  `json:"environment,omitempty"`
+	Timeout     time.Duration      `json:"timeout"`
+}
+
+// LogKey is the log store key of one build attempt's step logs.
+func LogKey(buildID string, attempt int) string {
+	return buildID + "/" + strconv.Itoa(attempt)
+}
+
+// StepResult is one step's outcome.
+type StepResult struct {
+	Name     string    `json:"name"`
+	ExitCode int       `json:"exit_code"`
+	Start    time.Time `json:"start,omitzero"`
+	End      time.Time `json:"end,omitzero"`
+	Skipped  bool      `json:"skipped,omitempty"`
+}
+
+// RunBuildResult is one attempt's outcome.
+type RunBuildResult struct {
+	Executor string        `json:"executor"`
+	Status   runner.Status `json:"status"`
+	Reason   string        `json:"reason,omitempty"`
+	Steps    []StepResult  `json:"steps,omitempty"`
+	LogKey   string        `json:"log_key"`
+}
+
+// Progress is the heartbeat detail of a running build.
+type Progress struct {
+	Executor string `json:"executor"`
+	Step     string `json:"step,omitempty"`
+}
+
+// RunBuild claims the build, checks its commit out into a fresh workspace and
+// runs its steps. A step failure, a timeout and a cancellation are results,
+// not activity errors; losing the executor shows up to the workflow as a
+// heartbeat timeout, after which the build is dispatched again.
+func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildResult, error) {
+	info := activity.GetInfo(ctx)
+	name := a.Executor.Name()
+	res := RunBuildResult{Executor: name, LogKey: LogKey(in.BuildID, in.Attempt)}
+	queueName := strings.TrimPrefix(info.TaskQueue, "queue/")
+	if ok, why := a.Executor.Accepting(queueName); !ok {
+		return res, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("executor %s declined build %s: %s", name, in.BuildID, why), ErrTypeDeclined, nil)
+	}
+	if err := a.Claimer.Claim(ctx, in.WorkflowID, in.Attempt, name); err != nil {
+		return res, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("build %s refused executor %s: %v", in.BuildID, name, err), ErrTypeSuperseded, nil)
+	}
+	end := a.Executor.Begin(queueName)
+	defer end()
+
+	hb := newHeartbeater(ctx, name, info.HeartbeatTimeout)
+	defer hb.stop()
+
+	dir := filepath.Join(a.WorkDir, filepath.FromSlash(in.BuildID), "attempt-"+strconv.Itoa(in.Attempt))
+	if err := os.RemoveAll(dir); err != nil {
+		return fail(res, fmt.Sprintf("prepare workspace %s: %v", dir, err)), nil
+	}
+	if !a.KeepWorkspaces {
+		defer func() {
+			if err := os.RemoveAll(dir); err != nil {
+				a.Logger.Warn("workspace_cleanup_failed", "dir", dir, "error", err)
+			}
+		}()
+	}
+	repo, err := a.Repos.Open(ctx, in.Repo)
+	if err == nil {
+		err = repo.Checkout(ctx, in.SHA, dir)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			res.Status, res.Reason = runner.StatusAborted, "aborted during checkout"
+			return res, nil
+		}
+		return fail(res, fmt.Sprintf("check out %s at %s: %v", in.Repo, short(in.SHA), err)), nil
+	}
+
+	steps := make([]runner.Step, 0, len(in.Steps))
+	for _, s := range in.Steps {
+		steps = append(steps, runner.Step{Name: s.Name, Command: s.Command})
+	}
+	out := runner.Run(ctx, runner.Spec{
+		Dir:     dir,
+		Env:     buildEnv(in, dir),
+		Steps:   steps,
+		Timeout: in.Timeout,
+		Logs:    a.Logs(res.LogKey),
+		OnStep: func(ev runner.StepEvent) {
+			if ev.Kind == runner.StepStarted {
+				hb.step(ev.Step.Name)
+			}
+		},
+	})
+	res.Status, res.Reason = out.Status, out.Reason
+	for _, s := range out.Steps {
+		res.Steps = append(res.Steps, StepResult{Name: s.Name, ExitCode: s.ExitCode, Start: s.Start, End: s.End, Skipped: s.Skipped})
+	}
+	return res, nil
+}
+
+func fail(res RunBuildResult, reason string) RunBuildResult {
+	res.Status, res.Reason = runner.StatusFailure, reason
+	return res
+}
+
+// baseEnv are the executor's own variables a step inherits; nothing else of
+// the executor's environment (its secrets included) reaches builds.
+var baseEnv = []string{"PATH", "LANG", "LC_ALL", "TZ", "TMPDIR", "HOME", "USER", "SHELL", "TERM"}
+
+// buildEnv is the step environment: a few executor basics, the job's
+// environment and matrix values, then the SD_* variables and CI=true, which
+// a job cannot override.
+func buildEnv(in RunBuildInput, dir string) []string {
+	vars := map[string]string{}
+	for _, k := range baseEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			vars[k] = v
+		}
+	}
+	if _, ok := vars["PATH"]; !ok {
+		vars["PATH"] = "/usr/local/bin:/usr/bin:/bin"
+	}
+	for k, v := range in.Environment {
+		vars[k] = v
+	}
+	sd := map[string]string{
+		"CI":               "true",
+		"SCREWDRIVER":      "true",
+		"SLUICE":           "true",
+		"SD_PIPELINE_NAME": in.Pipeline,
+		"SD_JOB_NAME":      in.Job,
+		"SD_BUILD_ID":      in.BuildID,
+		"SD_EVENT_ID":      in.EventID,
+		"SD_SHA":           in.SHA,
+		"SD_BRANCH":        in.Branch,
+		"SD_SOURCE_DIR":    dir,
+		"SD_BUILD_ATTEMPT": strconv.Itoa(in.Attempt),
+		"SD_TRIGGER":       in.Trigger,
+	}
+	if in.PR > 0 {
+		sd["SD_PULL_REQUEST"] = strconv.Itoa(in.PR)
+	}
+	for k, v := range sd {
+		vars[k] = v
+	}
+	keys := make([]string, 0, len(vars))
+	for k := range vars {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	env := make([]string, 0, len(keys))
+	for _, k := range keys {
+		env = append(env, k+"="+vars[k])
+	}
+	return env
+}
+
+// heartbeater records a heartbeat well inside the heartbeat timeout, carrying
+// the current step, until stopped. Recording is also how a cancellation
+// reaches a running activity.
+type heartbeater struct {
+	ctx    context.Context
+	mu     sync.Mutex
+	p      Progress
+	done   chan struct{}
+	wg     sync.WaitGroup
+	period time.Duration
+}
+
+func newHeartbeater(ctx context.Context, executor string, timeout time.Duration) *heartbeater {
+	period := timeout / 4
+	if period <= 0 || period > 5*time.Second {
+		period = 5 * time.Second
+	}
+	if period < 200*time.Millisecond {
+		period = 200 * time.Millisecond
+	}
+	h := &heartbeater{ctx: ctx, p: Progress{Executor: executor}, done: make(chan struct{}), period: period}
+	activity.RecordHeartbeat(ctx, h.p)
+	h.wg.Go(h.loop)
+	return h
+}
+
+func (h *heartbeater) loop() {
+	t := time.NewTicker(h.period)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.done:
+			return
+		case <-h.ctx.Done():
+			return
+		case <-t.C:
+			h.mu.Lock()
+			p := h.p
+			h.mu.Unlock()
+			activity.RecordHeartbeat(h.ctx, p)
+		}
+	}
+}
+
+func (h *heartbeater) step(name string) {
+	h.mu.Lock()
+	h.p.Step = name
+	p := h.p
+	h.mu.Unlock()
+	activity.RecordHeartbeat(h.ctx, p)
+}
+
+func (h *heartbeater) stop() {
+	close(h.done)
+	h.wg.Wait()
+}
+
+// IsDeclined reports whether err is an executor's refusal to run a build.
+func IsDeclined(err error) bool { return hasType(err, ErrTypeDeclined) }
+
+// IsSuperseded reports whether err is a build's refusal of a claim.
+func IsSuperseded(err error) bool { return hasType(err, ErrTypeSuperseded) }
+
+func hasType(err error, t string) bool {
+	var app *temporal.ApplicationError
+	return errors.As(err, &app) && app.Type() == t
+}

@@ -1,0 +1,250 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v10"
+)
+
+// Config is every setting sluice reads from its environment. Each field names
+// its variable and default; the README's configuration table is generated from
+// the same tags (see Describe).
+type Config struct {
+	// TemporalAddress is the host:port of an existing Temporal frontend. Empty
+	// means "sluice dev" embeds its own server; other roles require it.
+	TemporalAddress string `env:"TEMPORAL_ADDRESS" desc:"host:port of an external Temporal frontend; empty makes 'sluice dev' embed one"`
+	// TemporalNamespace is the Temporal namespace sluice uses.
+	TemporalNamespace string `env:"TEMPORAL_NAMESPACE" envDefault:"default" desc:"Temporal namespace"`
+	// TemporalTLS turns on TLS to the Temporal frontend (system roots, or TemporalTLSCA).
+	TemporalTLS bool `env:"TEMPORAL_TLS" envDefault:"false" desc:"use TLS to reach TEMPORAL_ADDRESS"`
+	// TemporalTLSCA is a PEM file with the CA that signed the frontend's certificate.
+	TemporalTLSCA string `env:"TEMPORAL_TLS_CA" desc:"PEM CA bundle for TEMPORAL_TLS"`
+	// TemporalTLSCert and TemporalTLSKey are a client certificate for mTLS.
+	TemporalTLSCert string `env:"TEMPORAL_TLS_CERT" desc:"PEM client certificate for mTLS"`
+	// TemporalTLSKey is the key of TemporalTLSCert.
+	TemporalTLSKey string `env:"TEMPORAL_TLS_KEY" desc:"PEM client key for mTLS"`
+	// TemporalAPIKey is sent as a bearer token (Temporal Cloud API keys).
+	TemporalAPIKey string `env:"TEMPORAL_API_KEY" desc:"API key sent to the Temporal frontend" json:"-"`
+
+	// DataDir holds the embedded server's SQLite file, repository mirrors,
+	// workspaces and build logs.
+	DataDir string `env:"SLUICE_DATA_DIR" envDefault:".sluice" desc:"state directory: temporal.db, git mirrors, workspaces, logs"`
+	// Host is the interface the embedded servers and the API bind to in dev.
+	Host string `env:"SLUICE_HOST" envDefault:"127.0.0.1" desc:"interface the embedded Temporal server and Web UI bind to"`
+	// TemporalPort is the embedded Temporal frontend's gRPC port.
+	TemporalPort int `env:"SLUICE_TEMPORAL_PORT" envDefault:"7233" desc:"embedded Temporal frontend gRPC port"`
+	// UIPort is the embedded Temporal Web UI's port; 0 disables the UI.
+	UIPort int `env:"SLUICE_UI_PORT" envDefault:"8233" desc:"embedded Temporal Web UI port (0 disables it)"`
+	// MetricsPort exposes the embedded server's Prometheus metrics; 0 disables them.
+	MetricsPort int `env:"SLUICE_METRICS_PORT" envDefault:"0" desc:"embedded Temporal server Prometheus port (0 disables)"`
+
+	// APIAddr is where the HTTP API listens.
+	APIAddr string `env:"SLUICE_API_ADDR" envDefault:":8080" desc:"HTTP API listen address"`
+	// APIURL is how the CLI and remote executors reach the API.
+	APIURL string `env:"SLUICE_API_URL" envDefault:"http://localhost:8080" desc:"base URL of the API, used by the CLI and by executors to ship logs"`
+	// GitHubSecret verifies GitHub webhook signatures (X-Hub-Signature-256).
+	GitHubSecret string `env:"SLUICE_GITHUB_SECRET" desc:"GitHub webhook secret; empty accepts unsigned deliveries" json:"-"`
+	// GitLabToken verifies GitLab webhook deliveries (X-Gitlab-Token).
+	GitLabToken string `env:"SLUICE_GITLAB_TOKEN" desc:"GitLab webhook token; empty accepts any" json:"-"`
+
+	// ExecutorName is this executor's registry name.
+	ExecutorName string `env:"SLUICE_EXECUTOR_NAME" desc:"executor name in the registry (default: host name; 'local' in dev)"`
+	// ExecutorQueues are the queues this executor serves ("*" = all).
+	ExecutorQueues []string `env:"SLUICE_EXECUTOR_QUEUES" envDefault:"default" envSeparator:"," desc:"comma-separated queues this executor serves; * serves every queue"`
+	// ExecutorLabels are this executor's labels, matched by queue rules.
+	ExecutorLabels map[string]string `env:"SLUICE_EXECUTOR_LABELS" envSeparator:"," envKeyValSeparator:"=" desc:"comma-separated key=value labels matched by queue rules"`
+	// WorkDir is where executors create build workspaces.
+	WorkDir string `env:"SLUICE_WORK_DIR" desc:"root of build workspaces (default: DATA_DIR/work)"`
+	// KeepWorkspaces keeps build workspaces after builds end, for debugging.
+	KeepWorkspaces bool `env:"SLUICE_KEEP_WORKSPACES" envDefault:"false" desc:"keep build workspaces after the build ends"`
+
+	// HeartbeatTimeout is how long a running build may go without a heartbeat
+	// before it is dispatched again to another executor.
+	HeartbeatTimeout time.Duration `env:"SLUICE_BUILD_HEARTBEAT_TIMEOUT" envDefault:"20s" desc:"a running build whose executor is silent this long is dispatched again"`
+	// MaxAttempts bounds dispatches of one build after executor loss.
+	MaxAttempts int `env:"SLUICE_BUILD_MAX_ATTEMPTS" envDefault:"3" desc:"dispatch attempts per build before it fails for executor loss"`
+	// LivenessTimeout is how long an executor may miss heartbeats before it is gone.
+	LivenessTimeout time.Duration `env:"SLUICE_EXECUTOR_LIVENESS" envDefault:"15s" desc:"an executor silent this long is no longer a live queue member"`
+	// MemberHeartbeat is how often members report to the registry.
+	MemberHeartbeat time.Duration `env:"SLUICE_MEMBER_HEARTBEAT" envDefault:"3s" desc:"how often executors and controllers report to the registry"`
+
+	// LogLevel is debug, info, warn or error.
+	LogLevel string `env:"SLUICE_LOG_LEVEL" envDefault:"info" desc:"debug, info, warn or error"`
+	// LogFormat is text or json.
+	LogFormat string `env:"SLUICE_LOG_FORMAT" envDefault:"text" desc:"text or json"`
+	// TemporalLogLevel filters the embedded server's own logs.
+	TemporalLogLevel string `env:"SLUICE_TEMPORAL_LOG_LEVEL" envDefault:"warn" desc:"level of the embedded Temporal server's logs"`
+}
+
+// ErrInvalid wraps every validation failure.
+var ErrInvalid = errors.New("config: invalid")
+
+// Load reads the configuration from getenv (os.Getenv in main) and validates it.
+// Errors name the variable at fault.
+func Load(getenv func(string) string) (*Config, error) {
+	var c Config
+	environ := map[string]string{}
+	for _, f := range Fields() {
+		if v := getenv(f.Env); v != "" {
+			environ[f.Env] = v
+		}
+	}
+	if err := env.ParseWithOptions(&c, env.Options{Environment: environ}); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Validate checks every field and reports all problems at once, each naming
+// its environment variable.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(name, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
+	}
+	if c.TemporalAddress != "" {
+		if _, _, err := net.SplitHostPort(c.TemporalAddress); err != nil {
+			bad("TEMPORAL_ADDRESS", "want host:port, got %q", c.TemporalAddress)
+		}
+	}
+	if strings.TrimSpace(c.TemporalNamespace) == "" {
+		bad("TEMPORAL_NAMESPACE", "must not be empty")
+	}
+	if (c.TemporalTLSCert == "") != (c.TemporalTLSKey == "") {
+		bad("TEMPORAL_TLS_CERT", "TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY go together")
+	}
+	if c.DataDir == "" {
+		bad("SLUICE_DATA_DIR", "must not be empty")
+	}
+	for name, p := range map[string]int{"SLUICE_TEMPORAL_PORT": c.TemporalPort, "SLUICE_UI_PORT": c.UIPort, "SLUICE_METRICS_PORT": c.MetricsPort} {
+		if p < 0 || p > 65535 {
+			bad(name, "port %d out of range 0-65535", p)
+		}
+	}
+	if _, _, err := net.SplitHostPort(c.APIAddr); err != nil {
+		bad("SLUICE_API_ADDR", "want [host]:port, got %q", c.APIAddr)
+	}
+	if u, err := url.Parse(c.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad("SLUICE_API_URL", "want an http(s) URL, got %q", c.APIURL)
+	}
+	if len(c.ExecutorQueues) == 0 {
+		bad("SLUICE_EXECUTOR_QUEUES", "must name at least one queue")
+	}
+	for _, q := range c.ExecutorQueues {
+		if strings.TrimSpace(q) == "" {
+			bad("SLUICE_EXECUTOR_QUEUES", "empty queue name in %q", strings.Join(c.ExecutorQueues, ","))
+		}
+	}
+	for k := range c.ExecutorLabels {
+		if k == "" {
+			bad("SLUICE_EXECUTOR_LABELS", "empty label key")
+		}
+	}
+	positive := map[string]time.Duration{
+		"SLUICE_BUILD_HEARTBEAT_TIMEOUT": c.HeartbeatTimeout,
+		"SLUICE_EXECUTOR_LIVENESS":       c.LivenessTimeout,
+		"SLUICE_MEMBER_HEARTBEAT":        c.MemberHeartbeat,
+	}
+	for name, d := range positive {
+		if d <= 0 {
+			bad(name, "must be a positive duration, got %s", d)
+		}
+	}
+	if c.MemberHeartbeat > 0 && c.LivenessTimeout > 0 && c.LivenessTimeout < 2*c.MemberHeartbeat {
+		bad("SLUICE_EXECUTOR_LIVENESS", "%s must be at least twice SLUICE_MEMBER_HEARTBEAT (%s)", c.LivenessTimeout, c.MemberHeartbeat)
+	}
+	if c.HeartbeatTimeout > 0 && c.HeartbeatTimeout < time.Second {
+		bad("SLUICE_BUILD_HEARTBEAT_TIMEOUT", "must be at least 1s, got %s", c.HeartbeatTimeout)
+	}
+	if c.MaxAttempts < 1 || c.MaxAttempts > 100 {
+		bad("SLUICE_BUILD_MAX_ATTEMPTS", "must be 1-100, got %d", c.MaxAttempts)
+	}
+	switch strings.ToLower(c.LogLevel) {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("SLUICE_LOG_LEVEL", "want debug, info, warn or error, got %q", c.LogLevel)
+	}
+	switch strings.ToLower(c.TemporalLogLevel) {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("SLUICE_TEMPORAL_LOG_LEVEL", "want debug, info, warn or error, got %q", c.TemporalLogLevel)
+	}
+	switch strings.ToLower(c.LogFormat) {
+	case "text", "json":
+	default:
+		bad("SLUICE_LOG_FORMAT", "want text or json, got %q", c.LogFormat)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
+}
+
+// Executor returns the executor name, falling back to the host name.
+func (c *Config) Executor() string {
+	if c.ExecutorName != "" {
+		return c.ExecutorName
+	}
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "executor"
+	}
+	return h
+}
+
+// Workspaces returns the root of build workspaces.
+func (c *Config) Workspaces() string {
+	if c.WorkDir != "" {
+		return c.WorkDir
+	}
+	return filepath.Join(c.DataDir, "work")
+}
+
+// Field describes one configuration variable for help texts and docs.
+type Field struct {
+	Env     string
+	Default string
+	Desc    string
+}
+
+// Fields lists every variable in declaration order.
+func Fields() []Field {
+	t := reflect.TypeFor[Config]()
+	out := make([]Field, 0, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name := f.Tag.Get("env")
+		if name == "" {
+			continue
+		}
+		out = append(out, Field{Env: name, Default: f.Tag.Get("envDefault"), Desc: f.Tag.Get("desc")})
+	}
+	return out
+}
+
+// Markdown renders the configuration table for the README.
+func Markdown() string {
+	var b strings.Builder
+	b.WriteString("| variable | default | meaning |\n| --- | --- | --- |\n")
+	for _, f := range Fields() {
+		def := f.Default
+		if def == "" {
+			def = "—"
+		} else {
+			def = "`" + def + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", f.Env, def, f.Desc)
+	}
+	return b.String()
+}

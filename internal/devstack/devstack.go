@@ -1,0 +1,332 @@
+// Package devstack embeds a real Temporal server (SQLite persistence) and the
+// Temporal Web UI in the current process. It backs `sluice dev` and the
+// integration-test harness, so both run the same embedding.
+package devstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	uiserver "github.com/temporalio/ui-server/v2/server"
+	uiconfig "github.com/temporalio/ui-server/v2/server/config"
+	uioptions "github.com/temporalio/ui-server/v2/server/server_options"
+	"go.temporal.io/server/common/cluster"
+	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/dynamicconfig"
+	"go.temporal.io/server/common/metrics"
+	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
+	sqliteschema "go.temporal.io/server/schema/sqlite"
+	"go.temporal.io/server/temporal"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// Options configure an embedded stack.
+type Options struct {
+	// DBPath is the SQLite file. Empty keeps everything in memory (tests).
+	DBPath string
+	// Host is the interface to bind (default 127.0.0.1).
+	Host string
+	// FrontendPort is the gRPC frontend port; 0 picks a free one.
+	FrontendPort int
+	// UIPort serves the Web UI; 0 disables it.
+	UIPort int
+	// MetricsPort serves Prometheus metrics; 0 disables them.
+	MetricsPort int
+	// Namespace is created at start when missing.
+	Namespace string
+	// Retention is the namespace's retention of closed workflows.
+	Retention time.Duration
+	// Logger receives the server's logs at ServerLogLevel and above.
+	Logger *slog.Logger
+	// ServerLogLevel filters the server's own chatty logs (default warn).
+	ServerLogLevel slog.Level
+	// DynamicConfig overrides individual dynamic config keys.
+	DynamicConfig map[string]any
+}
+
+// Stack is a running embedded Temporal server and, optionally, its Web UI.
+type Stack struct {
+	server   temporal.Server
+	ui       *uiserver.Server
+	uiDone   chan error
+	frontend string
+	uiURL    string
+}
+
+// FrontendAddress is the host:port clients dial.
+func (s *Stack) FrontendAddress() string { return s.frontend }
+
+// UIURL is the Web UI's address, or "" when the UI is disabled.
+func (s *Stack) UIURL() string { return s.uiURL }
+
+// Start brings up the server (and UI), creates the namespace and waits until
+// the frontend answers. It returns once clients can connect.
+func Start(ctx context.Context, opts Options) (*Stack, error) {
+	if opts.Host == "" {
+		opts.Host = "127.0.0.1"
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = "default"
+	}
+	if opts.Retention == 0 {
+		opts.Retention = 7 * 24 * time.Hour
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.ServerLogLevel == 0 {
+		opts.ServerLogLevel = slog.LevelWarn
+	}
+
+	ports, err := allocate(opts.Host, opts.FrontendPort, opts.UIPort, opts.MetricsPort)
+	if err != nil {
+		return nil, err
+	}
+	frontend := net.JoinHostPort(opts.Host, strconv.Itoa(ports.frontend))
+
+	sqlCfg := config.SQL{
+		PluginName:        sqliteplugin.PluginName,
+		ConnectAttributes: map[string]string{},
+		DatabaseName:      opts.DBPath,
+	}
+	if opts.DBPath == "" {
+		sqlCfg.ConnectAttributes["mode"] = "memory"
+		sqlCfg.ConnectAttributes["cache"] = "shared"
+		sqlCfg.DatabaseName = "sluice-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	} else {
+		sqlCfg.ConnectAttributes["mode"] = "rwc"
+		// WAL + NORMAL roughly doubles throughput on a file (design.md §5);
+		// a crash may lose the last transactions but never corrupts the file.
+		sqlCfg.ConnectAttributes["journal_mode"] = "wal"
+		sqlCfg.ConnectAttributes["synchronous"] = "NORMAL"
+		sqlCfg.ConnectAttributes["busy_timeout"] = "10000"
+		if err := os.MkdirAll(filepath.Dir(opts.DBPath), 0o755); err != nil {
+			return nil, fmt.Errorf("devstack: create data dir: %w", err)
+		}
+		if _, err := os.Stat(opts.DBPath); errors.Is(err, os.ErrNotExist) {
+			if err := sqliteschema.SetupSchema(&sqlCfg); err != nil {
+				return nil, fmt.Errorf("devstack: set up SQLite schema in %s: %w", opts.DBPath, err)
+			}
+		}
+	}
+	// The namespace is created directly in the store before the server
+	// starts, so it exists (with our retention) before any client asks.
+	ns, err := sqliteschema.NewNamespaceConfig("active", opts.Namespace, false, nil)
+	if err != nil {
+		return nil, fmt.Errorf("devstack: namespace %q: %w", opts.Namespace, err)
+	}
+	ns.Detail.Config.Retention = durationpb.New(opts.Retention)
+	if err := sqliteschema.CreateNamespaces(&sqlCfg, ns); err != nil {
+		return nil, fmt.Errorf("devstack: create namespace %q: %w", opts.Namespace, err)
+	}
+
+	cfg := serverConfig(opts, ports, sqlCfg, frontend)
+	dc := dynamicconfig.StaticClient{}
+	for k, v := range defaultDynamicConfig() {
+		dc[dynamicconfig.MakeKey(k)] = []dynamicconfig.ConstrainedValue{{Value: v}}
+	}
+	for k, v := range opts.DynamicConfig {
+		dc[dynamicconfig.MakeKey(k)] = []dynamicconfig.ConstrainedValue{{Value: v}}
+	}
+	serverOpts := []temporal.ServerOption{
+		temporal.WithConfig(cfg),
+		temporal.ForServices(temporal.DefaultServices),
+		temporal.WithLogger(newServerLogger(opts.Logger.With("component", "temporal"), opts.ServerLogLevel)),
+		temporal.WithDynamicConfigClient(dc),
+	}
+	if opts.MetricsPort == 0 {
+		serverOpts = append(serverOpts, temporal.WithCustomMetricsHandler(metrics.NoopMetricsHandler))
+	}
+	srv, err := temporal.NewServer(serverOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("devstack: create server: %w", err)
+	}
+	if err := srv.Start(); err != nil {
+		return nil, fmt.Errorf("devstack: start server: %w", err)
+	}
+	s := &Stack{server: srv, frontend: frontend}
+	if err := waitForFrontend(ctx, frontend, opts.Namespace); err != nil {
+		_ = srv.Stop()
+		return nil, err
+	}
+	if ports.ui != 0 {
+		if err := s.startUI(opts, ports.ui); err != nil {
+			_ = srv.Stop()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Stop shuts the UI and the server down.
+func (s *Stack) Stop() error {
+	if s.ui != nil {
+		s.ui.Stop()
+		<-s.uiDone
+	}
+	if err := s.server.Stop(); err != nil {
+		return fmt.Errorf("devstack: stop server: %w", err)
+	}
+	return nil
+}
+
+func (s *Stack) startUI(opts Options, port int) error {
+	cfg := &uiconfig.Config{
+		TemporalGRPCAddress: s.frontend,
+		Host:                opts.Host,
+		Port:                port,
+		EnableUI:            true,
+		DefaultNamespace:    opts.Namespace,
+		HideLogs:            true,
+		DisableNewsFetch:    true,
+		NotifyOnNewVersion:  false,
+		CORS:                uiconfig.CORS{CookieInsecure: true},
+		RefreshInterval:     0,
+	}
+	s.ui = uiserver.NewServer(uioptions.WithConfigProvider(staticUIConfig{cfg}))
+	s.uiDone = make(chan error, 1)
+	go func() { s.uiDone <- s.ui.Start() }()
+	s.uiURL = "http://" + net.JoinHostPort(displayHost(opts.Host), strconv.Itoa(port))
+	return nil
+}
+
+type staticUIConfig struct{ cfg *uiconfig.Config }
+
+func (p staticUIConfig) GetConfig() (*uiconfig.Config, error) { return p.cfg, nil }
+
+func displayHost(h string) string {
+	if h == "0.0.0.0" || h == "::" || h == "" {
+		return "localhost"
+	}
+	return h
+}
+
+// defaultDynamicConfig are the server settings sluice relies on.
+func defaultDynamicConfig() map[string]any {
+	return map[string]any{
+		// Search attributes registered at start are usable at once.
+		"system.forceSearchAttributesCacheRefreshOnRead": true,
+		// Per-pipeline fairness keys on queue task queues (design.md §4).
+		"matching.enableFairness": true,
+		// One partition per task queue keeps backlog counts and ordering exact
+		// on a single-node server.
+		"matching.numTaskqueueReadPartitions":  1,
+		"matching.numTaskqueueWritePartitions": 1,
+	}
+}
+
+type portSet struct {
+	frontend, history, matching, worker     int
+	mFrontend, mHistory, mMatching, mWorker int
+	ui, metrics                             int
+}
+
+// allocate checks the fixed ports are free (a clear error beats the UI
+// server's log.Fatal) and picks free ports for the internal services.
+func allocate(host string, frontend, ui, metricsPort int) (portSet, error) {
+	var p portSet
+	check := func(name string, port int) error {
+		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err != nil {
+			return fmt.Errorf("devstack: %s port %d on %s is not available: %w", name, port, host, err)
+		}
+		return l.Close()
+	}
+	if frontend != 0 {
+		if err := check("Temporal frontend", frontend); err != nil {
+			return p, err
+		}
+		p.frontend = frontend
+	}
+	if ui != 0 {
+		if err := check("Web UI", ui); err != nil {
+			return p, err
+		}
+		p.ui = ui
+	}
+	if metricsPort != 0 {
+		if err := check("metrics", metricsPort); err != nil {
+			return p, err
+		}
+		p.metrics = metricsPort
+	}
+	free := []*int{&p.history, &p.matching, &p.worker, &p.mFrontend, &p.mHistory, &p.mMatching, &p.mWorker}
+	if p.frontend == 0 {
+		free = append(free, &p.frontend)
+	}
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			_ = l.Close()
+		}
+	}()
+	for _, dst := range free {
+		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return p, fmt.Errorf("devstack: find a free port on %s: %w", host, err)
+		}
+		held = append(held, l)
+		tcpAddr, ok := l.Addr().(*net.TCPAddr)
+		if !ok {
+			return p, fmt.Errorf("devstack: unexpected listener address %s", l.Addr())
+		}
+		*dst = tcpAddr.Port
+	}
+	return p, nil
+}
+
+func serverConfig(opts Options, p portSet, sqlCfg config.SQL, frontend string) *config.Config {
+	svc := func(grpc, membership int) config.Service {
+		return config.Service{RPC: config.RPC{GRPCPort: grpc, MembershipPort: membership, BindOnIP: opts.Host}}
+	}
+	cfg := &config.Config{
+		Global: config.Global{
+			Membership: config.Membership{MaxJoinDuration: 30 * time.Second, BroadcastAddress: opts.Host},
+		},
+		Persistence: config.Persistence{
+			DefaultStore:     sqliteplugin.PluginName,
+			VisibilityStore:  sqliteplugin.PluginName,
+			NumHistoryShards: 1,
+			DataStores:       map[string]config.DataStore{sqliteplugin.PluginName: {SQL: &sqlCfg}},
+		},
+		ClusterMetadata: &cluster.Config{
+			EnableGlobalNamespace:    false,
+			FailoverVersionIncrement: 10,
+			MasterClusterName:        "active",
+			CurrentClusterName:       "active",
+			ClusterInformation: map[string]cluster.ClusterInformation{
+				"active": {Enabled: true, InitialFailoverVersion: 1, RPCAddress: frontend},
+			},
+		},
+		DCRedirectionPolicy: config.DCRedirectionPolicy{Policy: "noop"},
+		Services: map[string]config.Service{
+			"frontend": svc(p.frontend, p.mFrontend),
+			"history":  svc(p.history, p.mHistory),
+			"matching": svc(p.matching, p.mMatching),
+			"worker":   svc(p.worker, p.mWorker),
+		},
+		Archival: config.Archival{
+			History:    config.HistoryArchival{State: "disabled"},
+			Visibility: config.VisibilityArchival{State: "disabled"},
+		},
+		NamespaceDefaults: config.NamespaceDefaults{Archival: config.ArchivalNamespaceDefaults{
+			History:    config.HistoryArchivalNamespaceDefaults{State: "disabled"},
+			Visibility: config.VisibilityArchivalNamespaceDefaults{State: "disabled"},
+		}},
+		PublicClient: config.PublicClient{HostPort: frontend},
+	}
+	if p.metrics != 0 {
+		cfg.Global.Metrics = &metrics.Config{Prometheus: &metrics.PrometheusConfig{
+			ListenAddress: net.JoinHostPort(opts.Host, strconv.Itoa(p.metrics)),
+			HandlerPath:   "/metrics",
+		}}
+	}
+	return cfg
+}

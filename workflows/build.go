@@ -1,0 +1,323 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sluice-ci/sluice/activities"
+	"github.com/sluice-ci/sluice/runner"
+)
+
+// UpdateClaim is the update an executor sends before it runs a build.
+const UpdateClaim = "claim"
+
+// ClaimRequest is UpdateClaim's argument.
+type ClaimRequest struct {
+	Attempt  int    `json:"attempt"`
+	Executor string `json:"executor"`
+}
+
+// a is the activities receiver; workflows only take method references.
+var a *activities.Activities
+
+// build is one BuildWorkflow run's state.
+type build struct {
+	in    BuildInput
+	state BuildState
+	// inLane: the pipeline's lane holds this build (it must be told when it ends).
+	inLane bool
+	// attempt counts dispatches that reached an executor (or were lost).
+	attempt  int
+	claimed  bool
+	cancel   bool
+	collapse string
+	abort    string
+}
+
+// BuildWorkflow runs one build: it waits for its lane's grant (collapse,
+// blockedBy, freeze windows, delay), dispatches the build to its queue, where
+// an executor claims and runs it, dispatches it again if that executor is
+// lost, and records the outcome.
+func BuildWorkflow(ctx workflow.Context, in BuildInput) (BuildState, error) {
+	in.Dispatch = in.Dispatch.orDefault()
+	b := &build{in: in, state: BuildState{
+		ID: in.Build.String(), Build: in.Build, Status: StatusCreated, Queue: in.Queue,
+		Priority: in.Priority, SHA: in.SHA, CreateTime: workflow.Now(ctx),
+	}}
+	if err := workflow.SetQueryHandler(ctx, QueryBuild, func() (BuildState, error) { return b.state, nil }); err != nil {
+		return b.state, fmt.Errorf("register build query: %w", err)
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateClaim, b.claim, workflow.UpdateHandlerOptions{Validator: b.validateClaim}); err != nil {
+		return b.state, fmt.Errorf("register claim update: %w", err)
+	}
+	laneCh := workflow.GetSignalChannel(ctx, SignalLane)
+
+	if in.Virtual {
+		now := workflow.Now(ctx)
+		b.state.StartTime, b.state.QueuedTime = now, now
+		return b.finish(ctx, StatusSuccess, "virtual job: nothing to run"), nil
+	}
+
+	// 1. Ask the lane for a turn.
+	b.setStatus(ctx, StatusQueued, "waiting for its turn in the job's lane", time.Time{})
+	err := workflow.SignalExternalWorkflow(ctx, PipelineWorkflowID(in.Build.Pipeline), "", SignalEnqueue, in.Lane).Get(ctx, nil)
+	if err != nil {
+		return b.finish(ctx, StatusFailure, fmt.Sprintf("pipeline %s is not running (deleted?): %v", in.Build.Pipeline, err)), nil
+	}
+	b.inLane = true
+
+	// 2. Wait for the grant.
+	for granted := false; !granted; {
+		var msg LaneMessage
+		sel := workflow.NewSelector(ctx)
+		sel.AddReceive(laneCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &msg) })
+		sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) { b.cancel = true })
+		sel.Select(ctx)
+		if b.cancel {
+			return b.finish(ctx, StatusAborted, "cancelled while "+strings.ToLower(string(b.state.Status))), nil
+		}
+		switch msg.Kind {
+		case LaneStatus:
+			b.setStatus(ctx, msg.Status, msg.Reason, msg.Until)
+		case LaneGrant:
+			granted = true
+		case LaneCollapse:
+			b.inLane = false // the lane already dropped it
+			b.state.CollapsedInto = msg.Into
+			return b.finish(ctx, StatusCollapsed, msg.Reason), nil
+		case LaneAbort:
+			b.inLane = false
+			return b.finish(ctx, StatusAborted, msg.Reason), nil
+		}
+	}
+
+	// 3. Dispatch until an attempt ends the build.
+	return b.dispatch(ctx, laneCh), nil
+}
+
+func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) BuildState {
+	in := b.in
+	b.state.QueuedTime = workflow.Now(ctx)
+	b.attempt = 1
+	_ = workflow.UpsertTypedSearchAttributes(ctx, SADispatchedAt.ValueSet(b.state.QueuedTime))
+	for {
+		b.claimed = false
+		b.setStatus(ctx, StatusQueued, fmt.Sprintf("waiting for a slot on queue %s", in.Queue), time.Time{})
+		actCtx, cancelAct := workflow.WithCancel(ctx)
+		actCtx = workflow.WithActivityOptions(actCtx, workflow.ActivityOptions{
+			TaskQueue:           QueueTaskQueue(in.Queue),
+			StartToCloseTimeout: in.Timeout + 10*time.Minute,
+			HeartbeatTimeout:    in.Dispatch.HeartbeatTimeout,
+			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+			WaitForCancellation: true,
+			Priority:            temporal.Priority{PriorityKey: in.Priority, FairnessKey: in.Build.Pipeline},
+			Summary:             fmt.Sprintf("build %s attempt %d on queue %s", b.state.ID, b.attempt, in.Queue),
+		})
+		fut := workflow.ExecuteActivity(actCtx, a.RunBuild, activities.RunBuildInput{
+			WorkflowID: in.Build.WorkflowID(), BuildID: b.state.ID, Pipeline: in.Build.Pipeline, Job: in.Build.Job,
+			EventID: in.Build.EventRef().String(), Attempt: b.attempt, Repo: in.Repo, SHA: in.SHA, Branch: in.Branch,
+			PR: in.Trigger.PR, Trigger: string(in.Trigger.Kind), Image: in.Image, Steps: in.Steps,
+			Environment: in.Environment, Timeout: in.Timeout,
+		})
+		var res activities.RunBuildResult
+		var actErr error
+		for resolved := false; !resolved; {
+			sel := workflow.NewSelector(ctx)
+			sel.AddFuture(fut, func(f workflow.Future) { actErr = f.Get(ctx, &res); resolved = true })
+			sel.AddReceive(laneCh, func(c workflow.ReceiveChannel, _ bool) {
+				var msg LaneMessage
+				c.Receive(ctx, &msg)
+				switch msg.Kind {
+				case LaneCollapse:
+					// A running build is never killed by collapse.
+					if !b.claimed && b.collapse == "" && !b.cancel {
+						b.collapse, b.state.CollapsedInto = msg.Reason, msg.Into
+						cancelAct()
+					}
+				case LaneAbort:
+					if !b.claimed && !b.cancel {
+						b.abort = msg.Reason
+						cancelAct()
+					}
+				}
+			})
+			if !b.cancel {
+				sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) {
+					b.cancel = true
+					cancelAct()
+				})
+			}
+			sel.Select(ctx)
+		}
+		cancelAct()
+		if actErr == nil {
+			b.recordAttempt(ctx, res.Executor, string(res.Status))
+			b.state.Steps = stepOutcomes(res.Steps)
+			return b.finish(ctx, statusOf(res.Status), res.Reason)
+		}
+		switch {
+		case b.collapse != "" && !b.claimed:
+			return b.finish(ctx, StatusCollapsed, b.collapse)
+		case b.abort != "" && !b.claimed:
+			return b.finish(ctx, StatusAborted, b.abort)
+		case b.cancel:
+			if b.claimed {
+				b.recordAttempt(ctx, b.state.Executor, "aborted")
+				return b.finish(ctx, StatusAborted, "cancelled while running on "+b.state.Executor)
+			}
+			return b.finish(ctx, StatusAborted, "cancelled while queued on "+in.Queue)
+		case activities.IsDeclined(actErr), activities.IsSuperseded(actErr) && !b.claimed:
+			// Not an attempt: the executor handed the build back.
+			workflow.GetLogger(ctx).Info("build_redispatched", "build", b.state.ID, "why", rootMessage(actErr))
+			continue
+		}
+		var timeout *temporal.TimeoutError
+		lost := errors.As(actErr, &timeout)
+		who := b.state.Executor
+		if !b.claimed || who == "" {
+			who = "an executor"
+		}
+		outcome := "failed: " + rootMessage(actErr)
+		if lost {
+			outcome = fmt.Sprintf("lost: %s stopped heartbeating (%s timeout %s)", who,
+				strings.ToLower(strings.TrimPrefix(timeout.TimeoutType().String(), "TIMEOUT_TYPE_")), in.Dispatch.HeartbeatTimeout)
+			if timeout.TimeoutType() == enumspb.TIMEOUT_TYPE_START_TO_CLOSE {
+				outcome = fmt.Sprintf("lost: %s exceeded the build timeout %s", who, in.Timeout)
+			}
+		}
+		b.recordAttempt(ctx, b.state.Executor, outcome)
+		if b.attempt >= in.Dispatch.MaxAttempts {
+			return b.finish(ctx, StatusFailure, fmt.Sprintf("gave up after %d attempts: %s", b.attempt, b.attemptSummary()))
+		}
+		b.attempt++
+		b.state.Executor = ""
+		_ = workflow.UpsertTypedSearchAttributes(ctx, SAExecutor.ValueUnset())
+	}
+}
+
+func (b *build) validateClaim(_ workflow.Context, req ClaimRequest) error {
+	switch {
+	case b.state.Status.Final():
+		return fmt.Errorf("build %s already ended %s", b.state.ID, b.state.Status)
+	case b.cancel:
+		return fmt.Errorf("build %s is being cancelled", b.state.ID)
+	case b.collapse != "":
+		return fmt.Errorf("build %s is being collapsed: %s", b.state.ID, b.collapse)
+	case b.abort != "":
+		return fmt.Errorf("build %s is being aborted: %s", b.state.ID, b.abort)
+	case b.claimed:
+		return fmt.Errorf("build %s attempt %d is already running on %s", b.state.ID, b.attempt, b.state.Executor)
+	case req.Attempt != b.attempt:
+		return fmt.Errorf("build %s is on attempt %d, not %d", b.state.ID, b.attempt, req.Attempt)
+	case req.Executor == "":
+		return errors.New("claim names no executor")
+	}
+	return nil
+}
+
+func (b *build) claim(ctx workflow.Context, req ClaimRequest) error {
+	now := workflow.Now(ctx)
+	b.claimed = true
+	b.state.Executor = req.Executor
+	if b.state.StartTime.IsZero() {
+		b.state.StartTime = now
+	}
+	b.state.Attempts = append(b.state.Attempts, Attempt{Number: req.Attempt, Executor: req.Executor, Start: now})
+	_ = workflow.UpsertTypedSearchAttributes(ctx, SAExecutor.ValueSet(req.Executor))
+	b.setStatus(ctx, StatusRunning, fmt.Sprintf("running on %s (attempt %d)", req.Executor, req.Attempt), time.Time{})
+	return nil
+}
+
+// recordAttempt closes the current attempt's record (or adds one for an
+// attempt lost before it claimed).
+func (b *build) recordAttempt(ctx workflow.Context, executor, outcome string) {
+	now := workflow.Now(ctx)
+	n := len(b.state.Attempts)
+	if n > 0 && b.state.Attempts[n-1].Number == b.attempt && b.state.Attempts[n-1].End.IsZero() {
+		b.state.Attempts[n-1].End = now
+		b.state.Attempts[n-1].Outcome = outcome
+		return
+	}
+	b.state.Attempts = append(b.state.Attempts, Attempt{Number: b.attempt, Executor: executor, End: now, Outcome: outcome})
+}
+
+func (b *build) attemptSummary() string {
+	parts := make([]string, 0, len(b.state.Attempts))
+	for _, at := range b.state.Attempts {
+		who := at.Executor
+		if who == "" {
+			who = "unclaimed"
+		}
+		parts = append(parts, fmt.Sprintf("#%d on %s %s", at.Number, who, at.Outcome))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (b *build) setStatus(ctx workflow.Context, s Status, reason string, until time.Time) {
+	if b.state.Status == s && b.state.Reason == reason && b.state.WaitUntil.Equal(until) {
+		return
+	}
+	changed := b.state.Status != s
+	b.state.Status, b.state.Reason, b.state.WaitUntil = s, reason, until
+	if changed {
+		_ = workflow.UpsertTypedSearchAttributes(ctx, SAStatus.ValueSet(string(s)))
+	}
+}
+
+// finish records the outcome and frees the build's place in its lane.
+func (b *build) finish(ctx workflow.Context, s Status, reason string) BuildState {
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	b.state.EndTime = workflow.Now(dctx)
+	b.setStatus(dctx, s, reason, time.Time{})
+	if b.inLane {
+		b.inLane = false
+		err := workflow.SignalExternalWorkflow(dctx, PipelineWorkflowID(b.in.Build.Pipeline), "", SignalBuildDone,
+			BuildDone{Build: b.in.Build, Status: s}).Get(dctx, nil)
+		if err != nil {
+			workflow.GetLogger(ctx).Warn("lane_release_failed", "build", b.state.ID, "error", err)
+		}
+	}
+	// Let an executor's claim that raced the end see a final state.
+	_ = workflow.Await(dctx, func() bool { return workflow.AllHandlersFinished(dctx) })
+	return b.state
+}
+
+func statusOf(s runner.Status) Status {
+	switch s {
+	case runner.StatusSuccess:
+		return StatusSuccess
+	case runner.StatusAborted:
+		return StatusAborted
+	default:
+		return StatusFailure
+	}
+}
+
+func stepOutcomes(steps []activities.StepResult) []StepOutcome {
+	out := make([]StepOutcome, 0, len(steps))
+	for _, s := range steps {
+		out = append(out, StepOutcome(s))
+	}
+	return out
+}
+
+// rootMessage is the innermost message of a Temporal error chain.
+func rootMessage(err error) string {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			var app *temporal.ApplicationError
+			if errors.As(err, &app) {
+				return app.Message()
+			}
+			return err.Error()
+		}
+		err = next
+	}
+}

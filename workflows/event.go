@@ -1,0 +1,537 @@
+package workflows
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sluice-ci/sluice/activities"
+	"github.com/sluice-ci/sluice/pipeline"
+	"github.com/sluice-ci/sluice/queue"
+)
+
+// maxBuildsPerEvent bounds one event's builds so its history stays far from
+// Temporal's limits without continue-as-new (each build costs ~10 events).
+const maxBuildsPerEvent = 2000
+
+type eventRun struct {
+	in    EventInput
+	state EventState
+	spec  *pipeline.Spec
+	jobs  map[string]*jobRun
+	// succeeded holds the jobs that succeeded in this event (and, for a
+	// restart, in its parent).
+	succeeded map[string]bool
+	sel       workflow.Selector
+	running   int
+	builds    int
+	cancelled bool
+	// remoteErrs collects failures to trigger subscribed pipelines.
+	remoteErrs []string
+}
+
+type jobRun struct {
+	name    string
+	status  Status
+	reason  string
+	builds  []BuildRef
+	results []BuildState
+	left    int
+}
+
+// EventWorkflow runs one event: it resolves the commit and reads the spec
+// there, picks the start jobs for the trigger, and walks the job graph,
+// starting a BuildWorkflow per job permutation when the job's OR edge fires
+// or its join is satisfied within the event. A failed, aborted or collapsed
+// job stops its downstream jobs, and each of them says why.
+func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
+	e := &eventRun{in: in, jobs: map[string]*jobRun{}, succeeded: map[string]bool{}}
+	e.state = EventState{Event: in.Event, Status: StatusRunning, Trigger: in.Trigger, StartFrom: in.StartFrom,
+		Parent: in.Parent, StartTime: workflow.Now(ctx), SHA: in.Trigger.SHA}
+	if err := workflow.SetQueryHandler(ctx, QueryEvent, func() (EventState, error) { return e.snapshot(), nil }); err != nil {
+		return e.state, fmt.Errorf("register event query: %w", err)
+	}
+	for _, j := range in.ParentSucceeded {
+		e.succeeded[j] = true
+	}
+
+	res, err := e.resolve(ctx)
+	if err != nil {
+		return e.end(ctx, StatusFailure, fmt.Sprintf("cannot read the pipeline's repository: %s", rootMessage(err))), nil
+	}
+	e.state.SHA = res.SHA
+	_ = workflow.UpsertTypedSearchAttributes(ctx, SASHA.ValueSet(res.SHA))
+	if res.SpecError != "" {
+		return e.end(ctx, StatusFailure, res.SpecError), nil
+	}
+	e.spec = res.Spec
+	e.state.Warnings = res.Spec.Warnings
+	e.syncSpec(ctx)
+
+	starts, why := e.startJobs(res.ChangedFiles)
+	if why != "" {
+		return e.end(ctx, StatusFailure, why), nil
+	}
+	if len(starts) == 0 {
+		return e.end(ctx, StatusSuccess, fmt.Sprintf("no job starts on %s", describeTrigger(in.Trigger, in.StartFrom))), nil
+	}
+	if problems := e.checkQueues(starts, res.Queues); len(problems) > 0 {
+		return e.end(ctx, StatusFailure, "cannot start: "+strings.Join(problems, "; ")), nil
+	}
+
+	e.sel = workflow.NewSelector(ctx)
+	for _, j := range starts {
+		e.start(ctx, j)
+	}
+	for e.running > 0 {
+		e.sel.Select(ctx)
+	}
+	if ctx.Err() != nil {
+		e.cancelled = true
+	}
+	return e.finish(ctx), nil
+}
+
+func (e *eventRun) resolve(ctx workflow.Context) (activities.ResolveEventResult, error) {
+	t := e.in.Trigger
+	ref := t.Branch
+	switch t.Kind {
+	case TriggerTag, TriggerRelease:
+		ref = t.Ref
+	case TriggerPR, TriggerPRClosed:
+		if t.SHA == "" && t.PR > 0 {
+			ref = fmt.Sprintf("refs/pull/%d/head", t.PR)
+		}
+	}
+	if ref == "" {
+		ref = e.in.Config.Branch
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           ControllerTaskQueue,
+		StartToCloseTimeout: 10 * time.Minute,
+		HeartbeatTimeout:    2 * time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, MaximumInterval: 30 * time.Second, MaximumAttempts: 5,
+			NonRetryableErrorTypes: []string{activities.ErrTypeRepo},
+		},
+		Summary: "read screwdriver.yaml at the event's commit",
+	})
+	var res activities.ResolveEventResult
+	err := workflow.ExecuteActivity(actx, a.ResolveEvent, activities.ResolveEventInput{
+		Pipeline: e.in.Event.Pipeline, Repo: e.in.Config.Repo, Ref: ref, SHA: t.SHA, Before: t.Before,
+		ChangedFiles: t.ChangedFiles, WantChanges: t.Kind == TriggerCommit,
+	}).Get(ctx, &res)
+	return res, err
+}
+
+// syncSpec tells the pipeline what its default branch's spec subscribes to.
+func (e *eventRun) syncSpec(ctx workflow.Context) {
+	t := e.in.Trigger
+	if t.Kind != TriggerCommit || eventBranch(e.in.Config, t) != e.in.Config.Branch {
+		return
+	}
+	periodic := map[string]string{}
+	for _, j := range e.spec.PeriodicJobs() {
+		periodic[j] = e.spec.Jobs[j].Settings.PeriodicCron
+	}
+	sync := SpecSync{SHA: e.state.SHA, Subscriptions: e.spec.RemoteTriggers(), Periodic: periodic}
+	if err := workflow.SignalExternalWorkflow(ctx, PipelineWorkflowID(e.in.Event.Pipeline), "", SignalSpecSynced, sync).Get(ctx, nil); err != nil {
+		workflow.GetLogger(ctx).Warn("spec_sync_failed", "event", e.in.Event.String(), "error", err)
+	}
+}
+
+// startJobs picks the jobs the trigger starts, or says why the event cannot run.
+func (e *eventRun) startJobs(changed []string) ([]string, string) {
+	t, spec := e.in.Trigger, e.spec
+	if from := e.in.StartFrom; from != "" {
+		job := from
+		if st, ok := spec.Stages[strings.TrimPrefix(from, "stage@")]; ok {
+			job = st.Setup
+		}
+		j, ok := spec.Jobs[job]
+		if !ok {
+			return nil, fmt.Sprintf("no job %q in %s at %s (jobs: %s)", from, activities.SpecFile, short(e.state.SHA), strings.Join(spec.JobOrder, ", "))
+		}
+		if t.Kind == TriggerManual && !j.Settings.ManualStartEnabled {
+			return nil, fmt.Sprintf("job %s cannot be started by hand (%s: false)", job, pipeline.AnnotationManualStartEnabled)
+		}
+		return []string{job}, ""
+	}
+	var starts []string
+	switch t.Kind {
+	case TriggerRemote:
+		for _, n := range spec.SubscribedJobs(t.Remote) {
+			// A remote join parent counts as satisfied by the remote success;
+			// the job starts when it has no local join parents.
+			if !n.Join || !slices.ContainsFunc(spec.JoinParents(n.Job), func(p string) bool { return !strings.HasPrefix(p, "sd@") }) {
+				starts = append(starts, n.Job)
+			}
+		}
+		return starts, ""
+	case TriggerPeriodic:
+		return nil, "a periodic event needs the job to start"
+	case TriggerManual:
+		return spec.StartJobs(pipeline.EventCommit, eventBranch(e.in.Config, t), e.in.Config.Branch), ""
+	case TriggerTag, TriggerRelease:
+		return spec.StartJobs(pipeline.EventKind(t.Kind), t.Ref, e.in.Config.Branch), ""
+	default:
+		starts = spec.StartJobs(pipeline.EventKind(t.Kind), eventBranch(e.in.Config, t), e.in.Config.Branch)
+		if t.Kind == TriggerCommit || t.Kind == TriggerPR {
+			starts = spec.FilterBySourcePaths(starts, changed)
+		}
+		return starts, ""
+	}
+}
+
+// queueOf is the queue a job's builds go to.
+func (e *eventRun) queueOf(job string) string {
+	if q := e.spec.Jobs[job].Settings.Executor; q != "" {
+		return q
+	}
+	if e.in.Config.Queue != "" {
+		return e.in.Config.Queue
+	}
+	return queue.DefaultQueueName
+}
+
+// checkQueues verifies every job the event may reach names a queue that
+// exists and that the event's identity may use.
+func (e *eventRun) checkQueues(starts []string, defined []queue.Queue) []string {
+	byName := map[string]queue.Queue{}
+	for _, q := range defined {
+		byName[q.Name] = q
+	}
+	id := queue.System()
+	if e.in.Identity != nil {
+		id = *e.in.Identity
+	}
+	var problems []string
+	seen := map[string]bool{}
+	todo := slices.Clone(starts)
+	for len(todo) > 0 {
+		job := todo[0]
+		todo = todo[1:]
+		if seen[job] {
+			continue
+		}
+		seen[job] = true
+		if !e.spec.Jobs[job].Settings.VirtualJob {
+			name := e.queueOf(job)
+			q, ok := byName[name]
+			switch {
+			case !ok:
+				known := make([]string, 0, len(byName))
+				for n := range byName {
+					known = append(known, n)
+				}
+				sort.Strings(known)
+				problems = append(problems, fmt.Sprintf("job %s names queue %q, which does not exist (queues: %s)", job, name, strings.Join(known, ", ")))
+			default:
+				if err := queue.CanUse(id, q); err != nil {
+					problems = append(problems, fmt.Sprintf("job %s: %v", job, err))
+				}
+			}
+		}
+		for _, n := range e.spec.NextJobs(job) {
+			todo = append(todo, n.Job)
+		}
+	}
+	return problems
+}
+
+// start launches one build per permutation of job.
+func (e *eventRun) start(ctx workflow.Context, job string) {
+	if _, ok := e.jobs[job]; ok || e.cancelled {
+		return
+	}
+	if ctx.Err() != nil {
+		e.cancelled = true
+		return
+	}
+	spec := e.spec.Jobs[job]
+	jr := &jobRun{name: job, status: StatusRunning, left: len(spec.Permutations)}
+	e.jobs[job] = jr
+	if e.builds+len(spec.Permutations) > maxBuildsPerEvent {
+		jr.status, jr.reason, jr.left = StatusSkipped, fmt.Sprintf("not run: the event reached its limit of %d builds", maxBuildsPerEvent), 0
+		return
+	}
+	t := e.in.Trigger
+	q := e.queueOf(job)
+	for i, perm := range spec.Permutations {
+		ref := BuildRef{Pipeline: e.in.Event.Pipeline, Job: job, Event: e.in.Event.Number}
+		if len(spec.Permutations) > 1 {
+			ref.Index = i + 1
+		}
+		jr.builds = append(jr.builds, ref)
+		e.builds++
+		e.running++
+		in := BuildInput{
+			Build: ref, Repo: e.in.Config.Repo, SHA: e.state.SHA, Branch: eventBranch(e.in.Config, t), Trigger: t,
+			Queue: q, Priority: spec.Settings.Priority, Image: perm.Image, Steps: perm.Commands,
+			Environment: perm.Environment, Timeout: spec.Settings.Timeout, Virtual: spec.Settings.VirtualJob,
+			Dispatch: e.in.Config.Dispatch,
+			Lane: LaneRequest{
+				Build: ref, Collapse: spec.Settings.CollapseBuilds, BlockedBySameJob: spec.Settings.BlockedBySameJob,
+				BlockedBy: spec.BlockedBy, FreezeWindows: spec.FreezeWindows, Delay: spec.Settings.Delay, Force: e.in.Force,
+			},
+		}
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+			WorkflowID:            ref.WorkflowID(),
+			TaskQueue:             ControllerTaskQueue,
+			ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
+			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+			TypedSearchAttributes: temporal.NewSearchAttributes(
+				SAPipeline.ValueSet(ref.Pipeline), SAJob.ValueSet(job), SAEvent.ValueSet(e.in.Event.String()),
+				SASHA.ValueSet(e.state.SHA), SABranch.ValueSet(in.Branch), SAQueue.ValueSet(q),
+				SAPriority.ValueSet(int64(spec.Settings.Priority)), SAStatus.ValueSet(string(StatusCreated)),
+			),
+			StaticSummary: fmt.Sprintf("build %s (%s) on queue %s", ref, describeTrigger(t, ""), q),
+		})
+		fut := workflow.ExecuteChildWorkflow(cctx, BuildWorkflow, in)
+		e.sel.AddFuture(fut, func(f workflow.Future) {
+			e.running--
+			var st BuildState
+			if err := f.Get(ctx, &st); err != nil {
+				st = BuildState{ID: ref.String(), Build: ref, Status: StatusFailure, Reason: "build workflow failed: " + rootMessage(err)}
+				if temporal.IsCanceledError(err) {
+					st.Status, st.Reason = StatusAborted, "cancelled"
+				}
+			}
+			e.buildEnded(ctx, jr, st)
+		})
+	}
+}
+
+// buildEnded records one build's end and, when the job's last permutation
+// ends, moves the graph on.
+func (e *eventRun) buildEnded(ctx workflow.Context, jr *jobRun, st BuildState) {
+	jr.results = append(jr.results, st)
+	jr.left--
+	if jr.left > 0 {
+		return
+	}
+	jr.status, jr.reason = jobStatus(jr.results)
+	if jr.status == StatusSuccess {
+		e.succeeded[jr.name] = true
+		e.triggerRemote(ctx, jr.name)
+		for _, n := range e.spec.NextJobs(jr.name) {
+			if e.blockedByStage(n.Job) {
+				continue
+			}
+			if !n.Join || e.spec.JoinSatisfied(n.Job, e.succeeded) {
+				e.start(ctx, n.Job)
+			}
+		}
+	}
+	e.maybeTeardown(ctx, jr.name)
+}
+
+// jobStatus folds a job's builds: the worst status wins
+// (FAILURE > ABORTED > COLLAPSED > SUCCESS).
+func jobStatus(results []BuildState) (Status, string) {
+	rank := map[Status]int{StatusSuccess: 0, StatusCollapsed: 1, StatusAborted: 2, StatusFailure: 3}
+	worst := results[0]
+	for _, r := range results[1:] {
+		if rank[r.Status] > rank[worst.Status] {
+			worst = r
+		}
+	}
+	if len(results) > 1 && worst.Status != StatusSuccess {
+		return worst.Status, fmt.Sprintf("build %s: %s", worst.ID, worst.Reason)
+	}
+	return worst.Status, worst.Reason
+}
+
+// blockedByStage: downstream of a stage's teardown runs only when every
+// build of the stage succeeded in this event.
+func (e *eventRun) blockedByStage(job string) bool {
+	for _, r := range e.spec.Jobs[job].Requires {
+		req, err := pipeline.ParseRequire(r)
+		if err != nil || req.Kind != pipeline.RequireStage || req.StagePhase != "teardown" {
+			continue
+		}
+		for _, member := range e.spec.StageJobs(req.Stage) {
+			if jr, ok := e.jobs[member]; ok && jr.status != StatusSuccess {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// maybeTeardown starts a stage's teardown once the stage has nothing left
+// running, even when a member failed: teardown always runs after setup
+// (Screwdriver's stage semantics).
+func (e *eventRun) maybeTeardown(ctx workflow.Context, job string) {
+	stage := e.spec.Jobs[job].Stage
+	if stage == "" {
+		return
+	}
+	st := e.spec.Stages[stage]
+	if st == nil || job == st.Teardown {
+		return
+	}
+	if _, started := e.jobs[st.Teardown]; started {
+		return
+	}
+	if setup, ok := e.jobs[st.Setup]; !ok || setup.status != StatusSuccess {
+		return
+	}
+	failed := false
+	for _, m := range st.Jobs {
+		jr, ok := e.jobs[m]
+		if ok && !jr.status.Final() {
+			return // still running
+		}
+		if ok && jr.status != StatusSuccess {
+			failed = true
+		}
+	}
+	if failed {
+		e.start(ctx, st.Teardown)
+	}
+}
+
+// triggerRemote starts events in pipelines subscribed to this job.
+func (e *eventRun) triggerRemote(ctx workflow.Context, job string) {
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+	})
+	var started []string
+	err := workflow.ExecuteLocalActivity(lctx, a.TriggerRemote, activities.TriggerRemoteInput{
+		Pipeline: e.in.Event.Pipeline, Job: job, Event: e.in.Event.String(),
+	}).Get(ctx, &started)
+	if err != nil {
+		e.remoteErrs = append(e.remoteErrs, fmt.Sprintf("remote trigger sd@%s:%s: %s", e.in.Event.Pipeline, job, rootMessage(err)))
+	}
+}
+
+// finish computes the event's outcome, including the jobs that did not run.
+func (e *eventRun) finish(ctx workflow.Context) EventState {
+	rank := map[Status]int{StatusSuccess: 0, StatusSkipped: 0, StatusCollapsed: 1, StatusAborted: 2, StatusFailure: 3}
+	status := StatusSuccess
+	var reasons []string
+	for _, name := range e.spec.JobOrder {
+		jr, ok := e.jobs[name]
+		if !ok {
+			continue
+		}
+		if rank[jr.status] > rank[status] {
+			status = jr.status
+		}
+		if jr.status != StatusSuccess {
+			reasons = append(reasons, fmt.Sprintf("%s %s", name, jr.status))
+		}
+	}
+	reason := strings.Join(reasons, ", ")
+	if e.cancelled {
+		status, reason = StatusAborted, "event cancelled"
+	}
+	if len(e.remoteErrs) > 0 {
+		e.state.Warnings = append(e.state.Warnings, e.remoteErrs...)
+	}
+	return e.end(ctx, status, reason)
+}
+
+func (e *eventRun) end(ctx workflow.Context, s Status, reason string) EventState {
+	ctx, _ = workflow.NewDisconnectedContext(ctx)
+	e.state.Status, e.state.Reason, e.state.EndTime = s, reason, workflow.Now(ctx)
+	e.state.Jobs = e.outcomes()
+	_ = workflow.UpsertTypedSearchAttributes(ctx, SAStatus.ValueSet(string(s)))
+	return e.state
+}
+
+func (e *eventRun) snapshot() EventState {
+	st := e.state
+	st.Jobs = e.outcomes()
+	return st
+}
+
+// outcomes lists the jobs that ran, then the reachable jobs that did not and
+// why: "not run: requires C, which ended FAILURE".
+func (e *eventRun) outcomes() []JobOutcome {
+	if e.spec == nil {
+		return nil
+	}
+	var out []JobOutcome
+	for _, name := range e.spec.JobOrder {
+		if jr, ok := e.jobs[name]; ok {
+			o := JobOutcome{Job: name, Status: jr.status, Reason: jr.reason}
+			for _, b := range jr.builds {
+				o.Builds = append(o.Builds, b.String())
+			}
+			out = append(out, o)
+			continue
+		}
+		if why := e.notRun(name); why != "" {
+			out = append(out, JobOutcome{Job: name, Status: StatusSkipped, Reason: why})
+		}
+	}
+	return out
+}
+
+// notRun explains why a job that did not run was left out, or returns ""
+// when no upstream job of it ran in this event.
+func (e *eventRun) notRun(job string) string {
+	var waiting, parents []string
+	for _, r := range e.spec.Jobs[job].Requires {
+		parent := strings.TrimPrefix(r, "~")
+		parents = append(parents, parent)
+		if req, err := pipeline.ParseRequire(r); err == nil && req.Kind == pipeline.RequireStage {
+			parent = pipeline.StageJobName(req.Stage, req.StagePhase)
+			if req.StagePhase == "teardown" {
+				for _, m := range e.spec.StageJobs(req.Stage) {
+					if jr, ok := e.jobs[m]; ok && jr.status.Final() && jr.status != StatusSuccess {
+						return fmt.Sprintf("not run: stage %s did not succeed (%s ended %s)", req.Stage, m, jr.status)
+					}
+				}
+			}
+		}
+		jr, ok := e.jobs[parent]
+		if !ok {
+			if !strings.HasPrefix(r, "~") && !strings.HasPrefix(parent, "sd@") {
+				waiting = append(waiting, parent)
+			}
+			continue
+		}
+		switch {
+		case jr.status == StatusCollapsed:
+			return fmt.Sprintf("not run: requires %s, which was %s", parent, jr.reason)
+		case jr.status.Final() && jr.status != StatusSuccess:
+			return fmt.Sprintf("not run: requires %s, which ended %s", parent, jr.status)
+		}
+	}
+	if e.cancelled && e.anyRan(parents) {
+		return "not run: event cancelled"
+	}
+	if len(waiting) > 0 && e.anyRan(e.spec.JoinParents(job)) {
+		if e.state.Status == StatusRunning {
+			return ""
+		}
+		return fmt.Sprintf("not run: join parents %s did not run in this event", strings.Join(waiting, ", "))
+	}
+	return ""
+}
+
+func (e *eventRun) anyRan(jobs []string) bool {
+	for _, j := range jobs {
+		if _, ok := e.jobs[j]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}

@@ -1,0 +1,127 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Task queues and fixed workflow IDs.
+const (
+	// ControllerTaskQueue is where controllers run workflows and the
+	// orchestration activities (reading specs, registry look-ups).
+	ControllerTaskQueue = "sluice-controller"
+	// RegistryID is the one registry workflow of a namespace.
+	RegistryID = "sluice-registry"
+	// queueTaskQueuePrefix prefixes a named queue's Temporal task queue.
+	queueTaskQueuePrefix = "queue/"
+)
+
+// ErrBadID is wrapped by every ID parsing error.
+var ErrBadID = errors.New("workflows: bad id")
+
+var rePipelineName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$`)
+
+// ValidatePipelineName checks a pipeline name: letters, digits, `_ . -`, at
+// most 100 characters, starting with a letter or digit. Names appear in
+// workflow IDs, so they cannot contain '/'.
+func ValidatePipelineName(name string) error {
+	if !rePipelineName.MatchString(name) {
+		return fmt.Errorf("%w: pipeline name %q: use letters, digits, '_', '.' and '-' (at most 100, starting with a letter or digit)", ErrBadID, name)
+	}
+	return nil
+}
+
+// QueueTaskQueue is the Temporal task queue that carries a named queue's builds.
+func QueueTaskQueue(queueName string) string { return queueTaskQueuePrefix + queueName }
+
+// QueueFromTaskQueue reverses QueueTaskQueue.
+func QueueFromTaskQueue(tq string) (string, bool) {
+	return strings.CutPrefix(tq, queueTaskQueuePrefix)
+}
+
+// PipelineWorkflowID is the pipeline entity's workflow ID.
+func PipelineWorkflowID(pipeline string) string { return "pipeline/" + pipeline }
+
+// EventRef names one event of a pipeline.
+type EventRef struct {
+	Pipeline string `json:"pipeline"`
+	Number   int    `json:"number"`
+}
+
+// String is the event's short ID, "<pipeline>/<n>".
+func (e EventRef) String() string { return e.Pipeline + "/" + strconv.Itoa(e.Number) }
+
+// WorkflowID is the event workflow's ID, "event/<pipeline>/<n>".
+func (e EventRef) WorkflowID() string { return "event/" + e.String() }
+
+// ParseEventRef reads "<pipeline>/<n>" (an optional "event/" prefix is accepted).
+func ParseEventRef(s string) (EventRef, error) {
+	s = strings.TrimPrefix(s, "event/")
+	p, n, ok := strings.Cut(s, "/")
+	num, err := strconv.Atoi(n)
+	if !ok || err != nil || num < 1 || ValidatePipelineName(p) != nil {
+		return EventRef{}, fmt.Errorf("%w: event %q: want <pipeline>/<number>, e.g. myapp/12", ErrBadID, s)
+	}
+	return EventRef{Pipeline: p, Number: num}, nil
+}
+
+// BuildRef names one build: one job (one matrix permutation) of one event.
+type BuildRef struct {
+	Pipeline string `json:"pipeline"`
+	Job      string `json:"job"`
+	Event    int    `json:"event"`
+	// Index is the matrix permutation, 1-based; 0 for a job without a matrix.
+	Index int `json:"index,omitempty"`
+}
+
+// String is the build's short ID: "<pipeline>/<job>/<event>" or, for matrix
+// permutation k, "<pipeline>/<job>/<event>.<k>".
+func (b BuildRef) String() string {
+	s := b.Pipeline + "/" + b.Job + "/" + strconv.Itoa(b.Event)
+	if b.Index > 0 {
+		s += "." + strconv.Itoa(b.Index)
+	}
+	return s
+}
+
+// WorkflowID is the build workflow's ID, "build/<short id>".
+func (b BuildRef) WorkflowID() string { return "build/" + b.String() }
+
+// EventRef is the event the build belongs to.
+func (b BuildRef) EventRef() EventRef { return EventRef{Pipeline: b.Pipeline, Number: b.Event} }
+
+// ParseBuildRef reads a build's short ID (an optional "build/" prefix is accepted).
+func ParseBuildRef(s string) (BuildRef, error) {
+	orig := s
+	s = strings.TrimPrefix(s, "build/")
+	bad := fmt.Errorf("%w: build %q: want <pipeline>/<job>/<event>[.<permutation>], e.g. myapp/test/12", ErrBadID, orig)
+	p, rest, ok := strings.Cut(s, "/")
+	if !ok || ValidatePipelineName(p) != nil {
+		return BuildRef{}, bad
+	}
+	i := strings.LastIndex(rest, "/")
+	if i <= 0 {
+		return BuildRef{}, bad
+	}
+	job, num := rest[:i], rest[i+1:]
+	ev, idx, hasIdx := strings.Cut(num, ".")
+	e, err := strconv.Atoi(ev)
+	if err != nil || e < 1 {
+		return BuildRef{}, bad
+	}
+	ref := BuildRef{Pipeline: p, Job: job, Event: e}
+	if hasIdx {
+		k, err := strconv.Atoi(idx)
+		if err != nil || k < 1 {
+			return BuildRef{}, bad
+		}
+		ref.Index = k
+	}
+	return ref, nil
+}
+
+// PeriodicScheduleID is the Temporal Schedule of a periodic job.
+func PeriodicScheduleID(pipeline, job string) string { return "periodic/" + pipeline + "/" + job }

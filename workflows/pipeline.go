@@ -1,0 +1,336 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sluice-ci/sluice/activities"
+)
+
+// continueAsNewAfter bounds a long-lived entity's history (design.md §5
+// suggests 4,096 events; the server also suggests it when a run grows).
+const continueAsNewAfter = 4000
+
+// maxDeliveries is how many webhook deliveries a pipeline remembers for
+// deduplication.
+const maxDeliveries = 500
+
+// ErrPipelineDeleted is returned to updates on a deleted pipeline.
+var ErrPipelineDeleted = errors.New("pipeline deleted")
+
+type pipelineRun struct {
+	cfg     PipelineConfig
+	st      PipelineState
+	deleted bool
+	// pending signals to builds, drained before continue-as-new.
+	pending []workflow.Future
+	// startQueue are events asked for by signal (schedules), started in order.
+	startQueue []StartEventRequest
+	syncs      []SpecSync
+}
+
+// PipelineWorkflow is a pipeline's entity: it numbers and starts events,
+// holds the per-job lanes that decide when each build may dispatch, and keeps
+// the pipeline's remote-trigger subscriptions and periodic schedules in step
+// with the spec on its default branch. It runs until the pipeline is deleted,
+// continuing as new to keep its history short.
+func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
+	p := &pipelineRun{cfg: in.Config}
+	if in.State != nil {
+		p.st = *in.State
+	}
+	if p.st.NextEvent == 0 {
+		p.st.NextEvent = 1
+	}
+	log := workflow.GetLogger(ctx)
+
+	if err := workflow.SetQueryHandler(ctx, QueryPipeline, func() (PipelineInfo, error) {
+		return PipelineInfo{Config: p.cfg, Events: p.st.NextEvent - 1, Lanes: p.st.Lanes,
+			Subscriptions: p.st.Subscriptions, Periodic: p.st.Periodic, LastSHA: p.st.LastSHA}, nil
+	}); err != nil {
+		return fmt.Errorf("register pipeline query: %w", err)
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateStartEvent, p.startEvent,
+		workflow.UpdateHandlerOptions{Validator: p.validateStart}); err != nil {
+		return fmt.Errorf("register start-event update: %w", err)
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateConfigure,
+		func(ctx workflow.Context, c PipelineConfig) (PipelineConfig, error) {
+			p.cfg.Repo, p.cfg.Branch, p.cfg.Queue = c.Repo, c.Branch, c.Queue
+			if c.Dispatch != (Dispatch{}) {
+				p.cfg.Dispatch = c.Dispatch
+			}
+			return p.cfg, nil
+		}, workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, c PipelineConfig) error {
+			if p.deleted {
+				return ErrPipelineDeleted
+			}
+			if c.Repo == "" {
+				return errors.New("repo must not be empty")
+			}
+			return nil
+		}}); err != nil {
+		return fmt.Errorf("register configure update: %w", err)
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateDelete,
+		func(ctx workflow.Context, _ string) (int, error) {
+			p.deleted = true
+			effects := p.st.Lanes.AbortAll(fmt.Sprintf("pipeline %s was deleted", p.cfg.Name))
+			p.send(ctx, effects)
+			return len(effects), nil
+		}, workflow.UpdateHandlerOptions{Validator: func(workflow.Context, string) error {
+			if p.deleted {
+				return ErrPipelineDeleted
+			}
+			return nil
+		}}); err != nil {
+		return fmt.Errorf("register delete update: %w", err)
+	}
+
+	enqueueCh := workflow.GetSignalChannel(ctx, SignalEnqueue)
+	doneCh := workflow.GetSignalChannel(ctx, SignalBuildDone)
+	syncCh := workflow.GetSignalChannel(ctx, SignalSpecSynced)
+	startCh := workflow.GetSignalChannel(ctx, SignalStartEvent)
+
+	// One timer, for the earliest timed wait (freeze window or delay).
+	var timer workflow.Future
+	var timerCancel workflow.CancelFunc
+	var timerAt time.Time
+	for {
+		now := workflow.Now(ctx)
+		wake := p.st.Lanes.NextWake(now)
+		if timer != nil && (timer.IsReady() || !wake.Equal(timerAt)) {
+			timerCancel()
+			timer = nil
+		}
+		if timer == nil && !wake.IsZero() {
+			tctx, cancel := workflow.WithCancel(ctx)
+			timer, timerCancel, timerAt = workflow.NewTimerWithOptions(tctx, wake.Sub(now),
+				workflow.TimerOptions{Summary: "a freeze window or delay ends"}), cancel, wake
+		}
+		sel := workflow.NewSelector(ctx)
+		if timer != nil {
+			sel.AddFuture(timer, func(workflow.Future) {})
+		}
+		// The callbacks only wake the loop; everything is drained below.
+		for _, ch := range []workflow.ReceiveChannel{enqueueCh, doneCh, syncCh, startCh} {
+			sel.AddReceive(ch, func(workflow.ReceiveChannel, bool) {})
+		}
+		sel.Select(ctx)
+
+		// Drain everything that arrived, in a fixed order.
+		now = workflow.Now(ctx)
+		var effects []LaneEffect
+		for {
+			var d BuildDone
+			if !doneCh.ReceiveAsync(&d) {
+				break
+			}
+			effects = append(effects, p.st.Lanes.Done(d.Build, now)...)
+		}
+		for {
+			var req LaneRequest
+			if !enqueueCh.ReceiveAsync(&req) {
+				break
+			}
+			if p.deleted {
+				effects = append(effects, LaneEffect{Build: req.Build, Msg: LaneMessage{Kind: LaneAbort, Status: StatusAborted,
+					Reason: fmt.Sprintf("pipeline %s was deleted", p.cfg.Name)}})
+				continue
+			}
+			effects = append(effects, p.st.Lanes.Enqueue(req, now)...)
+		}
+		for {
+			var s SpecSync
+			if !syncCh.ReceiveAsync(&s) {
+				break
+			}
+			p.syncs = append(p.syncs, s)
+		}
+		for {
+			var r StartEventRequest
+			if !startCh.ReceiveAsync(&r) {
+				break
+			}
+			p.startQueue = append(p.startQueue, r)
+		}
+		effects = append(effects, p.st.Lanes.Evaluate(now)...)
+		p.send(ctx, effects)
+
+		for len(p.startQueue) > 0 && !p.deleted {
+			r := p.startQueue[0]
+			p.startQueue = p.startQueue[1:]
+			if err := p.validateStart(ctx, r); err != nil {
+				log.Warn("signalled_event_rejected", "pipeline", p.cfg.Name, "error", err)
+				continue
+			}
+			if _, err := p.startEvent(ctx, r); err != nil {
+				log.Warn("signalled_event_failed", "pipeline", p.cfg.Name, "error", err)
+			}
+		}
+		if len(p.syncs) > 0 {
+			last := p.syncs[len(p.syncs)-1]
+			p.syncs = nil
+			p.applySync(ctx, last)
+		}
+
+		if p.deleted && p.st.Lanes.Len() == 0 {
+			p.flush(ctx)
+			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+			if err := p.syncSchedules(ctx, nil); err != nil {
+				log.Warn("schedule_cleanup_failed", "pipeline", p.cfg.Name, "error", err)
+			}
+			return nil
+		}
+		info := workflow.GetInfo(ctx)
+		if info.GetCurrentHistoryLength() > continueAsNewAfter || info.GetContinueAsNewSuggested() {
+			p.flush(ctx)
+			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+			// Signals that arrived meanwhile stay in the channels; keep going
+			// until a pass ends with nothing pending.
+			if enqueueCh.Len() == 0 && doneCh.Len() == 0 && syncCh.Len() == 0 && startCh.Len() == 0 &&
+				len(p.startQueue) == 0 && len(p.syncs) == 0 {
+				st := p.st
+				return workflow.NewContinueAsNewError(ctx, PipelineWorkflow, PipelineInput{Config: p.cfg, State: &st})
+			}
+		}
+	}
+}
+
+// send signals each effect to its build. Futures are kept so nothing is in
+// flight when the run continues as new.
+func (p *pipelineRun) send(ctx workflow.Context, effects []LaneEffect) {
+	for _, e := range effects {
+		p.pending = append(p.pending, workflow.SignalExternalWorkflow(ctx, e.Build.WorkflowID(), "", SignalLane, e.Msg))
+	}
+	// Drop the futures that are already done to keep the slice short.
+	p.pending = slices.DeleteFunc(p.pending, func(f workflow.Future) bool { return f.IsReady() })
+}
+
+func (p *pipelineRun) flush(ctx workflow.Context) {
+	for _, f := range p.pending {
+		if err := f.Get(ctx, nil); err != nil {
+			workflow.GetLogger(ctx).Warn("lane_signal_failed", "pipeline", p.cfg.Name, "error", err)
+		}
+	}
+	p.pending = nil
+}
+
+func (p *pipelineRun) validateStart(_ workflow.Context, r StartEventRequest) error {
+	if p.deleted {
+		return fmt.Errorf("%w: %s", ErrPipelineDeleted, p.cfg.Name)
+	}
+	if !r.Trigger.Kind.Valid() {
+		return fmt.Errorf("unknown trigger kind %q (want commit, pr, pr-closed, release, tag, manual, periodic or remote)", r.Trigger.Kind)
+	}
+	if r.Parent < 0 || r.Parent >= p.st.NextEvent {
+		return fmt.Errorf("parent event %d does not exist in pipeline %s (last event is %d)", r.Parent, p.cfg.Name, p.st.NextEvent-1)
+	}
+	if r.Trigger.PR < 0 {
+		return fmt.Errorf("pull request number %d must be positive", r.Trigger.PR)
+	}
+	if (r.Trigger.Kind == TriggerPR || r.Trigger.Kind == TriggerPRClosed) && r.Trigger.PR == 0 {
+		return fmt.Errorf("a %s event needs a pull request number", r.Trigger.Kind)
+	}
+	return nil
+}
+
+// startEvent numbers the event and starts its workflow. A webhook delivery
+// seen before returns the event it started then.
+func (p *pipelineRun) startEvent(ctx workflow.Context, r StartEventRequest) (StartEventResult, error) {
+	if id := r.Trigger.DeliveryID; id != "" {
+		for _, d := range p.st.Deliveries {
+			if d.ID == id {
+				return StartEventResult{Event: EventRef{Pipeline: p.cfg.Name, Number: d.Event}, Duplicate: true}, nil
+			}
+		}
+	}
+	ref := EventRef{Pipeline: p.cfg.Name, Number: p.st.NextEvent}
+	p.st.NextEvent++
+	if id := r.Trigger.DeliveryID; id != "" {
+		p.st.Deliveries = append(p.st.Deliveries, DeliverySeen{ID: id, Event: ref.Number})
+		if len(p.st.Deliveries) > maxDeliveries {
+			p.st.Deliveries = p.st.Deliveries[len(p.st.Deliveries)-maxDeliveries:]
+		}
+	}
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:            ref.WorkflowID(),
+		TaskQueue:             ControllerTaskQueue,
+		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			SAPipeline.ValueSet(p.cfg.Name), SAEvent.ValueSet(ref.String()),
+			SAStatus.ValueSet(string(StatusRunning)), SABranch.ValueSet(eventBranch(p.cfg, r.Trigger)),
+		),
+		StaticSummary: fmt.Sprintf("event %s: %s", ref, describeTrigger(r.Trigger, r.StartFrom)),
+	})
+	child := workflow.ExecuteChildWorkflow(cctx, EventWorkflow, EventInput{
+		Event: ref, Config: p.cfg, Trigger: r.Trigger, StartFrom: r.StartFrom, Force: r.Force, Parent: r.Parent,
+		ParentSucceeded: r.ParentSucceeded, Creator: r.Creator, Identity: r.Identity,
+	})
+	if err := child.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
+		return StartEventResult{}, fmt.Errorf("start event %s: %w", ref, err)
+	}
+	return StartEventResult{Event: ref}, nil
+}
+
+func eventBranch(cfg PipelineConfig, t Trigger) string {
+	if t.Branch != "" {
+		return t.Branch
+	}
+	return cfg.Branch
+}
+
+func describeTrigger(t Trigger, startFrom string) string {
+	s := string(t.Kind)
+	switch {
+	case t.Kind == TriggerPR || t.Kind == TriggerPRClosed:
+		s += fmt.Sprintf(" #%d", t.PR)
+	case t.Ref != "":
+		s += " " + t.Ref
+	case t.Branch != "":
+		s += " on " + t.Branch
+	}
+	if startFrom != "" {
+		s += " from " + startFrom
+	}
+	return s
+}
+
+// applySync records the default branch's subscriptions and periodic jobs,
+// updating the search attribute and the schedules when they changed.
+func (p *pipelineRun) applySync(ctx workflow.Context, s SpecSync) {
+	p.st.LastSHA = s.SHA
+	subs := slices.Clone(s.Subscriptions)
+	sort.Strings(subs)
+	if !slices.Equal(subs, p.st.Subscriptions) {
+		p.st.Subscriptions = subs
+		if err := workflow.UpsertTypedSearchAttributes(ctx, SASubscriptions.ValueSet(subs)); err != nil {
+			workflow.GetLogger(ctx).Warn("subscriptions_upsert_failed", "error", err)
+		}
+	}
+	if !maps.Equal(s.Periodic, p.st.Periodic) {
+		if err := p.syncSchedules(ctx, s.Periodic); err != nil {
+			workflow.GetLogger(ctx).Warn("schedule_sync_failed", "pipeline", p.cfg.Name, "error", err)
+			return
+		}
+		p.st.Periodic = s.Periodic
+	}
+}
+
+func (p *pipelineRun) syncSchedules(ctx workflow.Context, periodic map[string]string) error {
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           ControllerTaskQueue,
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
+	})
+	return workflow.ExecuteActivity(actx, a.SyncSchedules, activities.SyncSchedulesInput{Pipeline: p.cfg.Name, Periodic: periodic}).Get(ctx, nil)
+}

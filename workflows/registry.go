@@ -1,0 +1,314 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sluice-ci/sluice/queue"
+)
+
+// Registry update and query names.
+const (
+	UpdateHeartbeat      = "heartbeat"
+	UpdateDefineQueue    = "define-queue"
+	UpdateDeleteQueue    = "delete-queue"
+	UpdateSetMemberState = "set-member-state"
+	QueryQueues          = "queues"
+	QueryMembers         = "members"
+	QueryMember          = "member"
+)
+
+// PrivilegeManageExecutors lets a user activate, deactivate and drain executors.
+const PrivilegeManageExecutors = "manage-executors"
+
+// forgetMembersAfter drops members silent this long from the registry.
+const forgetMembersAfter = 24 * time.Hour
+
+// Registry errors.
+var (
+	ErrNoSuchQueue  = errors.New("no such queue")
+	ErrQueueExists  = errors.New("queue already exists")
+	ErrNoSuchMember = errors.New("no such executor")
+)
+
+// RegistryInput starts the RegistryWorkflow; State carries over continue-as-new.
+type RegistryInput struct {
+	// Liveness: a member silent this long is not live.
+	Liveness time.Duration  `json:"liveness"`
+	State    *RegistryState `json:"state,omitempty"`
+}
+
+// RegistryState is the queues and members.
+type RegistryState struct {
+	Queues  map[string]queue.Queue   `json:"queues"`
+	Members map[string]*queue.Member `json:"members"`
+}
+
+// Heartbeat is a member's periodic report (UpdateHeartbeat).
+type Heartbeat struct {
+	Member queue.Member `json:"member"`
+}
+
+// MemberView is the registry's answer to a heartbeat: what the member may do.
+type MemberView struct {
+	State queue.MemberState `json:"state"`
+	// Slots maps each queue the member serves to its allowance.
+	Slots map[string]SlotGrant `json:"slots"`
+}
+
+// SlotGrant is how many builds of a queue a member may run, and the gap
+// each slot keeps after a build ends.
+type SlotGrant struct {
+	Allowed int           `json:"allowed"`
+	MinGap  time.Duration `json:"min_gap"`
+	Why     string        `json:"why,omitempty"`
+}
+
+// DefineQueueMode says whether UpdateDefineQueue creates, updates or either.
+type DefineQueueMode string
+
+// Define modes.
+const (
+	DefineCreate DefineQueueMode = "create"
+	DefineUpdate DefineQueueMode = "update"
+)
+
+// DefineQueueRequest is UpdateDefineQueue's argument.
+type DefineQueueRequest struct {
+	Identity queue.Identity  `json:"identity"`
+	Mode     DefineQueueMode `json:"mode"`
+	Queue    queue.Queue     `json:"queue"`
+}
+
+// DeleteQueueRequest is UpdateDeleteQueue's argument.
+type DeleteQueueRequest struct {
+	Identity queue.Identity `json:"identity"`
+	Name     string         `json:"name"`
+}
+
+// SetMemberStateRequest is UpdateSetMemberState's argument.
+type SetMemberStateRequest struct {
+	Identity queue.Identity    `json:"identity"`
+	Name     string            `json:"name"`
+	State    queue.MemberState `json:"state"`
+}
+
+type registry struct {
+	liveness time.Duration
+	st       RegistryState
+}
+
+// RegistryWorkflow holds the queue definitions and the executor registry.
+// Members heartbeat into it and get back how many builds of each queue they
+// may run (queue.Evaluate picks the active rule), so a change to a queue or
+// to the cluster reaches every member within one heartbeat.
+func RegistryWorkflow(ctx workflow.Context, in RegistryInput) error {
+	r := &registry{liveness: in.Liveness}
+	if r.liveness <= 0 {
+		r.liveness = 15 * time.Second
+	}
+	if in.State != nil {
+		r.st = *in.State
+	}
+	if r.st.Queues == nil {
+		r.st.Queues = map[string]queue.Queue{}
+	}
+	if r.st.Members == nil {
+		r.st.Members = map[string]*queue.Member{}
+	}
+	if _, ok := r.st.Queues[queue.DefaultQueueName]; !ok {
+		r.st.Queues[queue.DefaultQueueName] = queue.DefaultQueue()
+	}
+
+	handlers := []struct {
+		name     string
+		handler  any
+		validate any
+	}{
+		{UpdateHeartbeat, r.heartbeat, r.validateHeartbeat},
+		{UpdateDefineQueue, r.defineQueue, r.validateDefine},
+		{UpdateDeleteQueue, r.deleteQueue, r.validateDelete},
+		{UpdateSetMemberState, r.setMemberState, r.validateMemberState},
+	}
+	for _, h := range handlers {
+		if err := workflow.SetUpdateHandlerWithOptions(ctx, h.name, h.handler, workflow.UpdateHandlerOptions{Validator: h.validate}); err != nil {
+			return fmt.Errorf("register %s update: %w", h.name, err)
+		}
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryQueues, func() ([]queue.Queue, error) { return r.queues(), nil }); err != nil {
+		return fmt.Errorf("register queues query: %w", err)
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryMembers, func() ([]queue.Member, error) { return r.members(), nil }); err != nil {
+		return fmt.Errorf("register members query: %w", err)
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryMember, func(name string) (queue.Member, error) {
+		m, ok := r.st.Members[name]
+		if !ok {
+			return queue.Member{}, fmt.Errorf("%w: %s", ErrNoSuchMember, name)
+		}
+		return *m, nil
+	}); err != nil {
+		return fmt.Errorf("register member query: %w", err)
+	}
+
+	// Everything happens in update handlers; the main coroutine only decides
+	// when to continue as new.
+	err := workflow.Await(ctx, func() bool {
+		info := workflow.GetInfo(ctx)
+		return info.GetCurrentHistoryLength() > continueAsNewAfter || info.GetContinueAsNewSuggested()
+	})
+	if err != nil {
+		return err
+	}
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return err
+	}
+	st := r.st
+	return workflow.NewContinueAsNewError(ctx, RegistryWorkflow, RegistryInput{Liveness: r.liveness, State: &st})
+}
+
+func (r *registry) queues() []queue.Queue {
+	out := slices.Collect(maps.Values(r.st.Queues))
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (r *registry) members() []queue.Member {
+	out := make([]queue.Member, 0, len(r.st.Members))
+	for _, m := range r.st.Members {
+		out = append(out, *m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (r *registry) validateHeartbeat(_ workflow.Context, hb Heartbeat) error {
+	m := hb.Member
+	if m.Name == "" {
+		return errors.New("heartbeat names no member")
+	}
+	if m.Role != queue.RoleController && m.Role != queue.RoleExecutor {
+		return fmt.Errorf("member %s: unknown role %q (want controller or executor)", m.Name, m.Role)
+	}
+	if old, ok := r.st.Members[m.Name]; ok && old.Role != m.Role {
+		return fmt.Errorf("member name %s is taken by a %s", m.Name, old.Role)
+	}
+	return nil
+}
+
+func (r *registry) heartbeat(ctx workflow.Context, hb Heartbeat) (MemberView, error) {
+	now := workflow.Now(ctx)
+	m, ok := r.st.Members[hb.Member.Name]
+	if !ok {
+		m = &queue.Member{Name: hb.Member.Name, Role: hb.Member.Role, State: queue.StateActive}
+		r.st.Members[m.Name] = m
+	}
+	m.Host, m.Labels, m.Queues, m.Running = hb.Member.Host, hb.Member.Labels, hb.Member.Queues, hb.Member.Running
+	m.LastSeen = now
+	if m.State == queue.StateDraining && running(m) == 0 {
+		m.State = queue.StateInactive
+	}
+	for name, other := range r.st.Members {
+		if now.Sub(other.LastSeen) > forgetMembersAfter {
+			delete(r.st.Members, name)
+		}
+	}
+	members := r.members()
+	view := MemberView{State: m.State, Slots: map[string]SlotGrant{}}
+	for _, q := range r.queues() {
+		if !m.Serves(q.Name) {
+			continue
+		}
+		plan := queue.Evaluate(q, members, now, r.liveness)
+		g := SlotGrant{Allowed: plan.Allowed[m.Name], Why: plan.Why}
+		if plan.Active() {
+			g.MinGap = plan.Rule.MinGap
+		}
+		view.Slots[q.Name] = g
+	}
+	return view, nil
+}
+
+func running(m *queue.Member) int {
+	n := 0
+	for _, c := range m.Running {
+		n += c
+	}
+	return n
+}
+
+func (r *registry) validateDefine(_ workflow.Context, req DefineQueueRequest) error {
+	if err := queue.CanDefine(req.Identity); err != nil {
+		return err
+	}
+	if err := req.Queue.Validate(); err != nil {
+		return err
+	}
+	_, exists := r.st.Queues[req.Queue.Name]
+	switch req.Mode {
+	case DefineCreate:
+		if exists {
+			return fmt.Errorf("%w: %s (use `sluice queue update`)", ErrQueueExists, req.Queue.Name)
+		}
+	case DefineUpdate:
+		if !exists {
+			return fmt.Errorf("%w: %s (use `sluice queue create`)", ErrNoSuchQueue, req.Queue.Name)
+		}
+	default:
+		return fmt.Errorf("unknown define mode %q", req.Mode)
+	}
+	return nil
+}
+
+func (r *registry) defineQueue(_ workflow.Context, req DefineQueueRequest) (queue.Queue, error) {
+	r.st.Queues[req.Queue.Name] = req.Queue
+	return req.Queue, nil
+}
+
+func (r *registry) validateDelete(_ workflow.Context, req DeleteQueueRequest) error {
+	if err := queue.CanDefine(req.Identity); err != nil {
+		return err
+	}
+	if req.Name == queue.DefaultQueueName {
+		return fmt.Errorf("the %s queue cannot be deleted (update its rules instead)", queue.DefaultQueueName)
+	}
+	if _, ok := r.st.Queues[req.Name]; !ok {
+		return fmt.Errorf("%w: %s", ErrNoSuchQueue, req.Name)
+	}
+	return nil
+}
+
+func (r *registry) deleteQueue(_ workflow.Context, req DeleteQueueRequest) (string, error) {
+	delete(r.st.Queues, req.Name)
+	return req.Name, nil
+}
+
+func (r *registry) validateMemberState(_ workflow.Context, req SetMemberStateRequest) error {
+	if !req.Identity.Has(PrivilegeManageExecutors) {
+		return fmt.Errorf("%w: user %q lacks the %s privilege", queue.ErrForbidden, req.Identity.User, PrivilegeManageExecutors)
+	}
+	if _, ok := r.st.Members[req.Name]; !ok {
+		return fmt.Errorf("%w: %s", ErrNoSuchMember, req.Name)
+	}
+	switch req.State {
+	case queue.StateActive, queue.StateInactive, queue.StateDraining:
+	default:
+		return fmt.Errorf("unknown executor state %q (want active, inactive or draining)", req.State)
+	}
+	return nil
+}
+
+func (r *registry) setMemberState(_ workflow.Context, req SetMemberStateRequest) (queue.Member, error) {
+	m := r.st.Members[req.Name]
+	m.State = req.State
+	if m.State == queue.StateDraining && running(m) == 0 {
+		m.State = queue.StateInactive
+	}
+	return *m, nil
+}

@@ -1,0 +1,42 @@
+package workflows
+
+import (
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+)
+
+// Custom search attributes, registered at start-up by `sluice dev` and by
+// controllers. They make pipelines, events and builds findable in the Web UI:
+// e.g. `SluicePipeline = "myapp" AND SluiceStatus = "QUEUED"`.
+var (
+	SAPipeline     = temporal.NewSearchAttributeKeyKeyword("SluicePipeline")
+	SAJob          = temporal.NewSearchAttributeKeyKeyword("SluiceJob")
+	SAEvent        = temporal.NewSearchAttributeKeyKeyword("SluiceEvent")
+	SASHA          = temporal.NewSearchAttributeKeyKeyword("SluiceSHA")
+	SABranch       = temporal.NewSearchAttributeKeyKeyword("SluiceBranch")
+	SAStatus       = temporal.NewSearchAttributeKeyKeyword("SluiceStatus")
+	SAQueue        = temporal.NewSearchAttributeKeyKeyword("SluiceQueue")
+	SAExecutor     = temporal.NewSearchAttributeKeyKeyword("SluiceExecutor")
+	SAPriority     = temporal.NewSearchAttributeKeyInt64("SluicePriority")
+	SADispatchedAt = temporal.NewSearchAttributeKeyTime("SluiceDispatchedAt")
+	// SASubscriptions lists, on a pipeline workflow, the remote jobs
+	// ("sd@<pipeline>:<job>") whose success starts events in it.
+	SASubscriptions = temporal.NewSearchAttributeKeyKeywordList("SluiceSubscriptions")
+)
+
+// SearchAttributes maps every custom attribute to its type, for registration.
+func SearchAttributes() map[string]enumspb.IndexedValueType {
+	return map[string]enumspb.IndexedValueType{
+		SAPipeline.GetName():      enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		SAJob.GetName():           enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		SAEvent.GetName():         enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		SASHA.GetName():           enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		SABranch.GetName():        enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		SAStatus.GetName():        enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		SAQueue.GetName():         enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		SAExecutor.GetName():      enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		SAPriority.GetName():      enumspb.INDEXED_VALUE_TYPE_INT,
+		SADispatchedAt.GetName():  enumspb.INDEXED_VALUE_TYPE_DATETIME,
+		SASubscriptions.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST,
+	}
+}

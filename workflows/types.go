@@ -1,0 +1,293 @@
+package workflows
+
+import (
+	"time"
+
+	"github.com/sluice-ci/sluice/pipeline"
+	"github.com/sluice-ci/sluice/queue"
+)
+
+// Signal, query and update names.
+const (
+	// SignalLane carries LaneMessages from a pipeline to a build.
+	SignalLane = "lane"
+	// SignalEnqueue carries a LaneRequest from a build to its pipeline.
+	SignalEnqueue = "enqueue"
+	// SignalBuildDone carries a BuildDone from a build to its pipeline.
+	SignalBuildDone = "build-done"
+	// SignalSpecSynced carries a SpecSync from an event to its pipeline.
+	SignalSpecSynced = "spec-synced"
+	// SignalStartEvent asks a pipeline to start an event without waiting for
+	// an answer (schedules use it); clients use UpdateStartEvent.
+	SignalStartEvent = "start-event"
+
+	// UpdateStartEvent starts an event and returns its number.
+	UpdateStartEvent = "start-event"
+	// UpdateConfigure changes a pipeline's settings.
+	UpdateConfigure = "configure"
+	// UpdateDelete deletes a pipeline.
+	UpdateDelete = "delete"
+
+	// QueryPipeline returns a PipelineInfo.
+	QueryPipeline = "pipeline"
+	// QueryEvent returns an EventState.
+	QueryEvent = "event"
+	// QueryBuild returns a BuildState.
+	QueryBuild = "build"
+)
+
+// Trigger is what started an event.
+type Trigger struct {
+	// Kind is commit, pr, pr-closed, release, tag, manual, periodic or remote.
+	Kind TriggerKind `json:"kind"`
+	// Branch is the branch pushed, or a PR's target branch.
+	Branch string `json:"branch,omitempty"`
+	// Ref is a tag or release name, or a PR's head branch.
+	Ref string `json:"ref,omitempty"`
+	// SHA is the commit; empty means the head of Branch when the event starts.
+	SHA string `json:"sha,omitempty"`
+	// Before is the previous head for pushes (changed files are computed from it).
+	Before string `json:"before,omitempty"`
+	// PR is the pull request number.
+	PR int `json:"pr,omitempty"`
+	// ChangedFiles are the files the webhook said changed (sourcePaths).
+	ChangedFiles []string `json:"changed_files,omitempty"`
+	// Remote is the remote job whose success started this event ("sd@p:j").
+	Remote string `json:"remote,omitempty"`
+	// Sender is who caused it (a user, "schedule", a webhook sender).
+	Sender string `json:"sender,omitempty"`
+	// DeliveryID deduplicates webhook redeliveries.
+	DeliveryID string `json:"delivery_id,omitempty"`
+}
+
+// TriggerKind is the kind of an event's trigger.
+type TriggerKind string
+
+// Trigger kinds.
+const (
+	TriggerCommit   TriggerKind = "commit"
+	TriggerPR       TriggerKind = "pr"
+	TriggerPRClosed TriggerKind = "pr-closed"
+	TriggerRelease  TriggerKind = "release"
+	TriggerTag      TriggerKind = "tag"
+	TriggerManual   TriggerKind = "manual"
+	TriggerPeriodic TriggerKind = "periodic"
+	TriggerRemote   TriggerKind = "remote"
+)
+
+// Valid reports whether k is a known trigger kind.
+func (k TriggerKind) Valid() bool {
+	switch k {
+	case TriggerCommit, TriggerPR, TriggerPRClosed, TriggerRelease, TriggerTag, TriggerManual, TriggerPeriodic, TriggerRemote:
+		return true
+	}
+	return false
+}
+
+// Dispatch holds the dispatch settings that travel with every build.
+type Dispatch struct {
+	// HeartbeatTimeout: a running build silent this long is dispatched again.
+	HeartbeatTimeout time.Duration `json:"heartbeat_timeout"`
+	// MaxAttempts bounds dispatches after executor loss.
+	MaxAttempts int `json:"max_attempts"`
+}
+
+// DefaultDispatch is used when a caller leaves Dispatch empty.
+func DefaultDispatch() Dispatch {
+	return Dispatch{HeartbeatTimeout: 20 * time.Second, MaxAttempts: 3}
+}
+
+func (d Dispatch) orDefault() Dispatch {
+	def := DefaultDispatch()
+	if d.HeartbeatTimeout <= 0 {
+		d.HeartbeatTimeout = def.HeartbeatTimeout
+	}
+	if d.MaxAttempts <= 0 {
+		d.MaxAttempts = def.MaxAttempts
+	}
+	return d
+}
+
+// PipelineConfig is a pipeline's settings.
+type PipelineConfig struct {
+	Name string `json:"name"`
+	// Repo is a git URL, a local git repository or a plain directory.
+	Repo string `json:"repo"`
+	// Branch is the default branch: unfiltered commit triggers fire on it.
+	Branch string `json:"branch"`
+	// Queue is the default queue of jobs without screwdriver.cd/executor.
+	Queue string `json:"queue,omitempty"`
+	// Dispatch settings for this pipeline's builds.
+	Dispatch Dispatch `json:"dispatch"`
+	// Creator is who created the pipeline.
+	Creator   string    `json:"creator,omitempty"`
+	CreatedAt time.Time `json:"created_at,omitzero"`
+}
+
+// PipelineInput starts a PipelineWorkflow; State carries over continue-as-new.
+type PipelineInput struct {
+	Config PipelineConfig `json:"config"`
+	State  *PipelineState `json:"state,omitempty"`
+}
+
+// PipelineState is the part of a pipeline that survives continue-as-new.
+type PipelineState struct {
+	NextEvent  int            `json:"next_event"`
+	Lanes      Lanes          `json:"lanes"`
+	Deliveries []DeliverySeen `json:"deliveries,omitempty"`
+	// Subscriptions are the remote jobs this pipeline's spec requires.
+	Subscriptions []string `json:"subscriptions,omitempty"`
+	// Periodic maps periodic jobs to their expanded cron.
+	Periodic map[string]string `json:"periodic,omitempty"`
+	// LastSHA is the default branch commit last synced.
+	LastSHA string `json:"last_sha,omitempty"`
+}
+
+// DeliverySeen remembers which event a webhook delivery started.
+type DeliverySeen struct {
+	ID    string `json:"id"`
+	Event int    `json:"event"`
+}
+
+// PipelineInfo is what QueryPipeline returns.
+type PipelineInfo struct {
+	Config        PipelineConfig    `json:"config"`
+	Events        int               `json:"events"`
+	Lanes         Lanes             `json:"lanes"`
+	Subscriptions []string          `json:"subscriptions,omitempty"`
+	Periodic      map[string]string `json:"periodic,omitempty"`
+	LastSHA       string            `json:"last_sha,omitempty"`
+}
+
+// StartEventRequest is UpdateStartEvent's argument.
+type StartEventRequest struct {
+	Trigger Trigger `json:"trigger"`
+	// StartFrom starts the event at this job (restart, manual start).
+	StartFrom string `json:"start_from,omitempty"`
+	// Force starts builds through freeze windows.
+	Force bool `json:"force,omitempty"`
+	// Parent is the event a restart comes from: its commit is reused and its
+	// successful jobs count for joins.
+	Parent int `json:"parent,omitempty"`
+	// ParentSucceeded are the jobs that succeeded in Parent.
+	ParentSucceeded []string `json:"parent_succeeded,omitempty"`
+	// Creator is who asked.
+	Creator string `json:"creator,omitempty"`
+	// Identity is checked for `use` on every queue the event's jobs name;
+	// nil means the system (webhooks, schedules, auth off).
+	Identity *queue.Identity `json:"identity,omitempty"`
+}
+
+// StartEventResult is UpdateStartEvent's answer.
+type StartEventResult struct {
+	Event EventRef `json:"event"`
+	// Duplicate is true when the webhook delivery was seen before.
+	Duplicate bool `json:"duplicate,omitempty"`
+}
+
+// SpecSync tells a pipeline what its default branch's spec subscribes to.
+type SpecSync struct {
+	SHA           string            `json:"sha"`
+	Subscriptions []string          `json:"subscriptions"`
+	Periodic      map[string]string `json:"periodic"`
+}
+
+// BuildDone tells a pipeline that one of its builds left its lane.
+type BuildDone struct {
+	Build  BuildRef `json:"build"`
+	Status Status   `json:"status"`
+}
+
+// EventInput starts an EventWorkflow.
+type EventInput struct {
+	Event     EventRef       `json:"event"`
+	Config    PipelineConfig `json:"config"`
+	Trigger   Trigger        `json:"trigger"`
+	StartFrom string         `json:"start_from,omitempty"`
+	Force     bool           `json:"force,omitempty"`
+	Parent    int            `json:"parent,omitempty"`
+	// ParentSucceeded are the jobs that succeeded in Parent (they count for joins).
+	ParentSucceeded []string        `json:"parent_succeeded,omitempty"`
+	Creator         string          `json:"creator,omitempty"`
+	Identity        *queue.Identity `json:"identity,omitempty"`
+}
+
+// JobOutcome is one job's part in an event.
+type JobOutcome struct {
+	Job    string   `json:"job"`
+	Status Status   `json:"status"`
+	Reason string   `json:"reason,omitempty"`
+	Builds []string `json:"builds,omitempty"`
+}
+
+// EventState is an event's progress (QueryEvent) and, once closed, its result.
+type EventState struct {
+	Event     EventRef     `json:"event"`
+	Status    Status       `json:"status"`
+	Reason    string       `json:"reason,omitempty"`
+	SHA       string       `json:"sha,omitempty"`
+	Trigger   Trigger      `json:"trigger"`
+	StartFrom string       `json:"start_from,omitempty"`
+	Parent    int          `json:"parent,omitempty"`
+	Jobs      []JobOutcome `json:"jobs,omitempty"`
+	Warnings  []string     `json:"warnings,omitempty"`
+	StartTime time.Time    `json:"start_time,omitzero"`
+	EndTime   time.Time    `json:"end_time,omitzero"`
+}
+
+// BuildInput starts a BuildWorkflow: everything an executor needs to run it.
+type BuildInput struct {
+	Build   BuildRef `json:"build"`
+	Repo    string   `json:"repo"`
+	SHA     string   `json:"sha"`
+	Branch  string   `json:"branch,omitempty"`
+	Trigger Trigger  `json:"trigger"`
+	Queue   string   `json:"queue"`
+	// Priority is 1 (highest) to 5 (lowest).
+	Priority    int                `json:"priority"`
+	Image       string             `json:"image,omitempty"`
+	Steps       []pipeline.Command `json:"steps"`
+	Environment map[string]string  `json:"environment,omitempty"`
+	Timeout     time.Duration      `json:"timeout"`
+	Virtual     bool               `json:"virtual,omitempty"`
+	Lane        LaneRequest        `json:"lane"`
+	Dispatch    Dispatch           `json:"dispatch"`
+}
+
+// Attempt is one dispatch of a build to an executor.
+type Attempt struct {
+	Number   int       `json:"number"`
+	Executor string    `json:"executor,omitempty"`
+	Start    time.Time `json:"start,omitzero"`
+	End      time.Time `json:"end,omitzero"`
+	Outcome  string    `json:"outcome,omitempty"`
+}
+
+// StepOutcome is one step's result as the build records it.
+type StepOutcome struct {
+	Name     string    `json:"name"`
+	ExitCode int       `json:"exit_code"`
+	Start    time.Time `json:"start,omitzero"`
+	End      time.Time `json:"end,omitzero"`
+	Skipped  bool      `json:"skipped,omitempty"`
+}
+
+// BuildState is a build's record (QueryBuild) and, once closed, its result.
+type BuildState struct {
+	ID            string        `json:"id"`
+	Build         BuildRef      `json:"build"`
+	Status        Status        `json:"status"`
+	Reason        string        `json:"reason,omitempty"`
+	Queue         string        `json:"queue"`
+	Priority      int           `json:"priority"`
+	SHA           string        `json:"sha"`
+	Executor      string        `json:"executor,omitempty"`
+	Attempts      []Attempt     `json:"attempts,omitempty"`
+	Steps         []StepOutcome `json:"steps,omitempty"`
+	CreateTime    time.Time     `json:"create_time,omitzero"`
+	QueuedTime    time.Time     `json:"queued_time,omitzero"`
+	StartTime     time.Time     `json:"start_time,omitzero"`
+	EndTime       time.Time     `json:"end_time,omitzero"`
+	WaitUntil     time.Time     `json:"wait_until,omitzero"`
+	CollapsedInto string        `json:"collapsed_into,omitempty"`
+}
