@@ -26,6 +26,9 @@ const (
 	// ErrTypeSuperseded: the build refused the claim (collapsed, cancelled,
 	// or another attempt is under way).
 	ErrTypeSuperseded = "Superseded"
+	// ErrTypeExecutorStopped: the executor shut down during the build; the
+	// build is dispatched again without counting the attempt as lost.
+	ErrTypeExecutorStopped = "ExecutorStopped"
 )
 
 // ResolveEventInput names an event's repository and commit.

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -116,11 +117,25 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 		return fail(res, fmt.Sprintf("check out %s at %s: %v", in.Repo, short(in.SHA), err)), nil
 	}
 
+	// A stopping worker interrupts the build at once; the workflow
+	// dispatches it again (ErrTypeExecutorStopped).
+	runCtx, cancelRun := context.WithCancel(ctx)
+	defer cancelRun()
+	var stopped atomic.Bool
+	go func() {
+		select {
+		case <-activity.GetWorkerStopChannel(ctx):
+			stopped.Store(true)
+			cancelRun()
+		case <-runCtx.Done():
+		}
+	}()
+
 	steps := make([]runner.Step, 0, len(in.Steps))
 	for _, s := range in.Steps {
 		steps = append(steps, runner.Step{Name: s.Name, Command: s.Command})
 	}
-	out := runner.Run(ctx, runner.Spec{
+	out := runner.Run(runCtx, runner.Spec{
 		Dir:     dir,
 		Env:     buildEnv(in, dir),
 		Steps:   steps,
@@ -135,6 +150,9 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 	res.Status, res.Reason = out.Status, out.Reason
 	for _, s := range out.Steps {
 		res.Steps = append(res.Steps, StepResult{Name: s.Name, ExitCode: s.ExitCode, Start: s.Start, End: s.End, Skipped: s.Skipped})
+	}
+	if stopped.Load() && ctx.Err() == nil {
+		return res, temporal.NewApplicationError(fmt.Sprintf("executor %s stopped during build %s", name, in.BuildID), ErrTypeExecutorStopped)
 	}
 	return res, nil
 }
@@ -255,6 +273,9 @@ func (h *heartbeater) stop() {
 
 // IsDeclined reports whether err is an executor's refusal to run a build.
 func IsDeclined(err error) bool { return hasType(err, ErrTypeDeclined) }
+
+// IsExecutorStopped reports whether the executor stopped under the build.
+func IsExecutorStopped(err error) bool { return hasType(err, ErrTypeExecutorStopped) }
 
 // IsSuperseded reports whether err is a build's refusal of a claim.
 func IsSuperseded(err error) bool { return hasType(err, ErrTypeSuperseded) }

@@ -210,7 +210,13 @@ func (s *Slot) Index() int { return s.index }
 
 // Release ends the slot's use now. The slot becomes reusable once the pool's
 // MinGap has passed. Calling Release again, or on a nil Slot, does nothing.
-func (s *Slot) Release() {
+func (s *Slot) Release() { s.release(true) }
+
+// Unreserve returns a slot that never ran a build (a poll that brought no
+// task): it is free again at once, without the gap.
+func (s *Slot) Unreserve() { s.release(false) }
+
+func (s *Slot) release(used bool) {
 	if s == nil {
 		return
 	}
@@ -223,7 +229,9 @@ func (s *Slot) Release() {
 	s.released = true
 	st := &p.slots[s.index]
 	st.held = false
-	st.ended = p.clock.Now()
+	if used {
+		st.ended = p.clock.Now()
+	}
 	p.used--
 	p.broadcastLocked()
 }

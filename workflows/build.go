@@ -32,8 +32,9 @@ type build struct {
 	state BuildState
 	// inLane: the pipeline's lane holds this build (it must be told when it ends).
 	inLane bool
-	// attempt counts dispatches that reached an executor (or were lost).
+	// attempt numbers the claims; lost counts attempts lost to executors.
 	attempt  int
+	lost     int
 	claimed  bool
 	cancel   bool
 	collapse string
@@ -176,29 +177,42 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 			// Not an attempt: the executor handed the build back.
 			workflow.GetLogger(ctx).Info("build_redispatched", "build", b.state.ID, "why", rootMessage(actErr))
 			continue
+		case activities.IsExecutorStopped(actErr):
+			// An executor shutting down is not the build's fault.
+			b.recordAttempt(ctx, b.state.Executor, "interrupted: "+rootMessage(actErr))
+			b.nextAttempt(ctx)
+			continue
 		}
 		var timeout *temporal.TimeoutError
-		lost := errors.As(actErr, &timeout)
 		who := b.state.Executor
 		if !b.claimed || who == "" {
 			who = "an executor"
 		}
 		outcome := "failed: " + rootMessage(actErr)
-		if lost {
-			outcome = fmt.Sprintf("lost: %s stopped heartbeating (%s timeout %s)", who,
-				strings.ToLower(strings.TrimPrefix(timeout.TimeoutType().String(), "TIMEOUT_TYPE_")), in.Dispatch.HeartbeatTimeout)
+		if errors.As(actErr, &timeout) {
+			outcome = fmt.Sprintf("lost: %s stopped heartbeating (timeout %s)", who, in.Dispatch.HeartbeatTimeout)
 			if timeout.TimeoutType() == enumspb.TIMEOUT_TYPE_START_TO_CLOSE {
 				outcome = fmt.Sprintf("lost: %s exceeded the build timeout %s", who, in.Timeout)
 			}
 		}
 		b.recordAttempt(ctx, b.state.Executor, outcome)
-		if b.attempt >= in.Dispatch.MaxAttempts {
-			return b.finish(ctx, StatusFailure, fmt.Sprintf("gave up after %d attempts: %s", b.attempt, b.attemptSummary()))
+		b.lost++
+		if b.lost >= in.Dispatch.MaxAttempts {
+			return b.finish(ctx, StatusFailure, fmt.Sprintf("gave up after %d attempts: %s", len(b.state.Attempts), b.attemptSummary()))
 		}
-		b.attempt++
-		b.state.Executor = ""
-		_ = workflow.UpsertTypedSearchAttributes(ctx, SAExecutor.ValueUnset())
+		b.nextAttempt(ctx)
 	}
+}
+
+// nextAttempt prepares a new dispatch after a claimed attempt ended without
+// a result (a fresh attempt number keeps its logs apart).
+func (b *build) nextAttempt(ctx workflow.Context) {
+	if b.claimed {
+		b.attempt++
+	}
+	b.claimed = false
+	b.state.Executor = ""
+	_ = workflow.UpsertTypedSearchAttributes(ctx, SAExecutor.ValueUnset())
 }
 
 func (b *build) validateClaim(_ workflow.Context, req ClaimRequest) error {
@@ -268,6 +282,15 @@ func (b *build) setStatus(ctx workflow.Context, s Status, reason string, until t
 	if changed {
 		_ = workflow.UpsertTypedSearchAttributes(ctx, SAStatus.ValueSet(string(s)))
 	}
+	// The memo lets list views show reasons and times from one visibility call.
+	_ = workflow.UpsertMemo(ctx, map[string]any{MemoBuild: b.summary()})
+}
+
+// summary is the memo form of the build's record.
+func (b *build) summary() BuildSummary {
+	return BuildSummary{Reason: b.state.Reason, Executor: b.state.Executor, Attempts: len(b.state.Attempts),
+		QueuedTime: b.state.QueuedTime, StartTime: b.state.StartTime, EndTime: b.state.EndTime,
+		WaitUntil: b.state.WaitUntil, CollapsedInto: b.state.CollapsedInto}
 }
 
 // finish records the outcome and frees the build's place in its lane.

@@ -291,3 +291,18 @@ type BuildState struct {
 	WaitUntil     time.Time     `json:"wait_until,omitzero"`
 	CollapsedInto string        `json:"collapsed_into,omitempty"`
 }
+
+// MemoBuild is the memo key of a build workflow's BuildSummary.
+const MemoBuild = "build"
+
+// BuildSummary is the part of a build's record kept in its memo.
+type BuildSummary struct {
+	Reason        string    `json:"reason,omitempty"`
+	Executor      string    `json:"executor,omitempty"`
+	Attempts      int       `json:"attempts,omitempty"`
+	QueuedTime    time.Time `json:"queued_time,omitzero"`
+	StartTime     time.Time `json:"start_time,omitzero"`
+	EndTime       time.Time `json:"end_time,omitzero"`
+	WaitUntil     time.Time `json:"wait_until,omitzero"`
+	CollapsedInto string    `json:"collapsed_into,omitempty"`
+}

@@ -20,8 +20,12 @@ import (
 	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
 	"go.temporal.io/server/common/dynamicconfig"
+	serverlog "go.temporal.io/server/common/log"
 	"go.temporal.io/server/common/metrics"
+	persistencesql "go.temporal.io/server/common/persistence/sql"
+	"go.temporal.io/server/common/persistence/sql/sqlplugin"
 	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
+	"go.temporal.io/server/common/resolver"
 	sqliteschema "go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -114,6 +118,8 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 			if err := sqliteschema.SetupSchema(&sqlCfg); err != nil {
 				return nil, fmt.Errorf("devstack: set up SQLite schema in %s: %w", opts.DBPath, err)
 			}
+		} else if err := pruneMembership(ctx, &sqlCfg); err != nil {
+			return nil, err
 		}
 	}
 	// The namespace is created directly in the store before the server
@@ -257,27 +263,60 @@ func allocate(host string, frontend, ui, metricsPort int) (portSet, error) {
 		}
 		p.metrics = metricsPort
 	}
-	free := []*int{&p.history, &p.matching, &p.worker, &p.mFrontend, &p.mHistory, &p.mMatching, &p.mWorker}
-	if p.frontend == 0 {
-		free = append(free, &p.frontend)
-	}
-	var held []net.Listener
+	// With a fixed frontend port, the other services take the ports next to
+	// it (as Temporal's own defaults do: 7234-7236, membership 6933-6936), so
+	// a restart comes back on the same addresses and the membership rows left
+	// in the database point at us rather than at nobody.
+	held := map[int]net.Listener{}
 	defer func() {
 		for _, l := range held {
 			_ = l.Close()
 		}
 	}()
-	for _, dst := range free {
+	take := func(port int) bool {
+		if port <= 0 || port > 65535 {
+			return false
+		}
+		if _, dup := held[port]; dup {
+			return false
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err != nil {
+			return false
+		}
+		held[port] = l
+		return true
+	}
+	type want struct {
+		dst       *int
+		preferred int
+	}
+	wants := []want{
+		{&p.history, frontend + 1}, {&p.matching, frontend + 2}, {&p.worker, frontend + 3},
+		{&p.mFrontend, frontend - 300}, {&p.mHistory, frontend - 299}, {&p.mMatching, frontend - 298}, {&p.mWorker, frontend - 297},
+	}
+	if frontend == 0 {
+		for i := range wants {
+			wants[i].preferred = 0
+		}
+		wants = append(wants, want{&p.frontend, 0})
+	}
+	for _, w := range wants {
+		if w.preferred != 0 && take(w.preferred) {
+			*w.dst = w.preferred
+			continue
+		}
 		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 		if err != nil {
 			return p, fmt.Errorf("devstack: find a free port on %s: %w", host, err)
 		}
-		held = append(held, l)
 		tcpAddr, ok := l.Addr().(*net.TCPAddr)
 		if !ok {
+			_ = l.Close()
 			return p, fmt.Errorf("devstack: unexpected listener address %s", l.Addr())
 		}
-		*dst = tcpAddr.Port
+		held[tcpAddr.Port] = l
+		*w.dst = tcpAddr.Port
 	}
 	return p, nil
 }
@@ -329,4 +368,20 @@ func serverConfig(opts Options, p portSet, sqlCfg config.SQL, frontend string) *
 		}}
 	}
 	return cfg
+}
+
+// pruneMembership deletes the membership rows of earlier runs. This server is
+// the only node, so every row is stale; left in place, they delay start-up
+// until they expire.
+func pruneMembership(ctx context.Context, cfg *config.SQL) error {
+	db, err := persistencesql.NewSQLDB(sqlplugin.DbKindMain, cfg, resolver.NewNoopResolver(), serverlog.NewNoopLogger(), metrics.NoopMetricsHandler)
+	if err != nil {
+		return fmt.Errorf("devstack: open %s: %w", cfg.DatabaseName, err)
+	}
+	defer func() { _ = db.Close() }()
+	_, err = db.PruneClusterMembership(ctx, &sqlplugin.PruneClusterMembershipFilter{PruneRecordsBefore: time.Now().Add(100 * 365 * 24 * time.Hour)})
+	if err != nil {
+		return fmt.Errorf("devstack: clear stale cluster membership in %s: %w", cfg.DatabaseName, err)
+	}
+	return nil
 }

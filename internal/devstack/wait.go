@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -23,8 +25,17 @@ func waitForFrontend(ctx context.Context, addr, namespace string) error {
 	defer cancel()
 	var last error
 	for {
+		// The frontend answering is not enough: right after a restart the
+		// membership ring may not list matching yet ("Not enough hosts").
+		// Describing a task queue goes through matching.
 		callCtx, callCancel := context.WithTimeout(ctx, 2*time.Second)
 		_, last = svc.DescribeNamespace(callCtx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
+		if last == nil {
+			_, last = svc.DescribeTaskQueue(callCtx, &workflowservice.DescribeTaskQueueRequest{
+				Namespace: namespace,
+				TaskQueue: &taskqueuepb.TaskQueue{Name: "sluice-readiness-probe", Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
+			})
+		}
 		callCancel()
 		if last == nil {
 			return nil

@@ -1,0 +1,260 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-ci/sluice/logstore"
+)
+
+// Client calls the sluice API over HTTP.
+type Client struct {
+	// BaseURL is e.g. http://localhost:8080.
+	BaseURL string
+	// Token, when set, is sent as a bearer token.
+	Token string
+	HTTP  *http.Client
+}
+
+// NewClient returns a client for baseURL.
+func NewClient(baseURL string) *Client {
+	return &Client{BaseURL: strings.TrimRight(baseURL, "/"), HTTP: &http.Client{Timeout: 60 * time.Second}}
+}
+
+// APIError is an error the API answered with.
+type APIError struct {
+	Status  int
+	Message string
+}
+
+func (e *APIError) Error() string { return e.Message }
+
+// IsNotFound reports whether err is a 404 from the API.
+func IsNotFound(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, rd)
+	if err != nil {
+		return fmt.Errorf("build request: %w", err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return fmt.Errorf("sluice API at %s: %w (is `sluice dev` or `sluice api` running? set SLUICE_API_URL)", c.BaseURL, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("read response: %w", err)
+	}
+	if resp.StatusCode >= 300 {
+		var eb ErrorBody
+		if json.Unmarshal(data, &eb) == nil && eb.Error != "" {
+			return &APIError{Status: resp.StatusCode, Message: eb.Error}
+		}
+		return &APIError{Status: resp.StatusCode, Message: fmt.Sprintf("%s %s: %s", method, path, resp.Status)}
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("decode response of %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+func seg(s string) string { return url.PathEscape(s) }
+
+// CreatePipeline creates a pipeline.
+func (c *Client) CreatePipeline(ctx context.Context, req CreatePipelineRequest) (Pipeline, error) {
+	var p Pipeline
+	return p, c.do(ctx, http.MethodPost, "/api/v1/pipelines", req, &p)
+}
+
+// ListPipelines lists pipelines.
+func (c *Client) ListPipelines(ctx context.Context) ([]Pipeline, error) {
+	var ps []Pipeline
+	return ps, c.do(ctx, http.MethodGet, "/api/v1/pipelines", nil, &ps)
+}
+
+// GetPipeline shows a pipeline.
+func (c *Client) GetPipeline(ctx context.Context, name string) (Pipeline, error) {
+	var p Pipeline
+	return p, c.do(ctx, http.MethodGet, "/api/v1/pipelines/"+seg(name), nil, &p)
+}
+
+// UpdatePipeline changes a pipeline.
+func (c *Client) UpdatePipeline(ctx context.Context, name string, req UpdatePipelineRequest) (Pipeline, error) {
+	var p Pipeline
+	return p, c.do(ctx, http.MethodPatch, "/api/v1/pipelines/"+seg(name), req, &p)
+}
+
+// DeletePipeline deletes a pipeline.
+func (c *Client) DeletePipeline(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, "/api/v1/pipelines/"+seg(name), nil, nil)
+}
+
+// StartEvent starts an event.
+func (c *Client) StartEvent(ctx context.Context, pipeline string, req StartEventRequest) (EventStarted, error) {
+	var ev EventStarted
+	return ev, c.do(ctx, http.MethodPost, "/api/v1/pipelines/"+seg(pipeline)+"/events", req, &ev)
+}
+
+// ListEvents lists a pipeline's recent events.
+func (c *Client) ListEvents(ctx context.Context, pipeline string, limit int) ([]Event, error) {
+	var evs []Event
+	return evs, c.do(ctx, http.MethodGet, "/api/v1/pipelines/"+seg(pipeline)+"/events?limit="+strconv.Itoa(limit), nil, &evs)
+}
+
+func eventPath(id string) (string, error) {
+	p, n, ok := strings.Cut(strings.TrimPrefix(id, "event/"), "/")
+	if !ok || p == "" || n == "" {
+		return "", fmt.Errorf("event %q: want <pipeline>/<number>, e.g. myapp/12", id)
+	}
+	return "/api/v1/events/" + seg(p) + "/" + seg(n), nil
+}
+
+// GetEvent shows an event with its builds.
+func (c *Client) GetEvent(ctx context.Context, id string) (Event, error) {
+	var ev Event
+	p, err := eventPath(id)
+	if err != nil {
+		return ev, err
+	}
+	return ev, c.do(ctx, http.MethodGet, p, nil, &ev)
+}
+
+// CancelEvent cancels an event.
+func (c *Client) CancelEvent(ctx context.Context, id string) error {
+	p, err := eventPath(id)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, http.MethodPost, p+"/cancel", nil, nil)
+}
+
+// RestartEvent starts a new event from a job of an earlier one.
+func (c *Client) RestartEvent(ctx context.Context, id string, req RestartEventRequest) (EventStarted, error) {
+	var ev EventStarted
+	p, err := eventPath(id)
+	if err != nil {
+		return ev, err
+	}
+	return ev, c.do(ctx, http.MethodPost, p+"/restart", req, &ev)
+}
+
+// ListBuilds lists builds matching the filter.
+func (c *Client) ListBuilds(ctx context.Context, f BuildFilter) ([]Build, error) {
+	q := url.Values{}
+	for k, v := range map[string]string{"pipeline": f.Pipeline, "job": f.Job, "event": f.Event, "queue": f.Queue, "status": string(f.Status)} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	var bs []Build
+	return bs, c.do(ctx, http.MethodGet, "/api/v1/builds?"+q.Encode(), nil, &bs)
+}
+
+// GetBuild shows a build.
+func (c *Client) GetBuild(ctx context.Context, id string) (Build, error) {
+	var b Build
+	return b, c.do(ctx, http.MethodGet, "/api/v1/builds/"+seg(strings.TrimPrefix(id, "build/")), nil, &b)
+}
+
+// CancelBuild cancels a build.
+func (c *Client) CancelBuild(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodPost, "/api/v1/builds/"+seg(strings.TrimPrefix(id, "build/"))+"/cancel", nil, nil)
+}
+
+// LogSteps lists the steps with logs under a log key.
+func (c *Client) LogSteps(ctx context.Context, key string) ([]logstore.StepInfo, error) {
+	var list logstore.StepList
+	err := c.do(ctx, http.MethodGet, "/api/v1/builds/"+seg(key)+"/logs", nil, &list)
+	return list.Steps, err
+}
+
+// ReadLog reads a step's log from offset (length ≤ 0: as much as allowed).
+func (c *Client) ReadLog(ctx context.Context, key, step string, offset, length int64) (logstore.Chunk, error) {
+	var ch logstore.Chunk
+	path := fmt.Sprintf("/api/v1/builds/%s/logs/%s?offset=%d&length=%d", seg(key), seg(step), offset, length)
+	return ch, c.do(ctx, http.MethodGet, path, nil, &ch)
+}
+
+// ListQueues lists queues.
+func (c *Client) ListQueues(ctx context.Context) ([]Queue, error) {
+	var qs []Queue
+	return qs, c.do(ctx, http.MethodGet, "/api/v1/queues", nil, &qs)
+}
+
+// CreateQueue defines a new queue.
+func (c *Client) CreateQueue(ctx context.Context, req QueueRequest) (Queue, error) {
+	var q Queue
+	return q, c.do(ctx, http.MethodPost, "/api/v1/queues", req, &q)
+}
+
+// UpdateQueue replaces a queue's description, rules and roles.
+func (c *Client) UpdateQueue(ctx context.Context, req QueueRequest) (Queue, error) {
+	var q Queue
+	return q, c.do(ctx, http.MethodPut, "/api/v1/queues/"+seg(req.Name), req, &q)
+}
+
+// DeleteQueue deletes a queue.
+func (c *Client) DeleteQueue(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, "/api/v1/queues/"+seg(name), nil, nil)
+}
+
+// QueueStatus explains a queue.
+func (c *Client) QueueStatus(ctx context.Context, name string) (QueueStatus, error) {
+	var st QueueStatus
+	return st, c.do(ctx, http.MethodGet, "/api/v1/queues/"+seg(name)+"/status", nil, &st)
+}
+
+// ListExecutors lists registered executors and controllers.
+func (c *Client) ListExecutors(ctx context.Context) ([]Executor, error) {
+	var es []Executor
+	return es, c.do(ctx, http.MethodGet, "/api/v1/executors", nil, &es)
+}
+
+// ExecutorAction activates, deactivates or drains an executor.
+func (c *Client) ExecutorAction(ctx context.Context, name, action string) (Executor, error) {
+	var e Executor
+	return e, c.do(ctx, http.MethodPost, "/api/v1/executors/"+seg(name)+"/"+seg(action), nil, &e)
+}
+
+// ScheduleAction pauses, unpauses or triggers a periodic job's schedule.
+func (c *Client) ScheduleAction(ctx context.Context, pipeline, job, action string) error {
+	return c.do(ctx, http.MethodPost, "/api/v1/pipelines/"+seg(pipeline)+"/jobs/"+seg(job)+"/schedule/"+seg(action), nil, nil)
+}
+
+// Ready asks GET /readyz.
+func (c *Client) Ready(ctx context.Context) error {
+	return c.do(ctx, http.MethodGet, "/readyz", nil, nil)
+}

@@ -1,0 +1,552 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-ci/sluice/logstore"
+	"github.com/sluice-ci/sluice/queue"
+	"github.com/sluice-ci/sluice/scm"
+	"github.com/sluice-ci/sluice/workflows"
+)
+
+// maxBody bounds request bodies (webhooks included).
+const maxBody = 5 << 20
+
+// Deps are what the handler needs.
+type Deps struct {
+	Service *Service
+	// Logs is the build log store; nil disables the log routes.
+	Logs *logstore.Store
+	// Ready reports whether Temporal answers (GET /readyz).
+	Ready func(ctx context.Context) error
+	// GitHubSecret and GitLabToken verify webhook deliveries.
+	GitHubSecret, GitLabToken string
+	// Authenticate maps a request to an identity; nil means auth is off and
+	// every request acts as queue.System().
+	Authenticate func(r *http.Request) (queue.Identity, error)
+	Logger       *slog.Logger
+}
+
+type handler struct {
+	d   Deps
+	svc *Service
+	log *slog.Logger
+}
+
+// NewHandler returns the HTTP API: health, webhooks, and the JSON API the
+// CLI uses under /api/v1.
+func NewHandler(d Deps) http.Handler {
+	h := &handler{d: d, svc: d.Service, log: d.Logger}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", h.readyz)
+	mux.HandleFunc("POST /webhooks/github", h.webhook("github"))
+	mux.HandleFunc("POST /webhooks/gitlab", h.webhook("gitlab"))
+
+	mux.HandleFunc("GET /api/v1/pipelines", h.listPipelines)
+	mux.HandleFunc("POST /api/v1/pipelines", h.createPipeline)
+	mux.HandleFunc("GET /api/v1/pipelines/{name}", h.getPipeline)
+	mux.HandleFunc("PATCH /api/v1/pipelines/{name}", h.updatePipeline)
+	mux.HandleFunc("DELETE /api/v1/pipelines/{name}", h.deletePipeline)
+	mux.HandleFunc("GET /api/v1/pipelines/{name}/events", h.listEvents)
+	mux.HandleFunc("POST /api/v1/pipelines/{name}/events", h.startEvent)
+	mux.HandleFunc("POST /api/v1/pipelines/{name}/jobs/{job}/schedule/{action}", h.schedule)
+
+	mux.HandleFunc("GET /api/v1/events/{pipeline}/{n}", h.getEvent)
+	mux.HandleFunc("POST /api/v1/events/{pipeline}/{n}/cancel", h.cancelEvent)
+	mux.HandleFunc("POST /api/v1/events/{pipeline}/{n}/restart", h.restartEvent)
+
+	mux.HandleFunc("GET /api/v1/builds", h.listBuilds)
+	mux.HandleFunc("GET /api/v1/builds/{id}", h.getBuild)
+	mux.HandleFunc("POST /api/v1/builds/{id}/cancel", h.cancelBuild)
+	if d.Logs != nil {
+		logs := logstore.NewHTTPHandler(d.Logs)
+		mux.Handle("/api/v1/builds/{id}/logs", logs)
+		mux.Handle("/api/v1/builds/{id}/logs/", logs)
+	}
+
+	mux.HandleFunc("GET /api/v1/queues", h.listQueues)
+	mux.HandleFunc("POST /api/v1/queues", h.defineQueue(true))
+	mux.HandleFunc("PUT /api/v1/queues/{name}", h.defineQueue(false))
+	mux.HandleFunc("DELETE /api/v1/queues/{name}", h.deleteQueue)
+	mux.HandleFunc("GET /api/v1/queues/{name}", h.queueStatus)
+	mux.HandleFunc("GET /api/v1/queues/{name}/status", h.queueStatus)
+
+	mux.HandleFunc("GET /api/v1/executors", h.listExecutors)
+	mux.HandleFunc("POST /api/v1/executors/{name}/{action}", h.executorAction)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
+	})
+	return h.recover(mux)
+}
+
+func (h *handler) recover(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				h.log.ErrorContext(r.Context(), "api_panic", "path", r.URL.Path, "panic", fmt.Sprint(v))
+				writeError(w, http.StatusInternalServerError, "internal error")
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, ErrorBody{Error: msg})
+}
+
+// fail maps an error to its HTTP status.
+func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status := http.StatusInternalServerError
+	switch {
+	case errors.Is(err, ErrInvalid), errors.Is(err, workflows.ErrBadID):
+		status = http.StatusBadRequest
+	case errors.Is(err, ErrNotFound):
+		status = http.StatusNotFound
+	case errors.Is(err, ErrConflict):
+		status = http.StatusConflict
+	case errors.Is(err, queue.ErrForbidden):
+		status = http.StatusForbidden
+	case errors.Is(err, context.DeadlineExceeded):
+		status = http.StatusGatewayTimeout
+	}
+	if status == http.StatusInternalServerError {
+		h.log.ErrorContext(r.Context(), "api_error", "method", r.Method, "path", r.URL.Path, "error", err)
+	}
+	writeError(w, status, err.Error())
+}
+
+// decode reads a JSON body strictly: unknown fields and trailing data are
+// errors that name what is wrong.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var syn *json.SyntaxError
+		var typ *json.UnmarshalTypeError
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.Is(err, io.EOF):
+			return invalid("request body: empty, want a JSON object")
+		case errors.As(err, &syn):
+			return invalid("request body: malformed JSON at byte %d: %v", syn.Offset, err)
+		case errors.As(err, &typ):
+			return invalid("request body: field %q: want %s, got %s", typ.Field, typ.Type, typ.Value)
+		case errors.As(err, &tooBig):
+			return invalid("request body: larger than %d bytes", tooBig.Limit)
+		case strings.HasPrefix(err.Error(), "json: unknown field"):
+			return invalid("request body: %s", strings.TrimPrefix(err.Error(), "json: "))
+		}
+		return invalid("request body: %v", err)
+	}
+	if dec.More() {
+		return invalid("request body: more than one JSON value")
+	}
+	return nil
+}
+
+func (h *handler) identity(r *http.Request) (queue.Identity, error) {
+	if h.d.Authenticate == nil {
+		return queue.System(), nil
+	}
+	return h.d.Authenticate(r)
+}
+
+func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+	defer cancel()
+	if h.d.Ready != nil {
+		if err := h.d.Ready(ctx); err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": err.Error()})
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// ---- pipelines ----
+
+func (h *handler) listPipelines(w http.ResponseWriter, r *http.Request) {
+	ps, err := h.svc.ListPipelines(r.Context())
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ps)
+}
+
+func (h *handler) createPipeline(w http.ResponseWriter, r *http.Request) {
+	var req CreatePipelineRequest
+	if err := decode(r, &req); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	id, err := h.identity(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	p, err := h.svc.CreatePipeline(r.Context(), id, req)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, p)
+}
+
+func (h *handler) getPipeline(w http.ResponseWriter, r *http.Request) {
+	p, err := h.svc.GetPipeline(r.Context(), r.PathValue("name"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+func (h *handler) updatePipeline(w http.ResponseWriter, r *http.Request) {
+	var req UpdatePipelineRequest
+	if err := decode(r, &req); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	p, err := h.svc.UpdatePipeline(r.Context(), r.PathValue("name"), req)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+func (h *handler) deletePipeline(w http.ResponseWriter, r *http.Request) {
+	if err := h.svc.DeletePipeline(r.Context(), r.PathValue("name")); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"deleted": r.PathValue("name")})
+}
+
+func (h *handler) listEvents(w http.ResponseWriter, r *http.Request) {
+	limit, err := intParam(r, "limit", 20)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	evs, err := h.svc.ListEvents(r.Context(), r.PathValue("name"), limit)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, evs)
+}
+
+func (h *handler) startEvent(w http.ResponseWriter, r *http.Request) {
+	var req StartEventRequest
+	if err := decode(r, &req); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	id, err := h.identity(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	ev, err := h.svc.StartEvent(r.Context(), id, r.PathValue("name"), req)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, ev)
+}
+
+func (h *handler) schedule(w http.ResponseWriter, r *http.Request) {
+	p, job, action := r.PathValue("name"), r.PathValue("job"), r.PathValue("action")
+	if err := h.svc.ScheduleAction(r.Context(), p, job, action); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"schedule": workflows.PeriodicScheduleID(p, job), "action": action})
+}
+
+// ---- events ----
+
+func eventRef(r *http.Request) (workflows.EventRef, error) {
+	return workflows.ParseEventRef(r.PathValue("pipeline") + "/" + r.PathValue("n"))
+}
+
+func (h *handler) getEvent(w http.ResponseWriter, r *http.Request) {
+	ref, err := eventRef(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	ev, err := h.svc.GetEvent(r.Context(), ref)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ev)
+}
+
+func (h *handler) cancelEvent(w http.ResponseWriter, r *http.Request) {
+	ref, err := eventRef(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if err := h.svc.CancelEvent(r.Context(), ref); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]string{"cancelled": ref.String()})
+}
+
+func (h *handler) restartEvent(w http.ResponseWriter, r *http.Request) {
+	ref, err := eventRef(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	var req RestartEventRequest
+	if err := decode(r, &req); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	id, err := h.identity(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	ev, err := h.svc.RestartEvent(r.Context(), id, ref, req)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, ev)
+}
+
+// ---- builds ----
+
+func intParam(r *http.Request, name string, def int) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, invalid("query parameter %s=%q: want a non-negative number", name, v)
+	}
+	return n, nil
+}
+
+func (h *handler) listBuilds(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit, err := intParam(r, "limit", 50)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	for key := range q {
+		switch key {
+		case "pipeline", "job", "status", "event", "queue", "limit":
+		default:
+			h.fail(w, r, invalid("unknown query parameter %q (want pipeline, job, status, event, queue, limit)", key))
+			return
+		}
+	}
+	f := BuildFilter{Pipeline: q.Get("pipeline"), Job: q.Get("job"), Event: q.Get("event"), Queue: q.Get("queue"),
+		Status: workflows.Status(strings.ToUpper(q.Get("status"))), Limit: limit}
+	bs, err := h.svc.ListBuilds(r.Context(), f)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	ptrs := make([]*Build, len(bs))
+	for i := range bs {
+		ptrs[i] = &bs[i]
+	}
+	if err := h.svc.liveReasons(r.Context(), ptrs); err != nil {
+		h.log.DebugContext(r.Context(), "live_reason_failed", "error", err)
+	}
+	writeJSON(w, http.StatusOK, bs)
+}
+
+func buildRef(r *http.Request) (workflows.BuildRef, error) {
+	return workflows.ParseBuildRef(r.PathValue("id"))
+}
+
+func (h *handler) getBuild(w http.ResponseWriter, r *http.Request) {
+	ref, err := buildRef(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	b, err := h.svc.GetBuild(r.Context(), ref)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, b)
+}
+
+func (h *handler) cancelBuild(w http.ResponseWriter, r *http.Request) {
+	ref, err := buildRef(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if err := h.svc.CancelBuild(r.Context(), ref); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]string{"cancelled": ref.String()})
+}
+
+// ---- queues and executors ----
+
+func (h *handler) listQueues(w http.ResponseWriter, r *http.Request) {
+	qs, err := h.svc.ListQueues(r.Context())
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, qs)
+}
+
+func (h *handler) defineQueue(create bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req QueueRequest
+		if err := decode(r, &req); err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		if !create {
+			if req.Name != "" && req.Name != r.PathValue("name") {
+				h.fail(w, r, invalid("name %q in the body differs from %q in the path; queues cannot be renamed", req.Name, r.PathValue("name")))
+				return
+			}
+			req.Name = r.PathValue("name")
+		}
+		id, err := h.identity(r)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		q, err := h.svc.DefineQueue(r.Context(), id, req, create)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		status := http.StatusOK
+		if create {
+			status = http.StatusCreated
+		}
+		writeJSON(w, status, q)
+	}
+}
+
+func (h *handler) deleteQueue(w http.ResponseWriter, r *http.Request) {
+	id, err := h.identity(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if err := h.svc.DeleteQueue(r.Context(), id, r.PathValue("name")); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"deleted": r.PathValue("name")})
+}
+
+func (h *handler) queueStatus(w http.ResponseWriter, r *http.Request) {
+	st, err := h.svc.QueueStatus(r.Context(), r.PathValue("name"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (h *handler) listExecutors(w http.ResponseWriter, r *http.Request) {
+	es, err := h.svc.ListExecutors(r.Context())
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, es)
+}
+
+func (h *handler) executorAction(w http.ResponseWriter, r *http.Request) {
+	states := map[string]queue.MemberState{"activate": queue.StateActive, "deactivate": queue.StateInactive, "drain": queue.StateDraining}
+	state, ok := states[r.PathValue("action")]
+	if !ok {
+		h.fail(w, r, invalid("executor action %q: want activate, deactivate or drain", r.PathValue("action")))
+		return
+	}
+	id, err := h.identity(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	e, err := h.svc.SetExecutorState(r.Context(), id, r.PathValue("name"), state)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, e)
+}
+
+// ---- webhooks ----
+
+func (h *handler) webhook(provider string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		if err != nil {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("webhook body: %v", err))
+			return
+		}
+		var hook *scm.Hook
+		switch provider {
+		case "github":
+			hook, err = scm.ParseGitHub(r.Header, body, h.d.GitHubSecret)
+		default:
+			hook, err = scm.ParseGitLab(r.Header, body, h.d.GitLabToken)
+		}
+		switch {
+		case errors.Is(err, scm.ErrIgnored):
+			writeJSON(w, http.StatusAccepted, WebhookResult{Ignored: err.Error()})
+			return
+		case errors.Is(err, scm.ErrSignature):
+			writeError(w, http.StatusUnauthorized, err.Error())
+			return
+		case err != nil:
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		res := h.svc.Webhook(r.Context(), hook)
+		status := http.StatusAccepted
+		if len(res.Events) == 0 && len(res.Errors) > 0 {
+			status = http.StatusBadGateway
+		}
+		writeJSON(w, status, res)
+	}
+}

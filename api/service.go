@@ -1,0 +1,720 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/sluice-ci/sluice/activities"
+	"github.com/sluice-ci/sluice/pipeline"
+	"github.com/sluice-ci/sluice/queue"
+	"github.com/sluice-ci/sluice/scm"
+	"github.com/sluice-ci/sluice/workers"
+	"github.com/sluice-ci/sluice/workflows"
+)
+
+// Errors the handler maps to HTTP statuses. Each is wrapped with a message
+// that names what is wrong.
+var (
+	ErrInvalid   = errors.New("invalid request")
+	ErrNotFound  = errors.New("not found")
+	ErrConflict  = errors.New("conflict")
+	ErrForbidden = queue.ErrForbidden
+)
+
+// Service is sluice's operations over a Temporal client. The HTTP handler
+// is a thin layer on it.
+type Service struct {
+	Client    client.Client
+	Namespace string
+	// Liveness is the executor liveness timeout (for "live" in views).
+	Liveness time.Duration
+	// Dispatch is stamped on pipelines created through this API.
+	Dispatch workflows.Dispatch
+	// Repos opens repositories to validate new pipelines.
+	Repos  activities.RepoOpener
+	Logger *slog.Logger
+	// Now is the clock (tests may replace it).
+	Now func() time.Time
+
+	idx pipelineIndex
+}
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+var (
+	reJob    = regexp.MustCompile(`^[\w@:.-]{1,200}$`)
+	reSHA    = regexp.MustCompile(`^[0-9a-fA-F]{4,64}$`)
+	reBranch = regexp.MustCompile(`^[\w./@+-]{1,250}$`)
+)
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+// translate maps Temporal errors to the API's error kinds.
+func translate(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	var nf *serviceerror.NotFound
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	switch {
+	case errors.As(err, &nf):
+		return fmt.Errorf("%w: %s", ErrNotFound, what)
+	case errors.As(err, &started):
+		return fmt.Errorf("%w: %s already exists", ErrConflict, what)
+	case errors.Is(err, queue.ErrForbidden):
+		return err
+	}
+	var rejected *serviceerror.InvalidArgument
+	if errors.As(err, &rejected) {
+		return fmt.Errorf("%w: %s", ErrInvalid, rejected.Message)
+	}
+	// Update validators reject with an application error carrying the reason.
+	msg := err.Error()
+	if strings.Contains(msg, "forbidden") {
+		return fmt.Errorf("%w: %s", ErrForbidden, msg)
+	}
+	return err
+}
+
+// updateError turns an update's rejection into an invalid-request error
+// while keeping transport failures as they are.
+func updateError(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return fmt.Errorf("%w: %s", ErrNotFound, what)
+	}
+	var app interface{ Message() string }
+	if errors.As(err, &app) {
+		m := app.Message()
+		switch {
+		case strings.Contains(m, "forbidden"):
+			return fmt.Errorf("%w: %s", ErrForbidden, m)
+		case strings.Contains(m, "already exists"):
+			return fmt.Errorf("%w: %s", ErrConflict, m)
+		case strings.Contains(m, "no such"):
+			return fmt.Errorf("%w: %s", ErrNotFound, m)
+		}
+		return fmt.Errorf("%w: %s", ErrInvalid, m)
+	}
+	return err
+}
+
+func (s *Service) update(ctx context.Context, workflowID, name string, arg, out any) error {
+	h, err := s.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: workflowID, UpdateName: name, Args: []any{arg}, WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return err
+	}
+	return h.Get(ctx, out)
+}
+
+// ---- pipelines ----------------------------------------------------------
+
+// CreatePipeline validates the repository and starts the pipeline entity.
+func (s *Service) CreatePipeline(ctx context.Context, id queue.Identity, req CreatePipelineRequest) (Pipeline, error) {
+	if err := workflows.ValidatePipelineName(req.Name); err != nil {
+		return Pipeline{}, fmt.Errorf("%w: name: %w", ErrInvalid, err)
+	}
+	if strings.TrimSpace(req.Repo) == "" {
+		return Pipeline{}, invalid("repo: required (a git URL, a local git repository or a directory)")
+	}
+	if req.Branch == "" {
+		req.Branch = "main"
+	}
+	if !reBranch.MatchString(req.Branch) {
+		return Pipeline{}, invalid("branch %q: not a valid branch name", req.Branch)
+	}
+	if req.Queue != "" {
+		if err := s.requireQueue(ctx, req.Queue); err != nil {
+			return Pipeline{}, err
+		}
+	}
+	repo, err := s.Repos.Open(ctx, req.Repo)
+	if err != nil {
+		return Pipeline{}, invalid("repo %s: %v", req.Repo, err)
+	}
+	ref := req.Branch
+	if scm.Kind(req.Repo) == scm.KindDir {
+		ref = ""
+	}
+	sha, err := repo.Resolve(ctx, ref)
+	if err != nil {
+		return Pipeline{}, invalid("repo %s: cannot resolve branch %s: %v", req.Repo, req.Branch, err)
+	}
+	next, err := s.nextEventNumber(ctx, req.Name)
+	if err != nil {
+		return Pipeline{}, err
+	}
+	cfg := workflows.PipelineConfig{Name: req.Name, Repo: req.Repo, Branch: req.Branch, Queue: req.Queue,
+		Dispatch: s.Dispatch, Creator: id.User, CreatedAt: s.now().UTC()}
+	_, err = s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       workflows.PipelineWorkflowID(req.Name),
+		TaskQueue:                workflows.ControllerTaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		TypedSearchAttributes:    temporal.NewSearchAttributes(workflows.SAPipeline.ValueSet(req.Name), workflows.SABranch.ValueSet(req.Branch)),
+		StaticSummary:            fmt.Sprintf("pipeline %s: %s@%s", req.Name, req.Repo, req.Branch),
+	}, workflows.PipelineWorkflow, workflows.PipelineInput{Config: cfg, State: &workflows.PipelineState{NextEvent: next}})
+	if err != nil {
+		return Pipeline{}, translate(err, "pipeline "+req.Name)
+	}
+	s.forgetPipelines()
+	// Subscriptions and schedules exist before the first commit event.
+	if data, err := repo.ReadFile(ctx, sha, activities.SpecFile); err == nil {
+		if spec, err := pipeline.ParseWithOptions(data, pipeline.Options{Pipeline: req.Name}); err == nil {
+			periodic := map[string]string{}
+			for _, j := range spec.PeriodicJobs() {
+				periodic[j] = spec.Jobs[j].Settings.PeriodicCron
+			}
+			sync := workflows.SpecSync{SHA: sha, Subscriptions: spec.RemoteTriggers(), Periodic: periodic}
+			if err := s.Client.SignalWorkflow(ctx, workflows.PipelineWorkflowID(req.Name), "", workflows.SignalSpecSynced, sync); err != nil {
+				s.Logger.WarnContext(ctx, "spec_sync_failed", "pipeline", req.Name, "error", err)
+			}
+		}
+	}
+	return s.GetPipeline(ctx, req.Name)
+}
+
+// nextEventNumber continues numbering after an earlier pipeline of the same
+// name, so event and build IDs stay unique.
+func (s *Service) nextEventNumber(ctx context.Context, name string) (int, error) {
+	resp, err := s.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+		Namespace: s.Namespace, PageSize: 1000,
+		Query: fmt.Sprintf("WorkflowType = 'EventWorkflow' AND %s = '%s'", workflows.SAPipeline.GetName(), name),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("look up earlier events of %s: %w", name, err)
+	}
+	last := 0
+	for _, ex := range resp.GetExecutions() {
+		if ref, err := workflows.ParseEventRef(ex.GetExecution().GetWorkflowId()); err == nil && ref.Number > last {
+			last = ref.Number
+		}
+	}
+	return last + 1, nil
+}
+
+// GetPipeline queries a pipeline.
+func (s *Service) GetPipeline(ctx context.Context, name string) (Pipeline, error) {
+	if err := workflows.ValidatePipelineName(name); err != nil {
+		return Pipeline{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	v, err := s.Client.QueryWorkflow(ctx, workflows.PipelineWorkflowID(name), "", workflows.QueryPipeline)
+	if err != nil {
+		return Pipeline{}, translate(err, "pipeline "+name)
+	}
+	var info workflows.PipelineInfo
+	if err := v.Get(&info); err != nil {
+		return Pipeline{}, fmt.Errorf("decode pipeline %s: %w", name, err)
+	}
+	p := Pipeline{Name: info.Config.Name, Repo: info.Config.Repo, RepoKind: scm.Kind(info.Config.Repo), Branch: info.Config.Branch,
+		Queue: info.Config.Queue, Events: info.Events, LastSHA: info.LastSHA, Subscriptions: info.Subscriptions,
+		Periodic: info.Periodic, CreatedAt: info.Config.CreatedAt}
+	jobs := make([]string, 0, len(info.Lanes.Jobs))
+	for j := range info.Lanes.Jobs {
+		jobs = append(jobs, j)
+	}
+	sort.Strings(jobs)
+	for _, j := range jobs {
+		lv := LaneView{Job: j}
+		for _, e := range info.Lanes.Jobs[j].Active {
+			lv.Active = append(lv.Active, e.Build.String())
+		}
+		for _, e := range info.Lanes.Jobs[j].Waiting {
+			lv.Waiting = append(lv.Waiting, e.Build.String())
+		}
+		p.Lanes = append(p.Lanes, lv)
+	}
+	return p, nil
+}
+
+// ListPipelines lists running pipelines.
+func (s *Service) ListPipelines(ctx context.Context) ([]Pipeline, error) {
+	execs, err := s.list(ctx, "WorkflowType = 'PipelineWorkflow' AND ExecutionStatus = 'Running'", 10000)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Pipeline, len(execs))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	sem := make(chan struct{}, 8)
+	for i, ex := range execs {
+		name := strings.TrimPrefix(ex.GetExecution().GetWorkflowId(), "pipeline/")
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			p, err := s.GetPipeline(ctx, name)
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+				return
+			}
+			p.Lanes = nil
+			out[i] = p
+		})
+	}
+	wg.Wait()
+	out = slices.DeleteFunc(out, func(p Pipeline) bool { return p.Name == "" })
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	if len(out) == 0 && len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+// UpdatePipeline changes a pipeline's repo, branch or default queue.
+func (s *Service) UpdatePipeline(ctx context.Context, name string, req UpdatePipelineRequest) (Pipeline, error) {
+	cur, err := s.GetPipeline(ctx, name)
+	if err != nil {
+		return Pipeline{}, err
+	}
+	cfg := workflows.PipelineConfig{Name: name, Repo: cur.Repo, Branch: cur.Branch, Queue: cur.Queue}
+	if req.Repo != nil {
+		cfg.Repo = *req.Repo
+		if _, err := s.Repos.Open(ctx, cfg.Repo); err != nil {
+			return Pipeline{}, invalid("repo %s: %v", cfg.Repo, err)
+		}
+	}
+	if req.Branch != nil {
+		if !reBranch.MatchString(*req.Branch) {
+			return Pipeline{}, invalid("branch %q: not a valid branch name", *req.Branch)
+		}
+		cfg.Branch = *req.Branch
+	}
+	if req.Queue != nil {
+		if *req.Queue != "" {
+			if err := s.requireQueue(ctx, *req.Queue); err != nil {
+				return Pipeline{}, err
+			}
+		}
+		cfg.Queue = *req.Queue
+	}
+	if err := s.update(ctx, workflows.PipelineWorkflowID(name), workflows.UpdateConfigure, cfg, nil); err != nil {
+		return Pipeline{}, updateError(err, "pipeline "+name)
+	}
+	s.forgetPipelines()
+	return s.GetPipeline(ctx, name)
+}
+
+// DeletePipeline deletes a pipeline: waiting builds end ABORTED, running
+// builds finish, schedules are removed.
+func (s *Service) DeletePipeline(ctx context.Context, name string) error {
+	if err := workflows.ValidatePipelineName(name); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	var aborted int
+	defer s.forgetPipelines()
+	return updateError(s.update(ctx, workflows.PipelineWorkflowID(name), workflows.UpdateDelete, "", &aborted), "pipeline "+name)
+}
+
+// ---- events -------------------------------------------------------------
+
+// StartEvent validates a request and starts an event.
+func (s *Service) StartEvent(ctx context.Context, id queue.Identity, name string, req StartEventRequest) (EventStarted, error) {
+	if err := workflows.ValidatePipelineName(name); err != nil {
+		return EventStarted{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	kind := workflows.TriggerKind(req.Type)
+	if req.Type == "" {
+		kind = workflows.TriggerManual
+		if req.StartFrom == "" && (req.SHA != "" || req.Branch != "") {
+			kind = workflows.TriggerCommit
+		}
+	}
+	switch kind {
+	case workflows.TriggerCommit, workflows.TriggerPR, workflows.TriggerPRClosed, workflows.TriggerRelease, workflows.TriggerTag, workflows.TriggerManual:
+	default:
+		return EventStarted{}, invalid("type %q: want commit, pr, pr-closed, release, tag or manual", req.Type)
+	}
+	if req.SHA != "" && !reSHA.MatchString(req.SHA) {
+		return EventStarted{}, invalid("sha %q: want 4 to 64 hex digits", req.SHA)
+	}
+	if req.Branch != "" && !reBranch.MatchString(req.Branch) {
+		return EventStarted{}, invalid("branch %q: not a valid branch name", req.Branch)
+	}
+	if req.StartFrom != "" && !reJob.MatchString(req.StartFrom) {
+		return EventStarted{}, invalid("start_from %q: not a job name", req.StartFrom)
+	}
+	if req.PR < 0 {
+		return EventStarted{}, invalid("pr %d: must be positive", req.PR)
+	}
+	if (kind == workflows.TriggerPR || kind == workflows.TriggerPRClosed) && req.PR == 0 {
+		return EventStarted{}, invalid("pr: a %s event needs the pull request number", kind)
+	}
+	if (kind == workflows.TriggerTag || kind == workflows.TriggerRelease) && req.Ref == "" {
+		return EventStarted{}, invalid("ref: a %s event needs the tag or release name", kind)
+	}
+	if req.Ref != "" && !reBranch.MatchString(req.Ref) {
+		return EventStarted{}, invalid("ref %q: not a valid tag or branch name", req.Ref)
+	}
+	ident := id
+	r := workflows.StartEventRequest{
+		Trigger:   workflows.Trigger{Kind: kind, Branch: req.Branch, Ref: req.Ref, SHA: req.SHA, PR: req.PR, Sender: id.User},
+		StartFrom: req.StartFrom, Force: req.Force, Creator: id.User, Identity: &ident,
+	}
+	return s.startEvent(ctx, name, r)
+}
+
+func (s *Service) startEvent(ctx context.Context, name string, r workflows.StartEventRequest) (EventStarted, error) {
+	res, err := workers.StartEvent(ctx, s.Client, name, r)
+	if err != nil {
+		return EventStarted{}, updateError(err, "pipeline "+name)
+	}
+	return EventStarted{ID: res.Event.String(), Pipeline: name, Number: res.Event.Number, Duplicate: res.Duplicate}, nil
+}
+
+// eventState reads a running event's progress or a closed event's result.
+func (s *Service) eventState(ctx context.Context, ref workflows.EventRef) (workflows.EventState, error) {
+	var st workflows.EventState
+	desc, err := s.Client.DescribeWorkflowExecution(ctx, ref.WorkflowID(), "")
+	if err != nil {
+		return st, translate(err, "event "+ref.String())
+	}
+	if desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		v, err := s.Client.QueryWorkflow(ctx, ref.WorkflowID(), "", workflows.QueryEvent)
+		if err != nil {
+			return st, translate(err, "event "+ref.String())
+		}
+		return st, v.Get(&st)
+	}
+	if err := s.Client.GetWorkflow(ctx, ref.WorkflowID(), "").Get(ctx, &st); err != nil {
+		st = workflows.EventState{Event: ref, Status: workflows.StatusAborted, Reason: "event workflow ended without a result: " + err.Error()}
+	}
+	return st, nil
+}
+
+// GetEvent returns an event with its builds.
+func (s *Service) GetEvent(ctx context.Context, ref workflows.EventRef) (Event, error) {
+	st, err := s.eventState(ctx, ref)
+	if err != nil {
+		return Event{}, err
+	}
+	builds, err := s.ListBuilds(ctx, BuildFilter{Event: ref.String(), Limit: 5000})
+	if err != nil {
+		return Event{}, err
+	}
+	sort.Slice(builds, func(i, j int) bool {
+		if !builds[i].CreateTime.Equal(builds[j].CreateTime) {
+			return builds[i].CreateTime.Before(builds[j].CreateTime)
+		}
+		return builds[i].ID < builds[j].ID
+	})
+	return Event{ID: ref.String(), Pipeline: ref.Pipeline, Number: ref.Number, SHA: st.SHA, Status: st.Status, Reason: st.Reason,
+		Trigger: st.Trigger, StartFrom: st.StartFrom, Parent: st.Parent, Jobs: st.Jobs, Builds: builds,
+		Warnings: st.Warnings, StartTime: st.StartTime, EndTime: st.EndTime}, nil
+}
+
+// ListEvents lists a pipeline's most recent events.
+func (s *Service) ListEvents(ctx context.Context, name string, limit int) ([]Event, error) {
+	if limit <= 0 || limit > 1000 {
+		limit = 20
+	}
+	execs, err := s.list(ctx, fmt.Sprintf("WorkflowType = 'EventWorkflow' AND %s = '%s'", workflows.SAPipeline.GetName(), name), limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Event, 0, len(execs))
+	for _, ex := range execs {
+		ref, err := workflows.ParseEventRef(ex.GetExecution().GetWorkflowId())
+		if err != nil {
+			continue
+		}
+		sa := ex.GetSearchAttributes()
+		out = append(out, Event{ID: ref.String(), Pipeline: ref.Pipeline, Number: ref.Number,
+			SHA: saString(sa, workflows.SASHA.GetName()), Status: workflows.Status(saString(sa, workflows.SAStatus.GetName())),
+			StartTime: ex.GetStartTime().AsTime(), EndTime: closeTime(ex)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Number > out[j].Number })
+	return out, nil
+}
+
+// CancelEvent cancels every build of the event.
+func (s *Service) CancelEvent(ctx context.Context, ref workflows.EventRef) error {
+	return translate(s.Client.CancelWorkflow(ctx, ref.WorkflowID(), ""), "event "+ref.String())
+}
+
+// RestartEvent starts a new event from job `from`, reusing the event's
+// commit; the event's successful jobs count for joins.
+func (s *Service) RestartEvent(ctx context.Context, id queue.Identity, ref workflows.EventRef, req RestartEventRequest) (EventStarted, error) {
+	if req.From == "" || !reJob.MatchString(req.From) {
+		return EventStarted{}, invalid("from %q: name the job to restart from", req.From)
+	}
+	st, err := s.eventState(ctx, ref)
+	if err != nil {
+		return EventStarted{}, err
+	}
+	if st.SHA == "" {
+		return EventStarted{}, invalid("event %s never resolved a commit (%s); start a new event instead", ref, st.Reason)
+	}
+	var succeeded []string
+	for _, j := range st.Jobs {
+		if j.Status == workflows.StatusSuccess && j.Job != req.From {
+			succeeded = append(succeeded, j.Job)
+		}
+	}
+	t := st.Trigger
+	t.SHA, t.DeliveryID, t.Sender = st.SHA, "", id.User
+	ident := id
+	return s.startEvent(ctx, ref.Pipeline, workflows.StartEventRequest{
+		Trigger: t, StartFrom: req.From, Force: req.Force, Parent: ref.Number, ParentSucceeded: succeeded,
+		Creator: id.User, Identity: &ident,
+	})
+}
+
+// ---- builds -------------------------------------------------------------
+
+// BuildFilter narrows ListBuilds.
+type BuildFilter struct {
+	Pipeline, Job, Event, Queue string
+	Status                      workflows.Status
+	Limit                       int
+}
+
+func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "") + "'" }
+
+// ListBuilds lists builds, newest first, from visibility alone.
+func (s *Service) ListBuilds(ctx context.Context, f BuildFilter) ([]Build, error) {
+	q := []string{"WorkflowType = 'BuildWorkflow'"}
+	add := func(key, v string) {
+		if v != "" {
+			q = append(q, key+" = "+quote(v))
+		}
+	}
+	add(workflows.SAPipeline.GetName(), f.Pipeline)
+	add(workflows.SAJob.GetName(), f.Job)
+	add(workflows.SAEvent.GetName(), f.Event)
+	add(workflows.SAQueue.GetName(), f.Queue)
+	if f.Status != "" {
+		if !f.Status.Valid() {
+			return nil, invalid("status %q: want one of CREATED, QUEUED, BLOCKED, FROZEN, RUNNING, SUCCESS, FAILURE, ABORTED, COLLAPSED", f.Status)
+		}
+		add(workflows.SAStatus.GetName(), string(f.Status))
+	}
+	if f.Limit <= 0 {
+		f.Limit = 50
+	}
+	execs, err := s.list(ctx, strings.Join(q, " AND "), f.Limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Build, 0, len(execs))
+	for _, ex := range execs {
+		b, ok := buildFromVisibility(ex)
+		if ok {
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
+func buildFromVisibility(ex *workflowpb.WorkflowExecutionInfo) (Build, bool) {
+	ref, err := workflows.ParseBuildRef(ex.GetExecution().GetWorkflowId())
+	if err != nil {
+		return Build{}, false
+	}
+	sa := ex.GetSearchAttributes()
+	b := Build{ID: ref.String(), Pipeline: ref.Pipeline, Job: ref.Job, Event: ref.EventRef().String(),
+		Status:     workflows.Status(saString(sa, workflows.SAStatus.GetName())),
+		Queue:      saString(sa, workflows.SAQueue.GetName()),
+		Executor:   saString(sa, workflows.SAExecutor.GetName()),
+		SHA:        saString(sa, workflows.SASHA.GetName()),
+		CreateTime: ex.GetStartTime().AsTime(),
+	}
+	if p, err := strconv.Atoi(saString(sa, workflows.SAPriority.GetName())); err == nil {
+		b.Priority = p
+	}
+	if f := ex.GetMemo().GetFields()[workflows.MemoBuild]; f != nil {
+		var sum workflows.BuildSummary
+		if converter.GetDefaultDataConverter().FromPayload(f, &sum) == nil {
+			b.Reason, b.Attempts, b.QueuedTime, b.StartTime, b.EndTime = sum.Reason, sum.Attempts, sum.QueuedTime, sum.StartTime, sum.EndTime
+			b.WaitUntil, b.CollapsedInto = sum.WaitUntil, sum.CollapsedInto
+			if sum.Executor != "" {
+				b.Executor = sum.Executor
+			}
+		}
+	}
+	if b.EndTime.IsZero() {
+		b.EndTime = closeTime(ex)
+	}
+	return b, true
+}
+
+// GetBuild returns a build's full record, with a live wait reason when it
+// waits for a slot.
+func (s *Service) GetBuild(ctx context.Context, ref workflows.BuildRef) (Build, error) {
+	desc, err := s.Client.DescribeWorkflowExecution(ctx, ref.WorkflowID(), "")
+	if err != nil {
+		return Build{}, translate(err, "build "+ref.String())
+	}
+	var st workflows.BuildState
+	if desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		v, err := s.Client.QueryWorkflow(ctx, ref.WorkflowID(), "", workflows.QueryBuild)
+		if err != nil {
+			return Build{}, translate(err, "build "+ref.String())
+		}
+		if err := v.Get(&st); err != nil {
+			return Build{}, fmt.Errorf("decode build %s: %w", ref, err)
+		}
+	} else if err := s.Client.GetWorkflow(ctx, ref.WorkflowID(), "").Get(ctx, &st); err != nil {
+		b, _ := buildFromVisibility(desc.GetWorkflowExecutionInfo())
+		b.Status, b.Reason = workflows.StatusAborted, "build workflow ended without a result: "+err.Error()
+		return b, nil
+	}
+	b := Build{ID: st.ID, Pipeline: ref.Pipeline, Job: ref.Job, Event: ref.EventRef().String(), Status: st.Status,
+		Reason: st.Reason, Queue: st.Queue, Priority: st.Priority, Executor: st.Executor, SHA: st.SHA,
+		Attempts: len(st.Attempts), CreateTime: st.CreateTime, QueuedTime: st.QueuedTime, StartTime: st.StartTime,
+		EndTime: st.EndTime, WaitUntil: st.WaitUntil, CollapsedInto: st.CollapsedInto, AttemptList: st.Attempts, Steps: st.Steps}
+	if n := len(st.Attempts); n > 0 {
+		b.LogKey = activities.LogKey(st.ID, st.Attempts[n-1].Number)
+	}
+	if err := s.liveReasons(ctx, []*Build{&b}); err != nil {
+		s.Logger.DebugContext(ctx, "live_reason_failed", "build", b.ID, "error", err)
+	}
+	return b, nil
+}
+
+// CancelBuild cancels a build: a waiting one ends at once, a running one's
+// processes are killed.
+func (s *Service) CancelBuild(ctx context.Context, ref workflows.BuildRef) error {
+	return translate(s.Client.CancelWorkflow(ctx, ref.WorkflowID(), ""), "build "+ref.String())
+}
+
+// liveReasons rewrites the reason of builds waiting for a slot with the
+// queue's current picture: slots busy, builds ahead, or no live member.
+func (s *Service) liveReasons(ctx context.Context, builds []*Build) error {
+	var waiting []*Build
+	for _, b := range builds {
+		if b.Status == workflows.StatusQueued && !b.QueuedTime.IsZero() {
+			waiting = append(waiting, b)
+		}
+	}
+	if len(waiting) == 0 {
+		return nil
+	}
+	queues, members, err := s.registry(ctx)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	for _, b := range waiting {
+		q, ok := findQueue(queues, b.Queue)
+		if !ok {
+			b.Reason = fmt.Sprintf("waiting on queue %s, which no longer exists: recreate it or cancel the build", b.Queue)
+			continue
+		}
+		plan := queue.Evaluate(q, members, now, s.Liveness)
+		ahead, err := s.count(ctx, fmt.Sprintf(
+			"WorkflowType = 'BuildWorkflow' AND ExecutionStatus = 'Running' AND %s = %s AND %s = 'QUEUED' AND (%s < %d OR (%s = %d AND %s < '%s'))",
+			workflows.SAQueue.GetName(), quote(b.Queue), workflows.SAStatus.GetName(),
+			workflows.SAPriority.GetName(), b.Priority, workflows.SAPriority.GetName(), b.Priority,
+			workflows.SADispatchedAt.GetName(), b.QueuedTime.UTC().Format(time.RFC3339Nano)))
+		if err != nil {
+			return err
+		}
+		b.Reason = queue.WaitReason(q, plan, plan.Busy, ahead)
+	}
+	return nil
+}
+
+func findQueue(qs []queue.Queue, name string) (queue.Queue, bool) {
+	for _, q := range qs {
+		if q.Name == name {
+			return q, true
+		}
+	}
+	return queue.Queue{}, false
+}
+
+// ---- visibility helpers -------------------------------------------------
+
+func (s *Service) list(ctx context.Context, query string, limit int) ([]*workflowpb.WorkflowExecutionInfo, error) {
+	var out []*workflowpb.WorkflowExecutionInfo
+	var token []byte
+	for len(out) < limit {
+		resp, err := s.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: s.Namespace, Query: query, NextPageToken: token, PageSize: int32(min(limit-len(out), 1000)),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list workflows (%s): %w", query, err)
+		}
+		out = append(out, resp.GetExecutions()...)
+		token = resp.GetNextPageToken()
+		if len(token) == 0 {
+			break
+		}
+	}
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+func (s *Service) count(ctx context.Context, query string) (int, error) {
+	resp, err := s.Client.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: s.Namespace, Query: query})
+	if err != nil {
+		return 0, fmt.Errorf("count workflows (%s): %w", query, err)
+	}
+	return int(resp.GetCount()), nil
+}
+
+func saString(sa *commonpb.SearchAttributes, key string) string {
+	p := sa.GetIndexedFields()[key]
+	if p == nil {
+		return ""
+	}
+	var v any
+	if err := converter.GetDefaultDataConverter().FromPayload(p, &v); err != nil {
+		return ""
+	}
+	switch x := v.(type) {
+	case string:
+		return x
+	case float64:
+		return strconv.FormatInt(int64(x), 10)
+	case []any:
+		if len(x) > 0 {
+			if s, ok := x[0].(string); ok {
+				return s
+			}
+		}
+	}
+	return fmt.Sprint(v)
+}
+
+func closeTime(ex *workflowpb.WorkflowExecutionInfo) time.Time {
+	if ex.GetCloseTime() == nil {
+		return time.Time{}
+	}
+	return ex.GetCloseTime().AsTime()
+}

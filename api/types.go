@@ -1,0 +1,189 @@
+package api
+
+import (
+	"time"
+
+	"github.com/sluice-ci/sluice/queue"
+	"github.com/sluice-ci/sluice/workflows"
+)
+
+// CreatePipelineRequest is the body of POST /api/v1/pipelines.
+type CreatePipelineRequest struct {
+	Name   string `json:"name"`
+	Repo   string `json:"repo"`
+	Branch string `json:"branch,omitempty"`
+	Queue  string `json:"queue,omitempty"`
+}
+
+// UpdatePipelineRequest is the body of PATCH /api/v1/pipelines/{name}.
+type UpdatePipelineRequest struct {
+	Repo   *string `json:"repo,omitempty"`
+	Branch *string `json:"branch,omitempty"`
+	Queue  *string `json:"queue,omitempty"`
+}
+
+// Pipeline is a pipeline as the API shows it.
+type Pipeline struct {
+	Name          string            `json:"name"`
+	Repo          string            `json:"repo"`
+	RepoKind      string            `json:"repo_kind"`
+	Branch        string            `json:"branch"`
+	Queue         string            `json:"queue,omitempty"`
+	Events        int               `json:"events"`
+	LastSHA       string            `json:"last_sha,omitempty"`
+	Subscriptions []string          `json:"subscriptions,omitempty"`
+	Periodic      map[string]string `json:"periodic,omitempty"`
+	CreatedAt     time.Time         `json:"created_at,omitzero"`
+	// Lanes lists the builds each job's lane holds (show only).
+	Lanes []LaneView `json:"lanes,omitempty"`
+}
+
+// LaneView is one job's lane.
+type LaneView struct {
+	Job     string   `json:"job"`
+	Active  []string `json:"active,omitempty"`
+	Waiting []string `json:"waiting,omitempty"`
+}
+
+// StartEventRequest is the body of POST /api/v1/pipelines/{name}/events.
+type StartEventRequest struct {
+	SHA       string `json:"sha,omitempty"`
+	Branch    string `json:"branch,omitempty"`
+	Type      string `json:"type,omitempty"`
+	Ref       string `json:"ref,omitempty"`
+	PR        int    `json:"pr,omitempty"`
+	StartFrom string `json:"start_from,omitempty"`
+	Force     bool   `json:"force,omitempty"`
+}
+
+// RestartEventRequest is the body of POST /api/v1/events/{pipeline}/{n}/restart.
+type RestartEventRequest struct {
+	From  string `json:"from"`
+	Force bool   `json:"force,omitempty"`
+}
+
+// EventStarted answers an event start.
+type EventStarted struct {
+	ID        string `json:"id"`
+	Pipeline  string `json:"pipeline"`
+	Number    int    `json:"number"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+}
+
+// Event is an event with its builds.
+type Event struct {
+	ID        string                 `json:"id"`
+	Pipeline  string                 `json:"pipeline"`
+	Number    int                    `json:"number"`
+	SHA       string                 `json:"sha"`
+	Status    workflows.Status       `json:"status"`
+	Reason    string                 `json:"reason,omitempty"`
+	Trigger   workflows.Trigger      `json:"trigger"`
+	StartFrom string                 `json:"start_from,omitempty"`
+	Parent    int                    `json:"parent,omitempty"`
+	Jobs      []workflows.JobOutcome `json:"jobs,omitempty"`
+	Builds    []Build                `json:"builds"`
+	Warnings  []string               `json:"warnings,omitempty"`
+	StartTime time.Time              `json:"start_time,omitzero"`
+	EndTime   time.Time              `json:"end_time,omitzero"`
+}
+
+// Build is a build as lists and events show it.
+type Build struct {
+	ID            string                  `json:"id"`
+	Pipeline      string                  `json:"pipeline"`
+	Job           string                  `json:"job"`
+	Event         string                  `json:"event"`
+	Status        workflows.Status        `json:"status"`
+	Reason        string                  `json:"reason,omitempty"`
+	Queue         string                  `json:"queue"`
+	Priority      int                     `json:"priority,omitempty"`
+	Executor      string                  `json:"executor,omitempty"`
+	SHA           string                  `json:"sha,omitempty"`
+	Attempts      int                     `json:"attempts,omitempty"`
+	CreateTime    time.Time               `json:"create_time,omitzero"`
+	QueuedTime    time.Time               `json:"queued_time,omitzero"`
+	StartTime     time.Time               `json:"start_time,omitzero"`
+	EndTime       time.Time               `json:"end_time,omitzero"`
+	WaitUntil     time.Time               `json:"wait_until,omitzero"`
+	CollapsedInto string                  `json:"collapsed_into,omitempty"`
+	AttemptList   []workflows.Attempt     `json:"attempt_list,omitempty"`
+	Steps         []workflows.StepOutcome `json:"steps,omitempty"`
+	// LogKey is the log store key of the latest attempt's logs.
+	LogKey string `json:"log_key,omitempty"`
+}
+
+// QueueRequest is the body of POST /api/v1/queues and PUT /api/v1/queues/{name}.
+// Rules use the CLI form: "run-on=executors,max-parallel=4,min-gap=0s,labels=pool=gpu".
+type QueueRequest struct {
+	Name        string   `json:"name"`
+	Description string   `json:"description,omitempty"`
+	Rules       []string `json:"rules"`
+	UseRoles    []string `json:"use_roles,omitempty"`
+}
+
+// Queue is a queue with its current plan.
+type Queue struct {
+	Name        string   `json:"name"`
+	Description string   `json:"description,omitempty"`
+	Rules       []string `json:"rules"`
+	UseRoles    []string `json:"use_roles,omitempty"`
+	ActiveRule  int      `json:"active_rule"`
+	Why         string   `json:"why"`
+	Slots       int      `json:"slots"`
+	Busy        int      `json:"busy"`
+}
+
+// QueueStatus is GET /api/v1/queues/{name}/status.
+type QueueStatus struct {
+	Queue
+	Members []QueueMember `json:"members"`
+	// Backlog counts builds dispatched to the queue and not started.
+	Backlog int `json:"backlog"`
+	// Waiting counts the queue's builds still held by their lanes.
+	Waiting int `json:"waiting"`
+	// Oldest is the longest-waiting dispatched build.
+	Oldest     string        `json:"oldest,omitempty"`
+	OldestWait time.Duration `json:"oldest_wait,omitempty"`
+}
+
+// QueueMember is a member of a queue's active rule with its slots.
+type QueueMember struct {
+	Name  string `json:"name"`
+	Role  string `json:"role"`
+	State string `json:"state"`
+	Live  bool   `json:"live"`
+	Used  int    `json:"used"`
+	Free  int    `json:"free"`
+	Slots int    `json:"slots"`
+}
+
+// Executor is a registered member.
+type Executor struct {
+	Name     string            `json:"name"`
+	Role     string            `json:"role"`
+	Host     string            `json:"host,omitempty"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	Queues   []string          `json:"queues,omitempty"`
+	State    string            `json:"state"`
+	Live     bool              `json:"live"`
+	LastSeen time.Time         `json:"last_seen"`
+	Running  map[string]int    `json:"running,omitempty"`
+}
+
+func executorOf(m queue.Member, now time.Time, liveness time.Duration) Executor {
+	return Executor{Name: m.Name, Role: string(m.Role), Host: m.Host, Labels: m.Labels, Queues: m.Queues,
+		State: string(m.State), Live: m.Live(now, liveness), LastSeen: m.LastSeen, Running: m.Running}
+}
+
+// WebhookResult answers a webhook delivery.
+type WebhookResult struct {
+	Events  []EventStarted `json:"events,omitempty"`
+	Ignored string         `json:"ignored,omitempty"`
+	Errors  []string       `json:"errors,omitempty"`
+}
+
+// ErrorBody is every error response.
+type ErrorBody struct {
+	Error string `json:"error"`
+}

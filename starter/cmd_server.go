@@ -1,0 +1,305 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+
+	"github.com/sluice-ci/sluice/activities"
+	"github.com/sluice-ci/sluice/api"
+	"github.com/sluice-ci/sluice/config"
+	"github.com/sluice-ci/sluice/internal/devstack"
+	"github.com/sluice-ci/sluice/logstore"
+	"github.com/sluice-ci/sluice/runner"
+	"github.com/sluice-ci/sluice/workers"
+	"github.com/sluice-ci/sluice/workflows"
+)
+
+// defaultTemporal is where the worker and api roles look for Temporal when
+// TEMPORAL_ADDRESS is empty: a `sluice dev` on the same host.
+const defaultTemporal = "127.0.0.1:7233"
+
+func (a *app) devCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run everything in one process: Temporal with its Web UI, the API, a controller and a local executor",
+		Long: `dev runs the whole of sluice in the foreground:
+
+  - a real Temporal server, in process, persisting to DATA_DIR/temporal.db
+    (SQLite, WAL), with the Temporal Web UI on --ui-port;
+  - the sluice API on --api-addr (health: /healthz, readiness: /readyz);
+  - a controller worker and one local executor (named "local").
+
+State survives restarts: stop with Ctrl-C and start again on the same data
+directory, and every pipeline, event, schedule and queued build is still there.
+With TEMPORAL_ADDRESS set, dev uses that cluster instead of embedding one.
+
+Every flag can also be set through the environment variable named in its help.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			return a.runDev(cmd.Context(), cfg)
+		},
+	}
+	a.configFlag(cmd, "data-dir", "SLUICE_DATA_DIR", "")
+	a.configFlag(cmd, "host", "SLUICE_HOST", "")
+	a.configFlag(cmd, "temporal-address", "TEMPORAL_ADDRESS", "")
+	a.configFlag(cmd, "namespace", "TEMPORAL_NAMESPACE", "")
+	a.configFlag(cmd, "temporal-port", "SLUICE_TEMPORAL_PORT", "")
+	a.configFlag(cmd, "ui-port", "SLUICE_UI_PORT", "")
+	a.configFlag(cmd, "metrics-port", "SLUICE_METRICS_PORT", "")
+	a.configFlag(cmd, "api-addr", "SLUICE_API_ADDR", "")
+	a.configFlag(cmd, "name", "SLUICE_EXECUTOR_NAME", "name of the local executor (default \"local\")")
+	a.configFlag(cmd, "queues", "SLUICE_EXECUTOR_QUEUES", "")
+	a.configFlag(cmd, "labels", "SLUICE_EXECUTOR_LABELS", "")
+	a.configFlag(cmd, "log-level", "SLUICE_LOG_LEVEL", "")
+	a.configFlag(cmd, "log-format", "SLUICE_LOG_FORMAT", "")
+	return cmd
+}
+
+func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
+	log := a.logger(cfg)
+	addr := cfg.TemporalAddress
+	var stack *devstack.Stack
+	if addr == "" {
+		var err error
+		started := time.Now()
+		stack, err = devstack.Start(ctx, devstack.Options{
+			DBPath: filepath.Join(cfg.DataDir, "temporal.db"), Host: cfg.Host, FrontendPort: cfg.TemporalPort,
+			UIPort: cfg.UIPort, MetricsPort: cfg.MetricsPort, Namespace: cfg.TemporalNamespace,
+			Logger: log, ServerLogLevel: parseLevel(cfg.TemporalLogLevel),
+		})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := stack.Stop(); err != nil {
+				log.Warn("temporal_stop_failed", "error", err)
+			}
+		}()
+		addr = stack.FrontendAddress()
+		log.Info("temporal_started", "address", addr, "db", filepath.Join(cfg.DataDir, "temporal.db"), "took", time.Since(started).Round(time.Millisecond).String())
+	}
+	c, err := workers.Dial(ctx, cfg, addr, log)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := workers.RegisterSearchAttributes(ctx, c, cfg.TemporalNamespace); err != nil {
+		return err
+	}
+	store, err := logstore.Open(filepath.Join(cfg.DataDir, "logs"))
+	if err != nil {
+		return fmt.Errorf("open the log store: %w", err)
+	}
+	ln, err := net.Listen("tcp", cfg.APIAddr)
+	if err != nil {
+		return fmt.Errorf("SLUICE_API_ADDR %s: %w", cfg.APIAddr, err)
+	}
+	srv := a.apiServer(cfg, c, store, log)
+
+	ui := "disabled"
+	if stack != nil && stack.UIURL() != "" {
+		ui = stack.UIURL() + "/namespaces/" + cfg.TemporalNamespace + "/workflows"
+	}
+	fmt.Fprintf(a.stdout, `sluice is running. Stop it with Ctrl-C.
+  API:       %s   (health %s/healthz)
+  Web UI:    %s
+  Temporal:  %s (namespace %s)
+  Data dir:  %s
+`, apiBase(cfg.APIAddr), apiBase(cfg.APIAddr), ui, addr, cfg.TemporalNamespace, cfg.DataDir)
+
+	name := cfg.ExecutorName
+	if name == "" {
+		name = "local"
+	}
+	local := func(key string) runner.LogSink { return store.Sink(key) }
+	return workers.RunAll(ctx,
+		func(ctx context.Context) error { return serve(ctx, srv, ln) },
+		func(ctx context.Context) error {
+			return workers.RunController(ctx, workers.Options{Client: c, Config: cfg, Logger: log, Logs: local})
+		},
+		func(ctx context.Context) error {
+			return workers.RunExecutor(ctx, workers.Options{Client: c, Config: cfg, Logger: log, Logs: local, Name: name})
+		},
+	)
+}
+
+func apiBase(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Store, log *slog.Logger) *http.Server {
+	svc := &api.Service{
+		Client: c, Namespace: cfg.TemporalNamespace, Liveness: cfg.LivenessTimeout,
+		Dispatch: workflows.Dispatch{HeartbeatTimeout: cfg.HeartbeatTimeout, MaxAttempts: cfg.MaxAttempts},
+		Repos:    activities.CachedRepos(filepath.Join(cfg.DataDir, "git")),
+		Logger:   log,
+	}
+	h := api.NewHandler(api.Deps{
+		Service: svc, Logs: store, Logger: log,
+		GitHubSecret: cfg.GitHubSecret, GitLabToken: cfg.GitLabToken,
+		Ready: func(ctx context.Context) error {
+			_, err := c.CheckHealth(ctx, &client.CheckHealthRequest{})
+			return err
+		},
+	})
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+}
+
+// serve runs srv on ln until ctx ends, then shuts it down gracefully.
+func serve(ctx context.Context, srv *http.Server, ln net.Listener) error {
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("API server: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("API server shutdown: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func (a *app) workerCmd() *cobra.Command {
+	var role string
+	cmd := &cobra.Command{
+		Use:   "worker --role controller|executor",
+		Short: "Run a controller or an executor against a Temporal cluster",
+		Long: `worker runs one sluice role against an existing Temporal cluster
+(TEMPORAL_ADDRESS, default ` + defaultTemporal + `). Run any number of each:
+
+  controller  runs the workflows (pipelines, events, builds, the registry) and
+              can run builds itself when a queue rule says run-on=controller;
+  executor    registers in the registry, heartbeats, and runs builds of the
+              queues it serves with as many slots as the queue's rules allow.
+
+Executors ship step logs to the API (SLUICE_API_URL).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if role != "controller" && role != "executor" {
+				return fmt.Errorf("--role %q: want controller or executor", role)
+			}
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			log := a.logger(cfg)
+			addr := cfg.TemporalAddress
+			if addr == "" {
+				addr = defaultTemporal
+			}
+			c, err := workers.Dial(cmd.Context(), cfg, addr, log)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			hc := &http.Client{Timeout: 30 * time.Second}
+			remote := func(key string) runner.LogSink {
+				return logstore.NewRemoteSink(cfg.APIURL, key, hc, logstore.RemoteOptions{Logger: log})
+			}
+			o := workers.Options{Client: c, Config: cfg, Logger: log, Logs: remote}
+			if role == "controller" {
+				return workers.RunController(cmd.Context(), o)
+			}
+			return workers.RunExecutor(cmd.Context(), o)
+		},
+	}
+	cmd.Flags().StringVar(&role, "role", "", "controller or executor (required)")
+	a.configFlag(cmd, "temporal-address", "TEMPORAL_ADDRESS", "")
+	a.configFlag(cmd, "namespace", "TEMPORAL_NAMESPACE", "")
+	a.configFlag(cmd, "name", "SLUICE_EXECUTOR_NAME", "")
+	a.configFlag(cmd, "queues", "SLUICE_EXECUTOR_QUEUES", "")
+	a.configFlag(cmd, "labels", "SLUICE_EXECUTOR_LABELS", "")
+	a.configFlag(cmd, "data-dir", "SLUICE_DATA_DIR", "")
+	a.configFlag(cmd, "work-dir", "SLUICE_WORK_DIR", "")
+	a.configFlag(cmd, "log-level", "SLUICE_LOG_LEVEL", "")
+	a.configFlag(cmd, "log-format", "SLUICE_LOG_FORMAT", "")
+	return cmd
+}
+
+func (a *app) apiCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "api",
+		Short: "Serve the HTTP API and webhooks against a Temporal cluster",
+		Long: `api serves the sluice HTTP API (the CLI's back end), the GitHub and GitLab
+webhook endpoints (/webhooks/github, /webhooks/gitlab) and the build log store
+that executors ship logs to. It needs an existing Temporal cluster
+(TEMPORAL_ADDRESS, default ` + defaultTemporal + `). Logs are kept under
+SLUICE_DATA_DIR/logs: give every API replica the same volume.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			log := a.logger(cfg)
+			addr := cfg.TemporalAddress
+			if addr == "" {
+				addr = defaultTemporal
+			}
+			c, err := workers.Dial(cmd.Context(), cfg, addr, log)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			store, err := logstore.Open(filepath.Join(cfg.DataDir, "logs"))
+			if err != nil {
+				return fmt.Errorf("open the log store: %w", err)
+			}
+			ln, err := net.Listen("tcp", cfg.APIAddr)
+			if err != nil {
+				return fmt.Errorf("SLUICE_API_ADDR %s: %w", cfg.APIAddr, err)
+			}
+			log.Info("api_listening", "address", apiBase(cfg.APIAddr))
+			return serve(cmd.Context(), a.apiServer(cfg, c, store, log), ln)
+		},
+	}
+	a.configFlag(cmd, "temporal-address", "TEMPORAL_ADDRESS", "")
+	a.configFlag(cmd, "namespace", "TEMPORAL_NAMESPACE", "")
+	a.configFlag(cmd, "api-addr", "SLUICE_API_ADDR", "")
+	a.configFlag(cmd, "data-dir", "SLUICE_DATA_DIR", "")
+	a.configFlag(cmd, "log-level", "SLUICE_LOG_LEVEL", "")
+	a.configFlag(cmd, "log-format", "SLUICE_LOG_FORMAT", "")
+	return cmd
+}
+
+func (a *app) configCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "config",
+		Short: "Print every configuration variable with its default (markdown)",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if a.output == "json" {
+				return a.print(config.Fields(), nil)
+			}
+			_, err := fmt.Fprint(a.stdout, strings.TrimRight(config.Markdown(), "\n")+"\n")
+			return err
+		},
+	}
+}

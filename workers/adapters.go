@@ -1,0 +1,178 @@
+package workers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/sluice-ci/sluice/activities"
+	"github.com/sluice-ci/sluice/queue"
+	"github.com/sluice-ci/sluice/workflows"
+)
+
+// Temporal implements the activities' ports on a Temporal client.
+type Temporal struct {
+	Client    client.Client
+	Namespace string
+}
+
+var (
+	_ activities.Claimer       = Temporal{}
+	_ activities.QueueLister   = Temporal{}
+	_ activities.RemoteStarter = Temporal{}
+	_ activities.Scheduler     = Temporal{}
+)
+
+// Claim sends the claim update to a build workflow.
+func (t Temporal) Claim(ctx context.Context, workflowID string, attempt int, executor string) error {
+	h, err := t.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   workflowID,
+		UpdateName:   workflows.UpdateClaim,
+		Args:         []any{workflows.ClaimRequest{Attempt: attempt, Executor: executor}},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return fmt.Errorf("claim %s: %w", workflowID, err)
+	}
+	if err := h.Get(ctx, nil); err != nil {
+		return fmt.Errorf("claim %s: %w", workflowID, err)
+	}
+	return nil
+}
+
+// ListQueues reads the queue definitions from the registry.
+func (t Temporal) ListQueues(ctx context.Context) ([]queue.Queue, error) {
+	v, err := t.Client.QueryWorkflow(ctx, workflows.RegistryID, "", workflows.QueryQueues)
+	if err != nil {
+		return nil, fmt.Errorf("query the registry: %w", err)
+	}
+	var qs []queue.Queue
+	if err := v.Get(&qs); err != nil {
+		return nil, fmt.Errorf("decode queues: %w", err)
+	}
+	return qs, nil
+}
+
+// StartRemote starts an event in every running pipeline subscribed to remote.
+// The delivery ID makes a retried activity start each event once.
+func (t Temporal) StartRemote(ctx context.Context, remote, fromEvent string) ([]string, error) {
+	query := fmt.Sprintf("WorkflowType = 'PipelineWorkflow' AND ExecutionStatus = 'Running' AND %s = '%s'",
+		workflows.SASubscriptions.GetName(), strings.ReplaceAll(remote, "'", ""))
+	var started []string
+	var errs []error
+	var token []byte
+	for {
+		resp, err := t.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: t.Namespace, Query: query, NextPageToken: token,
+		})
+		if err != nil {
+			return started, fmt.Errorf("list subscribers of %s: %w", remote, err)
+		}
+		for _, ex := range resp.GetExecutions() {
+			name := strings.TrimPrefix(ex.GetExecution().GetWorkflowId(), "pipeline/")
+			res, err := StartEvent(ctx, t.Client, name, workflows.StartEventRequest{
+				Trigger: workflows.Trigger{Kind: workflows.TriggerRemote, Remote: remote, Sender: fromEvent,
+					DeliveryID: "remote:" + fromEvent + ":" + remote},
+				Creator: fromEvent,
+			})
+			if err != nil {
+				errs = append(errs, fmt.Errorf("pipeline %s: %w", name, err))
+				continue
+			}
+			started = append(started, res.Event.String())
+		}
+		token = resp.GetNextPageToken()
+		if len(token) == 0 {
+			break
+		}
+	}
+	sort.Strings(started)
+	return started, errors.Join(errs...)
+}
+
+// StartEvent asks a pipeline to start an event and returns its reference.
+func StartEvent(ctx context.Context, c client.Client, pipeline string, req workflows.StartEventRequest) (workflows.StartEventResult, error) {
+	var res workflows.StartEventResult
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   workflows.PipelineWorkflowID(pipeline),
+		UpdateName:   workflows.UpdateStartEvent,
+		Args:         []any{req},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return res, err
+	}
+	err = h.Get(ctx, &res)
+	return res, err
+}
+
+// SyncSchedules makes the pipeline's periodic schedules match periodic.
+func (t Temporal) SyncSchedules(ctx context.Context, pipeline string, periodic map[string]string) error {
+	sc := t.Client.ScheduleClient()
+	prefix := workflows.PeriodicScheduleID(pipeline, "")
+	existing := map[string]bool{}
+	it, err := sc.List(ctx, client.ScheduleListOptions{PageSize: 100})
+	if err != nil {
+		return fmt.Errorf("list schedules: %w", err)
+	}
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			return fmt.Errorf("list schedules: %w", err)
+		}
+		if job, ok := strings.CutPrefix(e.ID, prefix); ok {
+			existing[job] = true
+		}
+	}
+	var errs []error
+	for job, cron := range periodic {
+		id := workflows.PeriodicScheduleID(pipeline, job)
+		spec := client.ScheduleSpec{CronExpressions: []string{cron}}
+		if existing[job] {
+			err := sc.GetHandle(ctx, id).Update(ctx, client.ScheduleUpdateOptions{
+				DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
+					in.Description.Schedule.Spec = &spec
+					return &client.ScheduleUpdate{Schedule: &in.Description.Schedule}, nil
+				},
+			})
+			if err != nil {
+				errs = append(errs, fmt.Errorf("update schedule %s: %w", id, err))
+			}
+			continue
+		}
+		_, err := sc.Create(ctx, client.ScheduleOptions{
+			ID:      id,
+			Spec:    spec,
+			Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_BUFFER_ONE,
+			Action: &client.ScheduleWorkflowAction{
+				ID:        id,
+				Workflow:  workflows.PeriodicWorkflow,
+				Args:      []any{workflows.PeriodicInput{Pipeline: pipeline, Job: job}},
+				TaskQueue: workflows.ControllerTaskQueue,
+			},
+			Note: fmt.Sprintf("screwdriver.cd/buildPeriodically of %s/%s", pipeline, job),
+		})
+		var exists *serviceerror.AlreadyExists
+		if err != nil && !errors.As(err, &exists) {
+			errs = append(errs, fmt.Errorf("create schedule %s: %w", id, err))
+		}
+	}
+	for job := range existing {
+		if _, keep := periodic[job]; keep {
+			continue
+		}
+		id := workflows.PeriodicScheduleID(pipeline, job)
+		var nf *serviceerror.NotFound
+		if err := sc.GetHandle(ctx, id).Delete(ctx); err != nil && !errors.As(err, &nf) {
+			errs = append(errs, fmt.Errorf("delete schedule %s: %w", id, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,270 @@
+package workers
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/sluice-ci/sluice/activities"
+	"github.com/sluice-ci/sluice/queue"
+	"github.com/sluice-ci/sluice/workflows"
+)
+
+// AgentOptions configure a queue member (an executor, or a controller that
+// can run builds when a rule says so).
+type AgentOptions struct {
+	Client client.Client
+	// Member is who we are: name, role, host, labels and queues served.
+	Member queue.Member
+	// Interval between heartbeats to the registry.
+	Interval time.Duration
+	// Activities run the builds; their Executor is set to the agent.
+	Activities *activities.Activities
+	Logger     *slog.Logger
+}
+
+// Agent keeps a member registered and live, and sizes its per-queue workers
+// from the registry's answers.
+type Agent struct {
+	opts AgentOptions
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	state   queue.MemberState
+	queues  map[string]*queueWorker
+	running map[string]int
+	lastErr string
+}
+
+type queueWorker struct {
+	pool   *queue.SlotPool
+	worker worker.Worker
+	grant  workflows.SlotGrant
+}
+
+var _ activities.Executor = (*Agent)(nil)
+
+// NewAgent makes an agent and makes it the activities' executor.
+func NewAgent(opts AgentOptions) *Agent {
+	if opts.Interval <= 0 {
+		opts.Interval = 3 * time.Second
+	}
+	ag := &Agent{
+		opts:    opts,
+		log:     opts.Logger.With("member", opts.Member.Name, "role", string(opts.Member.Role)),
+		state:   queue.StateActive,
+		queues:  map[string]*queueWorker{},
+		running: map[string]int{},
+	}
+	opts.Activities.Executor = ag
+	return ag
+}
+
+// Name is the member's registry name.
+func (ag *Agent) Name() string { return ag.opts.Member.Name }
+
+// Accepting reports whether a build of the queue may start here now. Besides
+// the last heartbeat's answer it asks the registry afresh, so deactivating or
+// draining an executor stops new builds at once.
+func (ag *Agent) Accepting(queueName string) (bool, string) {
+	ag.mu.Lock()
+	qw, state := ag.queues[queueName], ag.state
+	ag.mu.Unlock()
+	switch {
+	case qw == nil:
+		return false, fmt.Sprintf("%s does not serve queue %s", ag.Name(), queueName)
+	case state != queue.StateActive:
+		return false, fmt.Sprintf("%s is %s", ag.Name(), state)
+	case qw.pool.Limit() == 0:
+		return false, fmt.Sprintf("%s is not in queue %s's active rule: %s", ag.Name(), queueName, qw.grant.Why)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	v, err := ag.opts.Client.QueryWorkflow(ctx, workflows.RegistryID, "", workflows.QueryMember, ag.Name())
+	if err != nil {
+		return true, "" // registry unreachable: trust the last heartbeat
+	}
+	var m queue.Member
+	if err := v.Get(&m); err == nil && m.State != queue.StateActive && m.State != "" {
+		ag.mu.Lock()
+		ag.state = m.State
+		ag.mu.Unlock()
+		return false, fmt.Sprintf("%s is %s", ag.Name(), m.State)
+	}
+	return true, ""
+}
+
+// Begin counts a running build until the returned func is called.
+func (ag *Agent) Begin(queueName string) func() {
+	ag.mu.Lock()
+	ag.running[queueName]++
+	ag.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			ag.mu.Lock()
+			ag.running[queueName]--
+			ag.mu.Unlock()
+		})
+	}
+}
+
+// Running returns the builds running per queue.
+func (ag *Agent) Running() map[string]int {
+	ag.mu.Lock()
+	defer ag.mu.Unlock()
+	return maps.Clone(ag.running)
+}
+
+// Run heartbeats until ctx ends, then stops the queue workers. Running
+// builds are interrupted; their attempts are dispatched again elsewhere.
+func (ag *Agent) Run(ctx context.Context) error {
+	defer ag.stop()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		view, err := ag.heartbeat(ctx)
+		if err != nil {
+			ag.noteError(ctx, err)
+			t.Reset(min(time.Second, ag.opts.Interval))
+			continue
+		}
+		ag.noteError(ctx, nil)
+		if err := ag.apply(view); err != nil {
+			return err
+		}
+		t.Reset(ag.opts.Interval)
+	}
+}
+
+func (ag *Agent) noteError(ctx context.Context, err error) {
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	ag.mu.Lock()
+	changed := msg != ag.lastErr
+	ag.lastErr = msg
+	ag.mu.Unlock()
+	switch {
+	case changed && err != nil:
+		ag.log.WarnContext(ctx, "registry_heartbeat_failed", "error", err)
+	case changed:
+		ag.log.InfoContext(ctx, "registry_heartbeat_ok")
+	}
+}
+
+func (ag *Agent) heartbeat(ctx context.Context) (workflows.MemberView, error) {
+	var view workflows.MemberView
+	m := ag.opts.Member
+	m.Running = ag.Running()
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	h, err := ag.opts.Client.UpdateWorkflow(hctx, client.UpdateWorkflowOptions{
+		WorkflowID:   workflows.RegistryID,
+		UpdateName:   workflows.UpdateHeartbeat,
+		Args:         []any{workflows.Heartbeat{Member: m}},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return view, fmt.Errorf("heartbeat: %w", err)
+	}
+	if err := h.Get(hctx, &view); err != nil {
+		return view, fmt.Errorf("heartbeat: %w", err)
+	}
+	return view, nil
+}
+
+// apply sizes every queue worker from the registry's view, creating workers
+// for queues seen for the first time.
+func (ag *Agent) apply(view workflows.MemberView) error {
+	ag.mu.Lock()
+	defer ag.mu.Unlock()
+	if view.State != ag.state {
+		ag.log.Info("member_state_changed", "from", string(ag.state), "to", string(view.State))
+	}
+	ag.state = view.State
+	for name, g := range view.Slots {
+		qw, ok := ag.queues[name]
+		if !ok {
+			var err error
+			if qw, err = ag.newQueueWorker(name); err != nil {
+				return err
+			}
+			ag.queues[name] = qw
+		}
+		allowed := g.Allowed
+		if view.State != queue.StateActive {
+			allowed = 0
+		}
+		if allowed != qw.pool.Limit() || g.MinGap != qw.pool.MinGap() {
+			ag.log.Info("queue_slots_changed", "queue", name, "slots", allowed, "min_gap", g.MinGap.String(), "why", g.Why)
+		}
+		qw.pool.SetLimit(allowed, g.MinGap)
+		qw.grant = g
+	}
+	for name, qw := range ag.queues {
+		if _, ok := view.Slots[name]; !ok && qw.pool.Limit() != 0 {
+			ag.log.Info("queue_slots_changed", "queue", name, "slots", 0, "why", "queue no longer served or deleted")
+			qw.pool.SetLimit(0, 0)
+		}
+	}
+	return nil
+}
+
+func (ag *Agent) newQueueWorker(name string) (*queueWorker, error) {
+	pool := queue.NewSlotPool(nil)
+	fixed := func() worker.SlotSupplier {
+		s, _ := worker.NewFixedSizeSlotSupplier(1)
+		return s
+	}
+	tuner, err := worker.NewCompositeTuner(worker.CompositeTunerOptions{
+		WorkflowSlotSupplier:        fixed(),
+		ActivitySlotSupplier:        &poolSupplier{pool: pool},
+		LocalActivitySlotSupplier:   fixed(),
+		NexusSlotSupplier:           fixed(),
+		SessionActivitySlotSupplier: fixed(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("queue %s: build tuner: %w", name, err)
+	}
+	w := worker.New(ag.opts.Client, workflows.QueueTaskQueue(name), worker.Options{
+		Identity:                         ag.Name(),
+		Tuner:                            tuner,
+		MaxConcurrentActivityTaskPollers: 2,
+		WorkerStopTimeout:                5 * time.Second,
+	})
+	w.RegisterActivityWithOptions(ag.opts.Activities.RunBuild, activity.RegisterOptions{Name: "RunBuild"})
+	if err := w.Start(); err != nil {
+		return nil, fmt.Errorf("queue %s: start worker: %w", name, err)
+	}
+	ag.log.Info("queue_worker_started", "queue", name, "task_queue", workflows.QueueTaskQueue(name))
+	return &queueWorker{pool: pool, worker: w}, nil
+}
+
+func (ag *Agent) stop() {
+	ag.mu.Lock()
+	qws := make([]*queueWorker, 0, len(ag.queues))
+	for _, qw := range ag.queues {
+		qw.pool.SetLimit(0, 0)
+		qws = append(qws, qw)
+	}
+	ag.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, qw := range qws {
+		wg.Go(qw.worker.Stop)
+	}
+	wg.Wait()
+}

@@ -1,0 +1,136 @@
+package workers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sluice-ci/sluice/activities"
+	"github.com/sluice-ci/sluice/config"
+	"github.com/sluice-ci/sluice/queue"
+	"github.com/sluice-ci/sluice/runner"
+	"github.com/sluice-ci/sluice/workflows"
+)
+
+// Options are what both roles need.
+type Options struct {
+	Client client.Client
+	Config *config.Config
+	Logger *slog.Logger
+	// Logs returns the sink of one build attempt's step logs.
+	Logs func(key string) runner.LogSink
+	// Name is the member name ("controller@host", or the executor's name).
+	Name string
+}
+
+func (o Options) activities() *activities.Activities {
+	t := Temporal{Client: o.Client, Namespace: o.Config.TemporalNamespace}
+	return &activities.Activities{
+		Logger:         o.Logger,
+		Repos:          activities.CachedRepos(filepath.Join(o.Config.DataDir, "git")),
+		Queues:         t,
+		Remote:         t,
+		Schedules:      t,
+		Claimer:        t,
+		Logs:           o.Logs,
+		WorkDir:        o.Config.Workspaces(),
+		KeepWorkspaces: o.Config.KeepWorkspaces,
+	}
+}
+
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return "localhost"
+	}
+	return h
+}
+
+// ControllerName is a controller's member name on this host.
+func ControllerName() string { return "controller@" + hostname() }
+
+// RegisterController registers the workflows and orchestration activities on w.
+func RegisterController(w worker.Registry, acts *activities.Activities) {
+	w.RegisterWorkflow(workflows.RegistryWorkflow)
+	w.RegisterWorkflow(workflows.PipelineWorkflow)
+	w.RegisterWorkflow(workflows.EventWorkflow)
+	w.RegisterWorkflow(workflows.BuildWorkflow)
+	w.RegisterWorkflow(workflows.PeriodicWorkflow)
+	w.RegisterActivity(acts.ResolveEvent)
+	w.RegisterActivity(acts.TriggerRemote)
+	w.RegisterActivity(acts.SyncSchedules)
+}
+
+// RunController registers search attributes, makes sure the registry runs,
+// then runs the controller worker and the controller's queue membership until
+// ctx ends.
+func RunController(ctx context.Context, o Options) error {
+	if o.Name == "" {
+		o.Name = ControllerName()
+	}
+	if err := RegisterSearchAttributes(ctx, o.Client, o.Config.TemporalNamespace); err != nil {
+		return err
+	}
+	acts := o.activities()
+	w := worker.New(o.Client, workflows.ControllerTaskQueue, worker.Options{
+		Identity:                           o.Name,
+		WorkerStopTimeout:                  5 * time.Second,
+		DeadlockDetectionTimeout:           5 * time.Second,
+		WorkflowPanicPolicy:                worker.BlockWorkflow,
+		MaxConcurrentActivityExecutionSize: 50,
+	})
+	RegisterController(w, acts)
+	agent := NewAgent(AgentOptions{
+		Client:     o.Client,
+		Member:     queue.Member{Name: o.Name, Role: queue.RoleController, Host: hostname(), Queues: []string{queue.AllQueues}},
+		Interval:   o.Config.MemberHeartbeat,
+		Activities: acts,
+		Logger:     o.Logger,
+	})
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("start controller worker: %w", err)
+	}
+	defer w.Stop()
+	if err := EnsureRegistry(ctx, o.Client, o.Config.LivenessTimeout); err != nil {
+		return err
+	}
+	o.Logger.InfoContext(ctx, "controller_started", "task_queue", workflows.ControllerTaskQueue, "member", o.Name)
+	return agent.Run(ctx)
+}
+
+// RunExecutor registers the executor and runs its queue workers until ctx ends.
+func RunExecutor(ctx context.Context, o Options) error {
+	if o.Name == "" {
+		o.Name = o.Config.Executor()
+	}
+	agent := NewAgent(AgentOptions{
+		Client: o.Client,
+		Member: queue.Member{Name: o.Name, Role: queue.RoleExecutor, Host: hostname(),
+			Labels: o.Config.ExecutorLabels, Queues: o.Config.ExecutorQueues},
+		Interval:   o.Config.MemberHeartbeat,
+		Activities: o.activities(),
+		Logger:     o.Logger,
+	})
+	o.Logger.InfoContext(ctx, "executor_started", "member", o.Name, "queues", o.Config.ExecutorQueues, "labels", o.Config.ExecutorLabels)
+	return agent.Run(ctx)
+}
+
+// RunAll runs fns together until ctx ends or one fails.
+func RunAll(ctx context.Context, fns ...func(context.Context) error) error {
+	g, gctx := errgroup.WithContext(ctx)
+	for _, fn := range fns {
+		g.Go(func() error { return fn(gctx) })
+	}
+	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}

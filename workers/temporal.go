@@ -1,0 +1,107 @@
+package workers
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/sluice-ci/sluice/config"
+	"github.com/sluice-ci/sluice/workflows"
+)
+
+// Dial connects to Temporal at address with the TLS and API key settings of
+// cfg, logging through logger.
+func Dial(ctx context.Context, cfg *config.Config, address string, logger *slog.Logger) (client.Client, error) {
+	opts := client.Options{
+		HostPort:  address,
+		Namespace: cfg.TemporalNamespace,
+		Logger:    sdklog.NewStructuredLogger(logger.With("component", "temporal-sdk")),
+	}
+	if cfg.TemporalTLS || cfg.TemporalTLSCA != "" || cfg.TemporalTLSCert != "" {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12}
+		if cfg.TemporalTLSCA != "" {
+			pem, err := os.ReadFile(cfg.TemporalTLSCA)
+			if err != nil {
+				return nil, fmt.Errorf("TEMPORAL_TLS_CA: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("TEMPORAL_TLS_CA: no certificate in %s", cfg.TemporalTLSCA)
+			}
+			tc.RootCAs = pool
+		}
+		if cfg.TemporalTLSCert != "" {
+			cert, err := tls.LoadX509KeyPair(cfg.TemporalTLSCert, cfg.TemporalTLSKey)
+			if err != nil {
+				return nil, fmt.Errorf("TEMPORAL_TLS_CERT/TEMPORAL_TLS_KEY: %w", err)
+			}
+			tc.Certificates = []tls.Certificate{cert}
+		}
+		opts.ConnectionOptions.TLS = tc
+	}
+	if cfg.TemporalAPIKey != "" {
+		opts.Credentials = client.NewAPIKeyStaticCredentials(cfg.TemporalAPIKey)
+	}
+	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c, err := client.DialContext(dialCtx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("connect to Temporal at %s (namespace %s): %w", address, cfg.TemporalNamespace, err)
+	}
+	return c, nil
+}
+
+// RegisterSearchAttributes adds sluice's custom search attributes to the
+// namespace where they are missing. It is idempotent.
+func RegisterSearchAttributes(ctx context.Context, c client.Client, namespace string) error {
+	op := c.OperatorService()
+	have, err := op.ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
+	if err != nil {
+		return fmt.Errorf("list search attributes of %s: %w", namespace, err)
+	}
+	missing := map[string]enumspb.IndexedValueType{}
+	for name, typ := range workflows.SearchAttributes() {
+		got, ok := have.GetCustomAttributes()[name]
+		switch {
+		case !ok:
+			missing[name] = typ
+		case got != typ:
+			return fmt.Errorf("search attribute %s exists with type %s, sluice needs %s", name, got, typ)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	_, err = op.AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{Namespace: namespace, SearchAttributes: missing})
+	var exists *serviceerror.AlreadyExists
+	if err != nil && !errors.As(err, &exists) {
+		return fmt.Errorf("add search attributes to %s: %w", namespace, err)
+	}
+	return nil
+}
+
+// EnsureRegistry starts the registry workflow unless it runs already.
+func EnsureRegistry(ctx context.Context, c client.Client, liveness time.Duration) error {
+	_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       workflows.RegistryID,
+		TaskQueue:                workflows.ControllerTaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		StaticSummary:            "sluice queues and executors",
+	}, workflows.RegistryWorkflow, workflows.RegistryInput{Liveness: liveness})
+	if err != nil {
+		return fmt.Errorf("start the registry workflow: %w", err)
+	}
+	return nil
+}
