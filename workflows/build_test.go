@@ -1,0 +1,625 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/sluice-ci/sluice/activities"
+	"github.com/sluice-ci/sluice/pipeline"
+	"github.com/sluice-ci/sluice/runner"
+)
+
+var testBuild = BuildRef{Pipeline: "app", Job: "test", Event: 7}
+
+func buildInput() BuildInput {
+	return BuildInput{
+		Build: testBuild, Repo: "/src/app", SHA: "0123456789abcdef", Branch: "main",
+		Trigger: Trigger{Kind: TriggerCommit, Branch: "main"}, Queue: "gpu", Priority: 2,
+		Image: "golang:1.26", Steps: []pipeline.Command{{Name: "test", Command: "go test ./..."}},
+		Environment: map[string]string{"CGO_ENABLED": "0"}, Timeout: 30 * time.Minute,
+		Lane:     LaneRequest{Build: testBuild, Collapse: true, BlockedBySameJob: true},
+		Dispatch: Dispatch{HeartbeatTimeout: 30 * time.Second, MaxAttempts: 3},
+	}
+}
+
+// buildStep is something the test does while a RunBuild attempt has just
+// started (in the testsuite's main loop, before the attempt returns).
+type buildStep func(h *buildHarness, in activities.RunBuildInput)
+
+// attemptPlan scripts one RunBuild activity call.
+type attemptPlan struct {
+	steps  []buildStep
+	result activities.RunBuildResult
+	err    error
+	// block keeps the attempt running until the workflow cancels it.
+	block bool
+}
+
+// claimRecord is one claim the test sent and how the build answered.
+type claimRecord struct {
+	Attempt  int
+	Executor string
+	Err      error // the validator's rejection, nil when accepted
+}
+
+type buildHarness struct {
+	t     *testing.T
+	env   *testsuite.TestWorkflowEnvironment
+	rec   *recorder
+	plans []attemptPlan
+
+	mu        sync.Mutex
+	started   int
+	ran       int
+	inputs    []activities.RunBuildInput
+	infos     []activity.Info
+	cancelCh  map[string]chan struct{}
+	cancelled int
+	claims    []claimRecord
+}
+
+func newBuildHarness(t *testing.T, plans ...attemptPlan) *buildHarness {
+	t.Helper()
+	env, rec := newEnv(t)
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: testBuild.WorkflowID()})
+	h := &buildHarness{t: t, env: env, rec: rec, plans: plans, cancelCh: map[string]chan struct{}{}}
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
+		if info.ActivityType.Name != "RunBuild" {
+			return
+		}
+		var in activities.RunBuildInput
+		if err := args.Get(&in); err != nil {
+			t.Errorf("decode RunBuild input: %v", err)
+			return
+		}
+		h.mu.Lock()
+		i := h.started
+		h.started++
+		h.inputs = append(h.inputs, in)
+		h.infos = append(h.infos, *info)
+		h.cancelCh[info.ActivityID] = make(chan struct{})
+		h.mu.Unlock()
+		for _, step := range h.plan(i).steps {
+			step(h, in)
+		}
+	})
+	env.SetOnActivityCanceledListener(func(info *activity.Info) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.cancelled++
+		if ch, ok := h.cancelCh[info.ActivityID]; ok {
+			close(ch)
+			delete(h.cancelCh, info.ActivityID)
+		}
+	})
+	env.OnActivity(acts.RunBuild, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, _ activities.RunBuildInput) (activities.RunBuildResult, error) {
+			id := activity.GetInfo(ctx).ActivityID
+			h.mu.Lock()
+			i := h.ran
+			h.ran++
+			ch := h.cancelCh[id]
+			h.mu.Unlock()
+			p := h.plan(i)
+			if p.block {
+				if ch == nil {
+					return activities.RunBuildResult{}, errors.New("attempt was cancelled before it ran")
+				}
+				select {
+				case <-ch:
+					return activities.RunBuildResult{}, temporal.NewCanceledError()
+				case <-time.After(10 * time.Second):
+					return activities.RunBuildResult{}, errors.New("test: attempt never cancelled")
+				}
+			}
+			return p.result, p.err
+		}).Maybe()
+	return h
+}
+
+func (h *buildHarness) plan(i int) attemptPlan {
+	if i >= len(h.plans) {
+		h.t.Errorf("RunBuild called %d times, only %d attempts planned", i+1, len(h.plans))
+		return attemptPlan{err: errors.New("unplanned attempt")}
+	}
+	return h.plans[i]
+}
+
+// claim sends the claim update as executor for the given attempt.
+func (h *buildHarness) claim(attempt int, executor string) {
+	rec := claimRecord{Attempt: attempt, Executor: executor}
+	h.env.UpdateWorkflow(UpdateClaim, "", &testsuite.TestUpdateCallback{
+		OnReject: func(err error) {
+			rec.Err = err
+			h.addClaim(rec)
+		},
+		OnComplete: func(_ any, err error) {
+			rec.Err = err
+			h.addClaim(rec)
+		},
+	}, ClaimRequest{Attempt: attempt, Executor: executor})
+}
+
+func (h *buildHarness) addClaim(c claimRecord) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.claims = append(h.claims, c)
+}
+
+func (h *buildHarness) run(in BuildInput) BuildState {
+	h.t.Helper()
+	h.env.ExecuteWorkflow(BuildWorkflow, in)
+	require.True(h.t, h.env.IsWorkflowCompleted())
+	require.NoError(h.t, h.env.GetWorkflowError())
+	var st BuildState
+	require.NoError(h.t, h.env.GetWorkflowResult(&st))
+	return st
+}
+
+// doneSignals are the BuildDone signals the build sent its pipeline.
+func (h *buildHarness) doneSignals() []BuildDone {
+	var out []BuildDone
+	for _, s := range h.rec.signalsTo(PipelineWorkflowID(testBuild.Pipeline), SignalBuildDone) {
+		out = append(out, s.(BuildDone))
+	}
+	return out
+}
+
+// Steps a test takes while an attempt runs.
+
+func claimAs(executor string) buildStep {
+	return func(h *buildHarness, in activities.RunBuildInput) { h.claim(in.Attempt, executor) }
+}
+
+func claimAttempt(attempt int, executor string) buildStep {
+	return func(h *buildHarness, _ activities.RunBuildInput) { h.claim(attempt, executor) }
+}
+
+func laneSignal(msg LaneMessage) buildStep {
+	return func(h *buildHarness, _ activities.RunBuildInput) { h.env.SignalWorkflow(SignalLane, msg) }
+}
+
+func cancelBuild() buildStep {
+	return func(h *buildHarness, _ activities.RunBuildInput) { h.env.CancelWorkflow() }
+}
+
+var (
+	grantMsg    = LaneMessage{Kind: LaneGrant}
+	collapseMsg = LaneMessage{Kind: LaneCollapse, Status: StatusCollapsed, Into: "app/test/8", Reason: "collapsed into build app/test/8"}
+)
+
+func succeeded(executor string) activities.RunBuildResult {
+	return activities.RunBuildResult{Executor: executor, Status: runner.StatusSuccess, LogKey: "app/test/7/1"}
+}
+
+func heartbeatLost() error { return temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil) }
+
+// grantAt signals the lane's grant d after the start.
+func grantAt(h *buildHarness, d time.Duration) {
+	at(h.env, d, func() { h.env.SignalWorkflow(SignalLane, grantMsg) })
+}
+
+func TestBuildWorkflowRunsOnItsQueue(t *testing.T) {
+	t.Parallel()
+	steps := []activities.StepResult{{Name: "test", ExitCode: 0, Start: wfT0, End: wfT0.Add(time.Minute)}}
+	h := newBuildHarness(t, attemptPlan{
+		steps:  []buildStep{claimAs("exec-a")},
+		result: activities.RunBuildResult{Executor: "exec-a", Status: runner.StatusSuccess, Steps: steps},
+	})
+	in := buildInput()
+	until := wfT0.Add(time.Hour)
+	at(h.env, time.Minute, func() {
+		st := query[BuildState](t, h.env, QueryBuild)
+		require.Equal(t, StatusQueued, st.Status)
+		require.Equal(t, "waiting for its turn in the job's lane", st.Reason)
+		h.env.SignalWorkflow(SignalLane, LaneMessage{Kind: LaneStatus, Status: StatusBlocked, Reason: "blocked by build app/test/6 of the same job"})
+	})
+	at(h.env, 2*time.Minute, func() {
+		st := query[BuildState](t, h.env, QueryBuild)
+		require.Equal(t, StatusBlocked, st.Status)
+		require.Equal(t, "blocked by build app/test/6 of the same job", st.Reason)
+		h.env.SignalWorkflow(SignalLane, LaneMessage{Kind: LaneStatus, Status: StatusFrozen, Reason: "frozen until ...", Until: until})
+	})
+	at(h.env, 3*time.Minute, func() {
+		st := query[BuildState](t, h.env, QueryBuild)
+		require.Equal(t, StatusFrozen, st.Status)
+		require.True(t, until.Equal(st.WaitUntil), "WaitUntil = %s", st.WaitUntil)
+	})
+	grantAt(h, 4*time.Minute)
+
+	st := h.run(in)
+
+	// The build asked its pipeline's lane for a turn with its lane request.
+	require.Equal(t, []any{in.Lane}, h.rec.signalsTo("pipeline/app", SignalEnqueue))
+	// It ran once on its queue's task queue with its priority and fairness key.
+	require.Len(t, h.inputs, 1)
+	got := h.inputs[0]
+	require.Equal(t, activities.RunBuildInput{
+		WorkflowID: "build/app/test/7", BuildID: "app/test/7", Pipeline: "app", Job: "test", EventID: "app/7",
+		Attempt: 1, Repo: in.Repo, SHA: in.SHA, Branch: "main", Trigger: "commit", Image: in.Image,
+		Steps: in.Steps, Environment: in.Environment, Timeout: in.Timeout,
+	}, got)
+	require.Equal(t, "queue/gpu", h.infos[0].TaskQueue)
+	opts := h.rec.activityOptions("RunBuild")
+	require.Len(t, opts, 1)
+	require.Equal(t, "queue/gpu", opts[0].TaskQueue)
+	require.Equal(t, temporal.Priority{PriorityKey: 2, FairnessKey: "app"}, opts[0].Priority)
+	require.Equal(t, 30*time.Second, opts[0].HeartbeatTimeout)
+	require.Equal(t, in.Timeout+10*time.Minute, opts[0].StartToCloseTimeout)
+	require.Equal(t, int32(1), opts[0].RetryPolicy.MaximumAttempts)
+	require.True(t, opts[0].WaitForCancellation)
+
+	require.Equal(t, []claimRecord{{Attempt: 1, Executor: "exec-a"}}, h.claims)
+	require.Equal(t, StatusSuccess, st.Status)
+	require.Equal(t, "exec-a", st.Executor)
+	require.Equal(t, "app/test/7", st.ID)
+	require.Equal(t, "gpu", st.Queue)
+	require.Equal(t, 2, st.Priority)
+	require.Equal(t, wfT0, st.CreateTime)
+	require.Equal(t, wfT0.Add(4*time.Minute), st.QueuedTime)
+	require.False(t, st.StartTime.IsZero())
+	require.False(t, st.EndTime.IsZero())
+	require.True(t, st.WaitUntil.IsZero())
+	require.Equal(t, []StepOutcome{{Name: "test", ExitCode: 0, Start: wfT0, End: wfT0.Add(time.Minute)}}, st.Steps)
+	require.Len(t, st.Attempts, 1)
+	require.Equal(t, 1, st.Attempts[0].Number)
+	require.Equal(t, "exec-a", st.Attempts[0].Executor)
+	require.Equal(t, "success", st.Attempts[0].Outcome)
+	require.Equal(t, []BuildDone{{Build: testBuild, Status: StatusSuccess}}, h.doneSignals())
+	require.Zero(t, h.cancelled)
+}
+
+func TestBuildWorkflowResults(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		result     activities.RunBuildResult
+		wantStatus Status
+	}{
+		{"success", activities.RunBuildResult{Executor: "exec-a", Status: runner.StatusSuccess}, StatusSuccess},
+		{"failure", activities.RunBuildResult{Executor: "exec-a", Status: runner.StatusFailure, Reason: "step test exited 1"}, StatusFailure},
+		{"timeout is a failure", activities.RunBuildResult{Executor: "exec-a", Status: runner.StatusTimeout, Reason: "timed out after 30m"}, StatusFailure},
+		{"aborted", activities.RunBuildResult{Executor: "exec-a", Status: runner.StatusAborted, Reason: "killed"}, StatusAborted},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newBuildHarness(t, attemptPlan{steps: []buildStep{claimAs("exec-a")}, result: tc.result})
+			grantAt(h, time.Minute)
+			st := h.run(buildInput())
+			require.Equal(t, tc.wantStatus, st.Status)
+			require.Equal(t, tc.result.Reason, st.Reason)
+			require.Equal(t, []BuildDone{{Build: testBuild, Status: tc.wantStatus}}, h.doneSignals())
+		})
+	}
+}
+
+func TestBuildWorkflowLaneEndsWait(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name          string
+		msg           LaneMessage
+		wantStatus    Status
+		wantReason    string
+		wantCollapsed string
+	}{
+		{
+			name: "collapse while waiting", msg: collapseMsg,
+			wantStatus: StatusCollapsed, wantReason: "collapsed into build app/test/8", wantCollapsed: "app/test/8",
+		},
+		{
+			name:       "abort while waiting",
+			msg:        LaneMessage{Kind: LaneAbort, Status: StatusAborted, Reason: "pipeline app was deleted"},
+			wantStatus: StatusAborted, wantReason: "pipeline app was deleted",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newBuildHarness(t)
+			at(h.env, time.Minute, func() {
+				h.env.SignalWorkflow(SignalLane, LaneMessage{Kind: LaneStatus, Status: StatusBlocked, Reason: "blocked"})
+			})
+			at(h.env, 2*time.Minute, func() { h.env.SignalWorkflow(SignalLane, tc.msg) })
+			st := h.run(buildInput())
+			require.Equal(t, tc.wantStatus, st.Status)
+			require.Equal(t, tc.wantReason, st.Reason)
+			require.Equal(t, tc.wantCollapsed, st.CollapsedInto)
+			require.Equal(t, wfT0.Add(2*time.Minute), st.EndTime)
+			// The lane already dropped the build: no done signal, no dispatch.
+			require.Empty(t, h.doneSignals())
+			require.Zero(t, h.started)
+		})
+	}
+}
+
+func TestBuildWorkflowCollapseAfterGrant(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name          string
+		plan          attemptPlan
+		wantStatus    Status
+		wantReason    string
+		wantCollapsed string
+		wantCancelled int
+		wantAttempts  int
+	}{
+		{
+			name:       "before the claim the attempt is cancelled and the build collapses",
+			plan:       attemptPlan{steps: []buildStep{laneSignal(collapseMsg)}, block: true},
+			wantStatus: StatusCollapsed, wantReason: "collapsed into build app/test/8", wantCollapsed: "app/test/8",
+			wantCancelled: 1,
+		},
+		{
+			name: "after the claim the collapse is ignored and the build finishes",
+			plan: attemptPlan{
+				steps:  []buildStep{claimAs("exec-a"), laneSignal(collapseMsg)},
+				result: succeeded("exec-a"),
+			},
+			wantStatus: StatusSuccess, wantAttempts: 1,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newBuildHarness(t, tc.plan)
+			grantAt(h, time.Minute)
+			st := h.run(buildInput())
+			require.Equal(t, tc.wantStatus, st.Status)
+			require.Equal(t, tc.wantReason, st.Reason)
+			require.Equal(t, tc.wantCollapsed, st.CollapsedInto)
+			require.Equal(t, tc.wantCancelled, h.cancelled)
+			require.Len(t, st.Attempts, tc.wantAttempts)
+			// The lane held the granted build: it is told the build left.
+			require.Equal(t, []BuildDone{{Build: testBuild, Status: tc.wantStatus}}, h.doneSignals())
+		})
+	}
+}
+
+func TestBuildWorkflowCancel(t *testing.T) {
+	t.Parallel()
+	t.Run("while waiting in the lane", func(t *testing.T) {
+		t.Parallel()
+		h := newBuildHarness(t)
+		at(h.env, time.Minute, func() {
+			h.env.SignalWorkflow(SignalLane, LaneMessage{Kind: LaneStatus, Status: StatusBlocked, Reason: "blocked"})
+		})
+		at(h.env, 2*time.Minute, func() { h.env.CancelWorkflow() })
+		st := h.run(buildInput())
+		require.Equal(t, StatusAborted, st.Status)
+		require.Equal(t, "cancelled while blocked", st.Reason)
+		require.Zero(t, h.started)
+		require.Equal(t, []BuildDone{{Build: testBuild, Status: StatusAborted}}, h.doneSignals())
+	})
+	t.Run("while queued on the task queue", func(t *testing.T) {
+		t.Parallel()
+		h := newBuildHarness(t, attemptPlan{steps: []buildStep{cancelBuild()}, block: true})
+		grantAt(h, time.Minute)
+		st := h.run(buildInput())
+		require.Equal(t, StatusAborted, st.Status)
+		require.Equal(t, "cancelled while queued on gpu", st.Reason)
+		require.Equal(t, 1, h.cancelled)
+		require.Empty(t, st.Attempts)
+		require.Equal(t, []BuildDone{{Build: testBuild, Status: StatusAborted}}, h.doneSignals())
+	})
+	t.Run("while running", func(t *testing.T) {
+		t.Parallel()
+		h := newBuildHarness(t, attemptPlan{steps: []buildStep{claimAs("exec-a"), cancelBuild()}, block: true})
+		grantAt(h, time.Minute)
+		st := h.run(buildInput())
+		require.Equal(t, StatusAborted, st.Status)
+		require.Equal(t, "cancelled while running on exec-a", st.Reason)
+		require.Equal(t, 1, h.cancelled)
+		require.Len(t, st.Attempts, 1)
+		require.Equal(t, "aborted", st.Attempts[0].Outcome)
+		require.Equal(t, "exec-a", st.Attempts[0].Executor)
+		require.Equal(t, []BuildDone{{Build: testBuild, Status: StatusAborted}}, h.doneSignals())
+	})
+}
+
+func TestBuildWorkflowRedispatch(t *testing.T) {
+	t.Parallel()
+	declined := temporal.NewNonRetryableApplicationError("executor exec-x declined build app/test/7: draining", activities.ErrTypeDeclined, nil)
+	stopped := temporal.NewApplicationError("executor exec-a stopped during build app/test/7", activities.ErrTypeExecutorStopped)
+	lost := func(exec string) string { return "lost: " + exec + " stopped heartbeating (timeout 30s)" }
+	type attemptWant struct {
+		Number   int
+		Executor string
+		Outcome  string
+	}
+	tests := []struct {
+		name         string
+		maxAttempts  int
+		plans        []attemptPlan
+		wantStatus   Status
+		wantReason   string
+		wantInputs   []int // RunBuildInput.Attempt of each dispatch
+		wantAttempts []attemptWant
+	}{
+		{
+			name:        "lost executors exhaust the attempts",
+			maxAttempts: 3,
+			plans: []attemptPlan{
+				{steps: []buildStep{claimAs("exec-a")}, err: heartbeatLost()},
+				{steps: []buildStep{claimAs("exec-b")}, err: heartbeatLost()},
+				{steps: []buildStep{claimAs("exec-c")}, err: heartbeatLost()},
+			},
+			wantStatus: StatusFailure,
+			wantReason: "gave up after 3 attempts: #1 on exec-a " + lost("exec-a") + "; #2 on exec-b " + lost("exec-b") +
+				"; #3 on exec-c " + lost("exec-c"),
+			wantInputs: []int{1, 2, 3},
+			wantAttempts: []attemptWant{
+				{1, "exec-a", lost("exec-a")}, {2, "exec-b", lost("exec-b")}, {3, "exec-c", lost("exec-c")},
+			},
+		},
+		{
+			name:        "a lost executor, then success on another",
+			maxAttempts: 3,
+			plans: []attemptPlan{
+				{steps: []buildStep{claimAs("exec-a")}, err: heartbeatLost()},
+				{steps: []buildStep{claimAs("exec-b")}, result: succeeded("exec-b")},
+			},
+			wantStatus:   StatusSuccess,
+			wantInputs:   []int{1, 2},
+			wantAttempts: []attemptWant{{1, "exec-a", lost("exec-a")}, {2, "exec-b", "success"}},
+		},
+		{
+			name:        "declined dispatches do not count as attempts",
+			maxAttempts: 1,
+			plans: []attemptPlan{
+				{err: declined},
+				{err: declined},
+				{steps: []buildStep{claimAs("exec-b")}, result: succeeded("exec-b")},
+			},
+			wantStatus:   StatusSuccess,
+			wantInputs:   []int{1, 1, 1},
+			wantAttempts: []attemptWant{{1, "exec-b", "success"}},
+		},
+		{
+			name:        "a stopping executor does not count as a lost attempt",
+			maxAttempts: 1,
+			plans: []attemptPlan{
+				{steps: []buildStep{claimAs("exec-a")}, err: stopped},
+				{steps: []buildStep{claimAs("exec-b")}, result: succeeded("exec-b")},
+			},
+			wantStatus: StatusSuccess,
+			wantInputs: []int{1, 2},
+			wantAttempts: []attemptWant{
+				{1, "exec-a", "interrupted: executor exec-a stopped during build app/test/7"}, {2, "exec-b", "success"},
+			},
+		},
+		{
+			name:        "an attempt lost before any claim counts",
+			maxAttempts: 1,
+			plans:       []attemptPlan{{err: heartbeatLost()}},
+			wantStatus:  StatusFailure,
+			wantReason:  "gave up after 1 attempts: #1 on unclaimed " + lost("an executor"),
+			wantInputs:  []int{1},
+			wantAttempts: []attemptWant{
+				{1, "", lost("an executor")},
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newBuildHarness(t, tc.plans...)
+			grantAt(h, time.Minute)
+			in := buildInput()
+			in.Dispatch.MaxAttempts = tc.maxAttempts
+			st := h.run(in)
+			require.Equal(t, tc.wantStatus, st.Status)
+			if tc.wantReason != "" {
+				require.Equal(t, tc.wantReason, st.Reason)
+			}
+			var inputs []int
+			for _, in := range h.inputs {
+				inputs = append(inputs, in.Attempt)
+			}
+			require.Equal(t, tc.wantInputs, inputs)
+			var attempts []attemptWant
+			for _, at := range st.Attempts {
+				attempts = append(attempts, attemptWant{at.Number, at.Executor, at.Outcome})
+			}
+			require.Equal(t, tc.wantAttempts, attempts)
+			require.Equal(t, []BuildDone{{Build: testBuild, Status: tc.wantStatus}}, h.doneSignals())
+		})
+	}
+}
+
+func TestBuildWorkflowClaimValidator(t *testing.T) {
+	t.Parallel()
+	h := newBuildHarness(t,
+		attemptPlan{
+			steps: []buildStep{
+				claimAttempt(1, "exec-a"),
+				claimAttempt(1, "exec-b"), // duplicate
+			},
+			err: heartbeatLost(),
+		},
+		attemptPlan{
+			steps: []buildStep{
+				claimAttempt(1, "exec-a"), // stale
+				claimAttempt(2, ""),       // anonymous
+				claimAttempt(2, "exec-c"),
+			},
+			result: succeeded("exec-c"),
+		},
+	)
+	// A claim before the build was dispatched is refused too.
+	at(h.env, 30*time.Second, func() { h.claim(1, "exec-early") })
+	grantAt(h, time.Minute)
+	st := h.run(buildInput())
+	require.Equal(t, StatusSuccess, st.Status)
+	require.Equal(t, "exec-c", st.Executor)
+
+	require.Len(t, h.claims, 6)
+	wantErrs := []string{
+		"build app/test/7 is on attempt 0, not 1",
+		"",
+		"build app/test/7 attempt 1 is already running on exec-a",
+		"build app/test/7 is on attempt 2, not 1",
+		"claim names no executor",
+		"",
+	}
+	for i, c := range h.claims {
+		if wantErrs[i] == "" {
+			require.NoError(t, c.Err, "claim %d (%+v)", i, c)
+			continue
+		}
+		require.Error(t, c.Err, "claim %d (%+v)", i, c)
+		require.Contains(t, c.Err.Error(), wantErrs[i], "claim %d", i)
+	}
+}
+
+func TestBuildWorkflowRefusesClaimsWhileCollapsing(t *testing.T) {
+	t.Parallel()
+	h := newBuildHarness(t, attemptPlan{
+		steps: []buildStep{laneSignal(collapseMsg), claimAs("exec-a")},
+		block: true,
+	})
+	grantAt(h, time.Minute)
+	st := h.run(buildInput())
+	require.Equal(t, StatusCollapsed, st.Status)
+	require.Len(t, h.claims, 1)
+	require.ErrorContains(t, h.claims[0].Err, "is being collapsed")
+}
+
+func TestBuildWorkflowVirtualJob(t *testing.T) {
+	t.Parallel()
+	h := newBuildHarness(t)
+	in := buildInput()
+	in.Virtual = true
+	st := h.run(in)
+	require.Equal(t, StatusSuccess, st.Status)
+	require.Equal(t, "virtual job: nothing to run", st.Reason)
+	require.Zero(t, h.started)
+	require.Empty(t, h.rec.signalsTo("pipeline/app", SignalEnqueue))
+	require.Empty(t, h.doneSignals())
+}
+
+func TestBuildWorkflowPipelineGone(t *testing.T) {
+	t.Parallel()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.OnSignalExternalWorkflow(mock.Anything, "pipeline/app", "", SignalEnqueue, mock.Anything).
+		Return(errors.New("workflow not found"))
+	env.ExecuteWorkflow(BuildWorkflow, buildInput())
+	require.True(t, env.IsWorkflowCompleted())
+	var st BuildState
+	require.NoError(t, env.GetWorkflowResult(&st))
+	require.Equal(t, StatusFailure, st.Status)
+	require.Contains(t, st.Reason, "pipeline app is not running (deleted?)")
+}

@@ -1,0 +1,185 @@
+package workflows
+
+import (
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sluice-ci/sluice/activities"
+)
+
+// acts is the receiver the mocks name activities by (RunBuild, ResolveEvent,
+// ...); the workflows use the package var a, which resolves to the same names.
+var acts = &activities.Activities{}
+
+// wfT0 is the workflow clock's start in the SDK testsuite tests: a Monday,
+// 10:00 UTC.
+var wfT0 = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+
+// sentSignal is one signal a workflow under test sent to another workflow.
+type sentSignal struct {
+	WorkflowID string
+	Name       string
+	Arg        any
+}
+
+// recorder collects what workflows under test did that the testsuite does
+// not report: external signals and the options of scheduled activities.
+type recorder struct {
+	mu       sync.Mutex
+	signals  []sentSignal
+	actOpts  map[string][]workflow.ActivityOptions
+	children []string
+}
+
+func (r *recorder) addSignal(s sentSignal) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.signals = append(r.signals, s)
+}
+
+// signalsTo returns the signals named name sent to workflowID, in order.
+func (r *recorder) signalsTo(workflowID, name string) []any {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []any
+	for _, s := range r.signals {
+		if s.WorkflowID == workflowID && s.Name == name {
+			out = append(out, s.Arg)
+		}
+	}
+	return out
+}
+
+// laneMessages returns the lane messages sent to each build, by build ID.
+func (r *recorder) laneMessages() map[string][]LaneMessage {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string][]LaneMessage{}
+	for _, s := range r.signals {
+		if s.Name == SignalLane {
+			out[s.WorkflowID] = append(out[s.WorkflowID], s.Arg.(LaneMessage))
+		}
+	}
+	return out
+}
+
+func (r *recorder) activityOptions(name string) []workflow.ActivityOptions {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]workflow.ActivityOptions(nil), r.actOpts[name]...)
+}
+
+// Interceptor records the options of every activity a workflow schedules.
+func (r *recorder) interceptor() interceptor.WorkerInterceptor {
+	return &recordingWorker{rec: r}
+}
+
+type recordingWorker struct {
+	interceptor.WorkerInterceptorBase
+	rec *recorder
+}
+
+func (w *recordingWorker) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	return &recordingInbound{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}, rec: w.rec}
+}
+
+type recordingInbound struct {
+	interceptor.WorkflowInboundInterceptorBase
+	rec *recorder
+}
+
+func (i *recordingInbound) Init(outbound interceptor.WorkflowOutboundInterceptor) error {
+	return i.Next.Init(&recordingOutbound{WorkflowOutboundInterceptorBase: interceptor.WorkflowOutboundInterceptorBase{Next: outbound}, rec: i.rec})
+}
+
+type recordingOutbound struct {
+	interceptor.WorkflowOutboundInterceptorBase
+	rec *recorder
+}
+
+func (o *recordingOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
+	o.rec.mu.Lock()
+	if o.rec.actOpts == nil {
+		o.rec.actOpts = map[string][]workflow.ActivityOptions{}
+	}
+	o.rec.actOpts[activityType] = append(o.rec.actOpts[activityType], workflow.GetActivityOptions(ctx))
+	o.rec.mu.Unlock()
+	return o.Next.ExecuteActivity(ctx, activityType, args...)
+}
+
+func (o *recordingOutbound) ExecuteChildWorkflow(ctx workflow.Context, childWorkflowType string, args ...any) workflow.ChildWorkflowFuture {
+	o.rec.mu.Lock()
+	o.rec.children = append(o.rec.children, workflow.GetChildWorkflowOptions(ctx).WorkflowID)
+	o.rec.mu.Unlock()
+	return o.Next.ExecuteChildWorkflow(ctx, childWorkflowType, args...)
+}
+
+// newEnv returns a testsuite environment starting at wfT0 whose external
+// signals succeed and are recorded, with a quiet logger.
+func newEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *recorder) {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	env := s.NewTestWorkflowEnvironment()
+	env.SetStartTime(wfT0)
+	env.SetTestTimeout(20 * time.Second)
+	rec := &recorder{}
+	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{rec.interceptor()}})
+	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(
+		func(_, workflowID, _, name string, arg any) error {
+			rec.addSignal(sentSignal{WorkflowID: workflowID, Name: name, Arg: arg})
+			return nil
+		}).Maybe()
+	t.Cleanup(func() {
+		if !t.Failed() {
+			env.AssertExpectations(t)
+		}
+	})
+	return env, rec
+}
+
+// at runs fn on the workflow clock, d after the start.
+func at(env *testsuite.TestWorkflowEnvironment, d time.Duration, fn func()) {
+	env.RegisterDelayedCallback(fn, d)
+}
+
+// query runs a query and decodes its answer.
+func query[T any](t *testing.T, env *testsuite.TestWorkflowEnvironment, name string, args ...any) T {
+	t.Helper()
+	v, err := env.QueryWorkflow(name, args...)
+	require.NoError(t, err)
+	var out T
+	require.NoError(t, v.Get(&out))
+	return out
+}
+
+// updateResult is what one update returned.
+type updateResult struct {
+	Accepted bool
+	Rejected error
+	Value    any
+	Err      error
+	Done     bool
+}
+
+// update sends an update and returns where its outcome will be recorded.
+func update(env *testsuite.TestWorkflowEnvironment, name string, arg any) *updateResult {
+	res := &updateResult{}
+	env.UpdateWorkflow(name, "", &testsuite.TestUpdateCallback{
+		OnAccept:   func() { res.Accepted = true },
+		OnReject:   func(err error) { res.Rejected = err; res.Done = true },
+		OnComplete: func(v any, err error) { res.Value, res.Err, res.Done = v, err, true },
+	}, arg)
+	return res
+}

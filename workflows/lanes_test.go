@@ -1,0 +1,435 @@
+package workflows
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// laneT0 is a Monday, 10:00 UTC: outside the test freeze window.
+var laneT0 = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+
+// nightT0 is the same Monday at 03:00 UTC: inside the test freeze window.
+var nightT0 = time.Date(2026, 11, 23, 3, 0, 0, 0, time.UTC)
+
+const nightWindow = "* 0-6 ? * *"
+
+func bref(job string, event int) BuildRef {
+	return BuildRef{Pipeline: "p", Job: job, Event: event}
+}
+
+func mref(job string, event, index int) BuildRef {
+	return BuildRef{Pipeline: "p", Job: job, Event: event, Index: index}
+}
+
+// lreq is a lane request with Screwdriver's defaults: collapse and
+// blockedBySameJob on.
+func lreq(b BuildRef, opts ...func(*LaneRequest)) LaneRequest {
+	r := LaneRequest{Build: b, Collapse: true, BlockedBySameJob: true}
+	for _, o := range opts {
+		o(&r)
+	}
+	return r
+}
+
+func noCollapse(r *LaneRequest)    { r.Collapse = false }
+func notSameJob(r *LaneRequest)    { r.BlockedBySameJob = false }
+func forced(r *LaneRequest)        { r.Force = true }
+func frozenAtNight(r *LaneRequest) { r.FreezeWindows = []string{nightWindow} }
+
+func blockedBy(jobs ...string) func(*LaneRequest) {
+	return func(r *LaneRequest) { r.BlockedBy = jobs }
+}
+
+func delayed(d time.Duration) func(*LaneRequest) {
+	return func(r *LaneRequest) { r.Delay = d }
+}
+
+func grantFx(b BuildRef) LaneEffect {
+	return LaneEffect{Build: b, Msg: LaneMessage{Kind: LaneGrant}}
+}
+
+func statusFx(b BuildRef, s Status, reason string) LaneEffect {
+	return LaneEffect{Build: b, Msg: LaneMessage{Kind: LaneStatus, Status: s, Reason: reason}}
+}
+
+func timedFx(b BuildRef, s Status, reason string, until time.Time) LaneEffect {
+	return LaneEffect{Build: b, Msg: LaneMessage{Kind: LaneStatus, Status: s, Reason: reason, Until: until}}
+}
+
+func collapseFx(b, into BuildRef) LaneEffect {
+	return LaneEffect{Build: b, Msg: LaneMessage{Kind: LaneCollapse, Status: StatusCollapsed,
+		Into: into.String(), Reason: "collapsed into build " + into.String()}}
+}
+
+// laneOp is one call on a Lanes value and the effects it must return.
+type laneOp struct {
+	at       time.Duration // after the case's start time
+	enqueue  *LaneRequest
+	done     *BuildRef
+	evaluate bool
+	want     []LaneEffect
+	// wantWake is NextWake after the op (zero: nothing waits on the clock).
+	wantWake time.Time
+	// wantLen is Len after the op.
+	wantLen int
+}
+
+func enq(r LaneRequest, want ...LaneEffect) laneOp { return laneOp{enqueue: &r, want: want} }
+func done(b BuildRef, want ...LaneEffect) laneOp   { return laneOp{done: &b, want: want} }
+func eval(want ...LaneEffect) laneOp               { return laneOp{evaluate: true, want: want} }
+
+func (op laneOp) after(d time.Duration) laneOp { op.at = d; return op }
+func (op laneOp) wake(t time.Time) laneOp      { op.wantWake = t; return op }
+func (op laneOp) holds(n int) laneOp           { op.wantLen = n; return op }
+
+func runLaneOps(t *testing.T, start time.Time, ops []laneOp) *Lanes {
+	t.Helper()
+	var l Lanes
+	for i, op := range ops {
+		now := start.Add(op.at)
+		var got []LaneEffect
+		switch {
+		case op.enqueue != nil:
+			got = l.Enqueue(*op.enqueue, now)
+		case op.done != nil:
+			got = l.Done(*op.done, now)
+		case op.evaluate:
+			got = l.Evaluate(now)
+		default:
+			t.Fatalf("op %d does nothing", i)
+		}
+		require.Equal(t, op.want, got, "effects of op %d", i)
+		require.True(t, op.wantWake.Equal(l.NextWake(now)), "op %d: NextWake = %s, want %s", i, l.NextWake(now), op.wantWake)
+		if op.wantLen > 0 {
+			require.Equal(t, op.wantLen, l.Len(), "Len after op %d", i)
+		}
+	}
+	return &l
+}
+
+func TestLanesCollapse(t *testing.T) {
+	t.Parallel()
+	j1, j2, j3, j4, j5 := bref("j", 1), bref("j", 2), bref("j", 3), bref("j", 4), bref("j", 5)
+	blocked := func(by BuildRef) string { return "blocked by build " + by.String() + " of the same job" }
+	tests := []struct {
+		name string
+		ops  []laneOp
+	}{
+		{
+			name: "first build is granted at once",
+			ops:  []laneOp{enq(lreq(j1), grantFx(j1)).holds(1)},
+		},
+		{
+			name: "newest waiting build wins and the granted build is asked once",
+			ops: []laneOp{
+				enq(lreq(j1), grantFx(j1)),
+				// j1 is granted but not started: it is asked to collapse.
+				enq(lreq(j2), collapseFx(j1, j2), statusFx(j2, StatusBlocked, blocked(j1))).holds(2),
+				// j2 waited: it collapses into j3; j1 is not asked again.
+				enq(lreq(j3), collapseFx(j2, j3), statusFx(j3, StatusBlocked, blocked(j1))).holds(2),
+				// j1 ends (collapsed or ran): j3 is granted.
+				done(j1, grantFx(j3)).holds(1),
+				// j2 already left the lane; a late done changes nothing.
+				done(j2).holds(1),
+			},
+		},
+		{
+			name: "an older request arriving after a newer one collapses at once",
+			ops: []laneOp{
+				enq(lreq(j3), grantFx(j3)),
+				enq(lreq(j5), collapseFx(j3, j5), statusFx(j5, StatusBlocked, blocked(j3))),
+				enq(lreq(j4), collapseFx(j4, j5)).holds(2),
+				done(j3, grantFx(j5)).holds(1),
+			},
+		},
+		{
+			name: "a repeated request is ignored",
+			ops: []laneOp{
+				enq(lreq(j1), grantFx(j1)),
+				enq(lreq(j1)).holds(1),
+			},
+		},
+		{
+			name: "collapse off keeps every build in FIFO order",
+			ops: []laneOp{
+				enq(lreq(j1, noCollapse), grantFx(j1)),
+				enq(lreq(j2, noCollapse), statusFx(j2, StatusBlocked, blocked(j1))),
+				enq(lreq(j3, noCollapse), statusFx(j3, StatusBlocked, blocked(j1))).holds(3),
+				done(j1, grantFx(j2), statusFx(j3, StatusBlocked, blocked(j2))).holds(2),
+				done(j2, grantFx(j3)).holds(1),
+				done(j3).holds(0),
+			},
+		},
+		{
+			name: "collapse off: a later event waits behind an earlier one that is blocked",
+			ops: []laneOp{
+				enq(lreq(bref("other", 1)), grantFx(bref("other", 1))),
+				enq(lreq(j1, noCollapse, blockedBy("other")),
+					statusFx(j1, StatusBlocked, "blocked by build p/other/1 of job other")),
+				enq(lreq(j2, noCollapse, blockedBy("other")),
+					statusFx(j2, StatusBlocked, "waiting behind build p/j/1 of the same job")),
+				done(bref("other", 1), grantFx(j1), statusFx(j2, StatusBlocked, blocked(j1))),
+			},
+		},
+		{
+			name: "collapse on for the new build only collapses older waiting builds",
+			ops: []laneOp{
+				enq(lreq(j1, noCollapse), grantFx(j1)),
+				enq(lreq(j2, noCollapse), statusFx(j2, StatusBlocked, blocked(j1))),
+				// j3 collapses: j2 waits, j1 is granted and asked to collapse.
+				enq(lreq(j3), collapseFx(j2, j3), collapseFx(j1, j3), statusFx(j3, StatusBlocked, blocked(j1))),
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			runLaneOps(t, laneT0, tc.ops)
+		})
+	}
+}
+
+func TestLanesSameJob(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		ops  []laneOp
+	}{
+		{
+			name: "matrix permutations of one event run together",
+			ops: []laneOp{
+				enq(lreq(mref("m", 1, 1)), grantFx(mref("m", 1, 1))),
+				enq(lreq(mref("m", 1, 2)), grantFx(mref("m", 1, 2))),
+				enq(lreq(mref("m", 1, 3)), grantFx(mref("m", 1, 3))).holds(3),
+			},
+		},
+		{
+			name: "a newer event's permutations collapse the older ones index by index",
+			ops: []laneOp{
+				enq(lreq(mref("m", 1, 1), noCollapse), grantFx(mref("m", 1, 1))),
+				enq(lreq(mref("m", 2, 1), noCollapse), statusFx(mref("m", 2, 1), StatusBlocked, "blocked by build p/m/1.1 of the same job")),
+				enq(lreq(mref("m", 2, 2), noCollapse), statusFx(mref("m", 2, 2), StatusBlocked, "blocked by build p/m/1.1 of the same job")),
+				enq(lreq(mref("m", 3, 1)),
+					collapseFx(mref("m", 2, 1), mref("m", 3, 1)),
+					collapseFx(mref("m", 2, 2), mref("m", 3, 2)),
+					collapseFx(mref("m", 1, 1), mref("m", 3, 1)),
+					statusFx(mref("m", 3, 1), StatusBlocked, "blocked by build p/m/1.1 of the same job")),
+			},
+		},
+		{
+			name: "blockedBySameJob on: the next event waits for the running build",
+			ops: []laneOp{
+				enq(lreq(bref("j", 1), noCollapse), grantFx(bref("j", 1))),
+				enq(lreq(bref("j", 2), noCollapse), statusFx(bref("j", 2), StatusBlocked, "blocked by build p/j/1 of the same job")),
+			},
+		},
+		{
+			name: "blockedBySameJob off: builds of several events run at once",
+			ops: []laneOp{
+				enq(lreq(bref("j", 1), noCollapse, notSameJob), grantFx(bref("j", 1))),
+				enq(lreq(bref("j", 2), noCollapse, notSameJob), grantFx(bref("j", 2))),
+				enq(lreq(bref("j", 3), noCollapse, notSameJob), grantFx(bref("j", 3))).holds(3),
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			runLaneOps(t, laneT0, tc.ops)
+		})
+	}
+}
+
+func TestLanesBlockedBy(t *testing.T) {
+	t.Parallel()
+	test1, deploy1, deploy2 := bref("test", 1), bref("deploy", 1), bref("deploy", 2)
+	tests := []struct {
+		name string
+		ops  []laneOp
+	}{
+		{
+			name: "blocked while a listed job is active, released when it is done",
+			ops: []laneOp{
+				enq(lreq(test1), grantFx(test1)),
+				enq(lreq(deploy1, blockedBy("test")), statusFx(deploy1, StatusBlocked, "blocked by build p/test/1 of job test")),
+				eval(),
+				done(test1, grantFx(deploy1)),
+			},
+		},
+		{
+			name: "a tilde prefix names the same job",
+			ops: []laneOp{
+				enq(lreq(test1), grantFx(test1)),
+				enq(lreq(deploy1, blockedBy("~test")), statusFx(deploy1, StatusBlocked, "blocked by build p/test/1 of job test")),
+				done(test1, grantFx(deploy1)),
+			},
+		},
+		{
+			name: "the job itself and remote jobs are ignored",
+			ops: []laneOp{
+				enq(lreq(deploy1, notSameJob, blockedBy("deploy", "~deploy", "sd@other:test", "~sd@other:test")), grantFx(deploy1)),
+				enq(lreq(deploy2, noCollapse, notSameJob, blockedBy("deploy", "~deploy", "sd@other:test")), grantFx(deploy2)),
+			},
+		},
+		{
+			name: "a listed job with only waiting builds does not block",
+			ops: []laneOp{
+				enq(lreq(bref("test", 1), blockedBy("lint")), grantFx(bref("test", 1))),
+				enq(lreq(bref("test", 2), noCollapse), statusFx(bref("test", 2), StatusBlocked, "blocked by build p/test/1 of the same job")),
+				enq(lreq(deploy1, blockedBy("unknown")), grantFx(deploy1)),
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			runLaneOps(t, laneT0, tc.ops)
+		})
+	}
+}
+
+func TestLanesFreezeAndDelay(t *testing.T) {
+	t.Parallel()
+	j1, j2 := bref("j", 1), bref("j", 2)
+	seven := time.Date(2026, 11, 23, 7, 0, 0, 0, time.UTC)
+	frozen := "frozen until 2026-11-23T07:00:00Z by freeze window `" + nightWindow + "`"
+	tests := []struct {
+		name  string
+		start time.Time
+		ops   []laneOp
+	}{
+		{
+			name:  "frozen until the window ends, then granted",
+			start: nightT0,
+			ops: []laneOp{
+				enq(lreq(j1, frozenAtNight), timedFx(j1, StatusFrozen, frozen, seven)).wake(seven),
+				eval().after(time.Hour).wake(seven),
+				eval(grantFx(j1)).after(4 * time.Hour),
+			},
+		},
+		{
+			name:  "force starts through the window",
+			start: nightT0,
+			ops:   []laneOp{enq(lreq(j1, frozenAtNight, forced), grantFx(j1))},
+		},
+		{
+			name:  "outside the window the build is granted",
+			start: laneT0,
+			ops:   []laneOp{enq(lreq(j1, frozenAtNight), grantFx(j1))},
+		},
+		{
+			name:  "frozen builds collapse to the newest even with collapse off",
+			start: nightT0,
+			ops: []laneOp{
+				enq(lreq(j1, frozenAtNight, noCollapse), timedFx(j1, StatusFrozen, frozen, seven)).wake(seven),
+				enq(lreq(j2, frozenAtNight, noCollapse), collapseFx(j1, j2), timedFx(j2, StatusFrozen, frozen, seven)).holds(1).wake(seven),
+			},
+		},
+		{
+			name:  "an older request after a newer frozen one collapses at once, collapse off",
+			start: nightT0,
+			ops: []laneOp{
+				enq(lreq(j2, frozenAtNight, noCollapse), timedFx(j2, StatusFrozen, frozen, seven)).wake(seven),
+				enq(lreq(j1, frozenAtNight, noCollapse), collapseFx(j1, j2)).holds(1).wake(seven),
+			},
+		},
+		{
+			name:  "a delayed build stays queued, then is granted",
+			start: laneT0,
+			ops: []laneOp{
+				enq(lreq(j1, delayed(10*time.Minute)), timedFx(j1, StatusQueued,
+					"delayed until 2026-11-23T10:10:00Z (sluice.dev/delay 10m0s)", laneT0.Add(10*time.Minute))).
+					wake(laneT0.Add(10 * time.Minute)),
+				eval().after(5 * time.Minute).wake(laneT0.Add(10 * time.Minute)),
+				eval(grantFx(j1)).after(10 * time.Minute),
+			},
+		},
+		{
+			name:  "NextWake is the earliest timed wait",
+			start: nightT0,
+			ops: []laneOp{
+				enq(lreq(bref("late", 1), frozenAtNight), timedFx(bref("late", 1), StatusFrozen, frozen, seven)).wake(seven),
+				enq(lreq(bref("soon", 1), delayed(time.Hour)), timedFx(bref("soon", 1), StatusQueued,
+					"delayed until 2026-11-23T04:00:00Z (sluice.dev/delay 1h0m0s)", nightT0.Add(time.Hour))).wake(nightT0.Add(time.Hour)),
+				eval(grantFx(bref("soon", 1))).after(time.Hour).wake(seven),
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			runLaneOps(t, tc.start, tc.ops)
+		})
+	}
+}
+
+func TestLanesStatusOnlyWhenChanged(t *testing.T) {
+	t.Parallel()
+	var l Lanes
+	j1, j2 := bref("j", 1), bref("j", 2)
+	require.Equal(t, []LaneEffect{grantFx(j1)}, l.Enqueue(lreq(j1), laneT0))
+	require.Len(t, l.Enqueue(lreq(j2, noCollapse), laneT0), 1)
+	for range 3 {
+		require.Empty(t, l.Evaluate(laneT0.Add(time.Minute)))
+	}
+	// The waiting entry remembers what the build was last told.
+	e, active := l.find(j2)
+	require.False(t, active)
+	require.Equal(t, StatusBlocked, e.Status)
+	require.Equal(t, "blocked by build p/j/1 of the same job", e.Reason)
+}
+
+func TestLanesAbortAll(t *testing.T) {
+	t.Parallel()
+	var l Lanes
+	a1, a2, b1 := bref("a", 1), bref("a", 2), bref("b", 1)
+	l.Enqueue(lreq(a1), laneT0)
+	l.Enqueue(lreq(a2, noCollapse), laneT0)
+	l.Enqueue(lreq(b1, blockedBy("a")), laneT0)
+	require.Equal(t, 3, l.Len())
+
+	got := l.AbortAll("pipeline p was deleted")
+	abort := func(b BuildRef) LaneEffect {
+		return LaneEffect{Build: b, Msg: LaneMessage{Kind: LaneAbort, Status: StatusAborted, Reason: "pipeline p was deleted"}}
+	}
+	require.Equal(t, []LaneEffect{abort(a2), abort(b1)}, got)
+	// The granted build stays until it is done.
+	require.Equal(t, 1, l.Len())
+	require.Empty(t, l.AbortAll("again"))
+	require.Empty(t, l.Done(a1, laneT0))
+	require.Zero(t, l.Len())
+}
+
+func TestLanesDoneUnknown(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		setup func(*Lanes)
+		done  BuildRef
+	}{
+		{name: "empty lanes", setup: func(*Lanes) {}, done: bref("j", 1)},
+		{name: "another build of a known job", setup: func(l *Lanes) { l.Enqueue(lreq(bref("j", 1)), laneT0) }, done: bref("j", 7)},
+		{name: "another permutation", setup: func(l *Lanes) { l.Enqueue(lreq(mref("j", 1, 1)), laneT0) }, done: mref("j", 1, 2)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var l Lanes
+			tc.setup(&l)
+			before := l.Len()
+			require.Empty(t, l.Done(tc.done, laneT0))
+			require.Equal(t, before, l.Len())
+		})
+	}
+}
+
+func TestLanesZeroValue(t *testing.T) {
+	t.Parallel()
+	var l Lanes
+	require.Zero(t, l.Len())
+	require.True(t, l.NextWake(laneT0).IsZero())
+	require.Empty(t, l.Evaluate(laneT0))
+	require.Empty(t, l.AbortAll("x"))
+}
