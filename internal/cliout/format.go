@@ -221,3 +221,14 @@ func (t Trigger) String() string {
 	}
 	return s
 }
+
+// Plural counts things: "no attempts", "1 attempt", "2 attempts".
+func Plural(n int, word string) string {
+	switch n {
+	case 0:
+		return "no " + word + "s"
+	case 1:
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}

@@ -96,6 +96,9 @@ func TestSmallFormatters(t *testing.T) {
 	require.Equal(t, "x,y", List([]string{"x", "y"}))
 	require.Equal(t, "2026-05-01T11:59:00Z (1m ago)", Timestamp(t0.Add(-time.Minute), t0))
 	require.Equal(t, Dash, Timestamp(time.Time{}, t0))
+	require.Equal(t, "no attempts", Plural(0, "attempt"))
+	require.Equal(t, "1 attempt", Plural(1, "attempt"))
+	require.Equal(t, "3 attempts", Plural(3, "attempt"))
 }
 
 func TestJoinOr(t *testing.T) {

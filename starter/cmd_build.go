@@ -1,0 +1,306 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-ci/sluice/activities"
+	"github.com/sluice-ci/sluice/api"
+	"github.com/sluice-ci/sluice/internal/cliout"
+	"github.com/sluice-ci/sluice/workflows"
+)
+
+// followInterval is how often `build logs --follow` polls.
+const followInterval = 500 * time.Millisecond
+
+func (a *app) buildCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "build",
+		Short: "List, show and cancel builds, and read their logs",
+		Long: `A build is one run of one job (one matrix permutation) in one event. BUILD is
+written <pipeline>/<job>/<event>[.<permutation>], e.g. myapp/test/12.`,
+	}
+	cmd.AddCommand(a.buildListCmd(), a.buildShowCmd(), a.buildCancelCmd(), a.buildLogsCmd())
+	return cmd
+}
+
+func (a *app) buildListCmd() *cobra.Command {
+	var f api.BuildFilter
+	var status string
+	cmd := &cobra.Command{
+		Use:   "list [--pipeline P] [--job J] [--status S] [--event E] [--queue Q] [--limit N]",
+		Short: "List builds, newest first",
+		Example: `  sluice build list --pipeline myapp
+  sluice build list --status queued --queue gpu
+  sluice build list --event myapp/12 -o json`,
+		Args: args(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := limitFlag(f.Limit); err != nil {
+				return err
+			}
+			if status != "" {
+				s, err := cliout.ParseStatus("--status", status)
+				if err != nil {
+					return err
+				}
+				f.Status = workflows.Status(s)
+			}
+			if f.Event != "" {
+				id, err := cliout.EventID("--event", f.Event)
+				if err != nil {
+					return err
+				}
+				f.Event = id
+			}
+			if f.Queue != "" {
+				if err := cliout.QueueName("--queue", f.Queue); err != nil {
+					return err
+				}
+			}
+			bs, err := a.client().ListBuilds(cmd.Context(), f)
+			if err != nil {
+				return err
+			}
+			if bs == nil {
+				bs = []api.Build{}
+			}
+			return a.print(bs, func(w io.Writer) error {
+				if len(bs) == 0 {
+					_, err := fmt.Fprintln(w, "no builds match")
+					return err
+				}
+				now := time.Now()
+				t := cliout.NewTable(w, "ID", "STATUS", "QUEUE", "EXECUTOR", "STARTED", "DURATION", "REASON")
+				for _, b := range bs {
+					t.Row(b.ID, cliout.Status(string(b.Status)), cliout.Or(b.Queue, cliout.Dash), cliout.Or(b.Executor, cliout.Dash),
+						cliout.AgoOr(b.StartTime, now), cliout.ElapsedText(b.StartTime, b.EndTime, now), cliout.Or(b.Reason, cliout.Dash))
+				}
+				return t.Flush()
+			})
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.Pipeline, "pipeline", "", "only builds of this pipeline")
+	fl.StringVar(&f.Job, "job", "", "only builds of this job")
+	fl.StringVar(&status, "status", "", "only builds with this status: "+cliout.JoinOr(cliout.BuildStatuses))
+	fl.StringVar(&f.Event, "event", "", "only builds of this event (<pipeline>/<number>)")
+	fl.StringVar(&f.Queue, "queue", "", "only builds on this queue")
+	fl.IntVar(&f.Limit, "limit", 50, "how many builds to list (1 to 1000)")
+	return cmd
+}
+
+func (a *app) buildShowCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "show BUILD",
+		Short: "Show a build: status and why, times, attempts and steps",
+		Long: `Show everything about a build: status and reason (for a waiting build, what it
+waits for), queue, executor, times, every attempt (dispatch to an executor)
+with its outcome, and every step with its exit code and duration.`,
+		Example: "  sluice build show myapp/test/12\n  sluice build show myapp/test/12 -o json",
+		Args:    args("BUILD"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			b, err := a.client().GetBuild(cmd.Context(), argv[0])
+			if err != nil {
+				return err
+			}
+			return a.print(b, func(w io.Writer) error { return writeBuild(w, b, time.Now()) })
+		},
+	}
+}
+
+func writeBuild(w io.Writer, b api.Build, now time.Time) error {
+	var f cliout.Fields
+	f.Add("build", b.ID)
+	f.Add("pipeline", b.Pipeline)
+	f.Add("job", b.Job)
+	f.Add("event", b.Event)
+	f.Add("status", cliout.Status(string(b.Status)))
+	if b.Status.Waiting() && b.Reason != "" {
+		f.Add("waiting", b.Reason)
+		if !b.QueuedTime.IsZero() {
+			f.Add("waited", cliout.Duration(now.Sub(b.QueuedTime)))
+		}
+	} else {
+		f.Add("reason", b.Reason)
+	}
+	f.Add("queue", b.Queue)
+	if b.Priority > 0 {
+		f.Add("priority", strconv.Itoa(b.Priority))
+	}
+	f.Add("executor", b.Executor)
+	f.Add("sha", b.SHA)
+	if !b.CreateTime.IsZero() {
+		f.Add("created", cliout.Timestamp(b.CreateTime, now))
+	}
+	if !b.QueuedTime.IsZero() {
+		f.Add("queued", cliout.Timestamp(b.QueuedTime, now))
+	}
+	if !b.StartTime.IsZero() {
+		f.Add("started", cliout.Timestamp(b.StartTime, now))
+		f.Add("duration", cliout.ElapsedText(b.StartTime, b.EndTime, now))
+	}
+	if !b.EndTime.IsZero() {
+		f.Add("ended", cliout.Timestamp(b.EndTime, now))
+	}
+	if !b.WaitUntil.IsZero() {
+		f.Add("wait until", cliout.Timestamp(b.WaitUntil, now))
+	}
+	f.Add("collapsed into", b.CollapsedInto)
+	f.Add("log key", b.LogKey)
+	if err := f.Write(w); err != nil {
+		return err
+	}
+	if len(b.AttemptList) > 0 {
+		fmt.Fprintln(w, "\nattempts:")
+		t := cliout.NewTable(w, "#", "EXECUTOR", "START", "END", "DURATION", "OUTCOME")
+		for _, at := range b.AttemptList {
+			t.Row(strconv.Itoa(at.Number), cliout.Or(at.Executor, cliout.Dash), cliout.AgoOr(at.Start, now),
+				cliout.AgoOr(at.End, now), cliout.ElapsedText(at.Start, at.End, now), cliout.Or(at.Outcome, cliout.Dash))
+		}
+		if err := t.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(b.Steps) > 0 {
+		fmt.Fprintln(w, "\nsteps:")
+		t := cliout.NewTable(w, "STEP", "EXIT", "DURATION")
+		for _, s := range b.Steps {
+			exit := strconv.Itoa(s.ExitCode)
+			if s.Skipped {
+				exit = "skipped"
+			}
+			t.Row(s.Name, exit, cliout.ElapsedText(s.Start, s.End, now))
+		}
+		return t.Flush()
+	}
+	return nil
+}
+
+func (a *app) buildCancelCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel BUILD",
+		Short: "Cancel a build",
+		Long: `Cancel a build: a waiting build ends ABORTED at once, a running build's
+processes are killed and it ends ABORTED.`,
+		Example: "  sluice build cancel myapp/test/12",
+		Args:    args("BUILD"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			if err := a.client().CancelBuild(cmd.Context(), argv[0]); err != nil {
+				return err
+			}
+			return a.done(map[string]string{"cancelled": argv[0]}, "cancelled build %s", argv[0])
+		},
+	}
+}
+
+func (a *app) buildLogsCmd() *cobra.Command {
+	var follow bool
+	var step string
+	var attempt int
+	cmd := &cobra.Command{
+		Use:   "logs BUILD [--follow] [--step NAME] [--attempt N]",
+		Short: "Print a build's step logs",
+		Long: `Print the logs of a build's steps (of its latest attempt, or of --attempt N),
+each after a "==> step NAME <==" header when more than one step is printed.
+With --follow, keep printing the running step and the steps that follow until
+the build ends (a build that has not started yet is waited for). With -o json,
+each piece of log is a JSON line {"step","offset","text"}.`,
+		Example: `  sluice build logs myapp/test/12
+  sluice build logs myapp/test/12 --follow
+  sluice build logs myapp/test/12 --step test --attempt 1`,
+		Args: args("BUILD"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			if cmd.Flags().Changed("attempt") && attempt < 1 {
+				return fmt.Errorf("--attempt %d: want 1 or more", attempt)
+			}
+			if cmd.Flags().Changed("step") && step == "" {
+				return errors.New("--step: must not be empty")
+			}
+			src := &apiLogs{c: a.client(), build: argv[0], attempt: attempt}
+			var sink cliout.LogSink = &cliout.TextSink{W: a.stdout}
+			if a.output == "json" {
+				sink = &cliout.JSONSink{W: a.stdout}
+			}
+			f := &cliout.LogFollower{Build: argv[0], Source: src, Sink: sink, Step: step, Follow: follow,
+				Wait: func(ctx context.Context) error { return sleep(ctx, followInterval) }, FinalGrace: 6}
+			err := f.Run(cmd.Context())
+			if errors.Is(err, context.Canceled) {
+				return interrupted("stopped following logs")
+			}
+			return err
+		},
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing until the build ends")
+	cmd.Flags().StringVar(&step, "step", "", "print only this step")
+	cmd.Flags().IntVar(&attempt, "attempt", 0, "read this attempt's logs (default: the latest)")
+	return cmd
+}
+
+// apiLogs is a cliout.LogSource over the API.
+type apiLogs struct {
+	c       *api.Client
+	build   string
+	attempt int
+	// transient counts failed polls in a row.
+	transient int
+}
+
+func (s *apiLogs) State(ctx context.Context) (cliout.LogState, error) {
+	b, err := s.c.GetBuild(ctx, s.build)
+	for err != nil && ctx.Err() == nil && transient(err) && s.transient < maxTransient {
+		s.transient++
+		if err := sleep(ctx, followInterval); err != nil {
+			return cliout.LogState{}, err
+		}
+		b, err = s.c.GetBuild(ctx, s.build)
+	}
+	if err != nil {
+		return cliout.LogState{}, err
+	}
+	s.transient = 0
+	st := cliout.LogState{Key: b.LogKey, Final: b.Status.Final(), Status: string(b.Status), Reason: b.Reason}
+	if s.attempt > 0 {
+		last := 0
+		if n := len(b.AttemptList); n > 0 {
+			last = b.AttemptList[n-1].Number
+		}
+		if s.attempt > last {
+			if st.Final {
+				return st, fmt.Errorf("--attempt %d: build %s has %s", s.attempt, b.ID, cliout.Plural(last, "attempt"))
+			}
+			st.Key = "" // not dispatched that often yet
+		} else {
+			st.Key = activities.LogKey(b.ID, s.attempt)
+		}
+	}
+	return st, nil
+}
+
+func (s *apiLogs) Steps(ctx context.Context, key string) ([]cliout.LogStep, error) {
+	steps, err := s.c.LogSteps(ctx, key)
+	if api.IsNotFound(err) {
+		return nil, cliout.ErrNoLogs
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]cliout.LogStep, len(steps))
+	for i, st := range steps {
+		out[i] = cliout.LogStep{Name: st.Name, Size: st.Size, Complete: st.Complete}
+	}
+	return out, nil
+}
+
+func (s *apiLogs) Read(ctx context.Context, key, step string, offset int64) (cliout.LogChunk, error) {
+	ch, err := s.c.ReadLog(ctx, key, step, offset, 0)
+	if err != nil {
+		return cliout.LogChunk{}, err
+	}
+	return cliout.LogChunk{Data: ch.Data, NextOffset: ch.NextOffset, Size: ch.Size, Complete: ch.Complete}, nil
+}

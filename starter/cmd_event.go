@@ -1,0 +1,399 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-ci/sluice/api"
+	"github.com/sluice-ci/sluice/internal/cliout"
+)
+
+// waitInterval is how often --wait asks for the event.
+const waitInterval = time.Second
+
+func (a *app) eventCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "event",
+		Short: "Start, list, show, watch, cancel and restart events",
+		Long: `An event is one trigger of a pipeline at one commit; it runs the pipeline's jobs
+as a graph, one build per job. EVENT is written <pipeline>/<number>, e.g. myapp/12.`,
+	}
+	cmd.AddCommand(a.eventStartCmd(), a.eventListCmd(), a.eventShowCmd(), a.eventWatchCmd(),
+		a.eventCancelCmd(), a.eventRestartCmd())
+	return cmd
+}
+
+func (a *app) eventStartCmd() *cobra.Command {
+	var s cliout.EventStart
+	var force, wait bool
+	cmd := &cobra.Command{
+		Use:   "start PIPELINE [flags]",
+		Short: "Start an event and print its ID",
+		Long: `Start an event of PIPELINE and print its ID on stdout (only the ID, so scripts
+can capture it; with -o json the whole answer).
+
+Without --type the event is manual, or a commit event when --sha or --branch is
+given without --start-from. --sha defaults to the head of the branch.
+--start-from starts the event at one job (and what follows it); --force starts
+builds through freeze windows.
+
+With --wait the command waits for the event to end and exits 0 only when it
+succeeded (every build did); otherwise it prints the failing builds and why on
+stderr and exits 1.`,
+		Example: `  sluice event start myapp
+  sluice event start myapp --branch main --wait
+  id=$(sluice event start myapp --type pr --pr 12 --branch main --ref feature)
+  sluice event start myapp --type tag --ref v1.2.0 --sha 3f2c1ab
+  sluice event start myapp --start-from deploy --force`,
+		Args: args("PIPELINE"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			if err := s.Validate(); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			started, err := a.client().StartEvent(ctx, argv[0], api.StartEventRequest{
+				SHA: s.SHA, Branch: s.Branch, Type: s.Type, Ref: s.Ref, PR: s.PR, StartFrom: s.StartFrom, Force: force})
+			if err != nil {
+				return err
+			}
+			if err := a.printStarted(started); err != nil {
+				return err
+			}
+			if !wait {
+				return nil
+			}
+			return a.waitEvent(ctx, started.ID)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&s.SHA, "sha", "", "commit to build (default: the head of the branch)")
+	f.StringVar(&s.Branch, "branch", "", "branch pushed, or a pull request's target branch (default: the pipeline's)")
+	f.StringVar(&s.Type, "type", "", "event type: "+cliout.JoinOr(cliout.TriggerTypes)+" (default: manual, or commit with --sha/--branch)")
+	f.StringVar(&s.Ref, "ref", "", "tag or release name, or a pull request's head branch")
+	f.IntVar(&s.PR, "pr", 0, "pull request number (--type pr and pr-closed)")
+	f.StringVar(&s.StartFrom, "start-from", "", "start the event at this job")
+	f.BoolVar(&force, "force", false, "start builds through freeze windows")
+	f.BoolVar(&wait, "wait", false, "wait for the event to end; exit 1 unless it succeeded")
+	return cmd
+}
+
+// printStarted prints a started event's ID (text) or the answer (JSON).
+func (a *app) printStarted(ev api.EventStarted) error {
+	if ev.Duplicate && a.output != "json" {
+		fmt.Fprintf(a.stderr, "sluice: event %s was already started by this request\n", ev.ID)
+	}
+	return a.print(ev, func(w io.Writer) error {
+		_, err := fmt.Fprintln(w, ev.ID)
+		return err
+	})
+}
+
+// waitEvent polls an event until it ends and turns its outcome into the
+// exit code.
+func (a *app) waitEvent(ctx context.Context, id string) error {
+	c := a.client()
+	var ev api.Event
+	err := poll(ctx, waitInterval, func(ctx context.Context) (bool, error) {
+		var err error
+		ev, err = c.GetEvent(ctx, id)
+		return err == nil && cliout.Final(string(ev.Status)), err
+	})
+	if errors.Is(err, context.Canceled) {
+		return interrupted(fmt.Sprintf("stopped waiting; event %s goes on (sluice event watch %s)", id, id))
+	}
+	if err != nil {
+		return err
+	}
+	return eventExit(ev)
+}
+
+// eventExit is nil for a successful event, else an exit error whose message
+// is the one-line summary of what failed.
+func eventExit(ev api.Event) error {
+	code, summary := cliout.Outcome(cliEvent(ev))
+	if code == 0 {
+		return nil
+	}
+	return &exitError{code: code, err: errors.New(summary)}
+}
+
+func cliBuild(b api.Build) cliout.Build {
+	return cliout.Build{ID: b.ID, Job: b.Job, Status: string(b.Status), Reason: b.Reason, Queue: b.Queue,
+		Executor: b.Executor, Start: b.StartTime, End: b.EndTime}
+}
+
+func cliEvent(ev api.Event) cliout.Event {
+	out := cliout.Event{ID: ev.ID, Status: string(ev.Status), Reason: ev.Reason, SHA: ev.SHA,
+		Trigger: cliout.Trigger{Kind: string(ev.Trigger.Kind), Branch: ev.Trigger.Branch, Ref: ev.Trigger.Ref,
+			PR: ev.Trigger.PR, Remote: ev.Trigger.Remote, Sender: ev.Trigger.Sender},
+		StartFrom: ev.StartFrom, Parent: ev.Parent, Start: ev.StartTime, End: ev.EndTime, Warnings: ev.Warnings}
+	for _, j := range ev.Jobs {
+		out.Jobs = append(out.Jobs, cliout.Job{Name: j.Job, Status: string(j.Status), Reason: j.Reason, Builds: j.Builds})
+	}
+	for _, b := range ev.Builds {
+		out.Builds = append(out.Builds, cliBuild(b))
+	}
+	return out
+}
+
+func (a *app) eventListCmd() *cobra.Command {
+	var limit int
+	cmd := &cobra.Command{
+		Use:     "list PIPELINE [--limit N]",
+		Short:   "List a pipeline's recent events, newest first",
+		Example: "  sluice event list myapp\n  sluice event list myapp --limit 5 -o json",
+		Args:    args("PIPELINE"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			if err := limitFlag(limit); err != nil {
+				return err
+			}
+			evs, err := a.client().ListEvents(cmd.Context(), argv[0], limit)
+			if err != nil {
+				return err
+			}
+			if evs == nil {
+				evs = []api.Event{}
+			}
+			return a.print(evs, func(w io.Writer) error {
+				if len(evs) == 0 {
+					_, err := fmt.Fprintf(w, "no events for pipeline %s (start one with: sluice event start %s)\n", argv[0], argv[0])
+					return err
+				}
+				now := time.Now()
+				t := cliout.NewTable(w, "ID", "STATUS", "SHA", "STARTED", "DURATION")
+				for _, ev := range evs {
+					t.Row(ev.ID, cliout.Status(string(ev.Status)), cliout.ShortSHA(ev.SHA), cliout.AgoOr(ev.StartTime, now),
+						cliout.ElapsedText(ev.StartTime, ev.EndTime, now))
+				}
+				return t.Flush()
+			})
+		},
+	}
+	cmd.Flags().IntVar(&limit, "limit", 20, "how many events to list (1 to 1000)")
+	return cmd
+}
+
+// eventArg checks and normalizes an EVENT argument.
+func eventArg(s string) (string, error) { return cliout.EventID("EVENT", s) }
+
+func (a *app) eventShowCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "show EVENT",
+		Short: "Show an event and its builds",
+		Long: `Show an event: status and why, commit, trigger, and one row per build (or per
+job that did not run, with the reason). With -o json the whole event.`,
+		Example: "  sluice event show myapp/12\n  sluice event show myapp/12 -o json",
+		Args:    args("EVENT"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			id, err := eventArg(argv[0])
+			if err != nil {
+				return err
+			}
+			ev, err := a.client().GetEvent(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			return a.print(ev, func(w io.Writer) error { return writeEvent(w, ev, time.Now()) })
+		},
+	}
+}
+
+func writeEvent(w io.Writer, ev api.Event, now time.Time) error {
+	e := cliEvent(ev)
+	var f cliout.Fields
+	f.Add("event", ev.ID)
+	f.Add("status", cliout.Status(string(ev.Status)))
+	f.Add("reason", ev.Reason)
+	f.Add("sha", cliout.Or(ev.SHA, cliout.Dash))
+	f.Add("trigger", e.Trigger.String())
+	f.Add("start from", ev.StartFrom)
+	if ev.Parent > 0 {
+		f.Add("restart of", fmt.Sprintf("%s/%d", ev.Pipeline, ev.Parent))
+	}
+	f.Add("started", cliout.Timestamp(ev.StartTime, now))
+	f.Add("duration", cliout.ElapsedText(ev.StartTime, ev.EndTime, now))
+	for _, warn := range ev.Warnings {
+		f.Add("warning", warn)
+	}
+	if err := f.Write(w); err != nil {
+		return err
+	}
+	rows := cliout.Rows(e)
+	if len(rows) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	t := cliout.NewTable(w, "ID", "JOB", "STATUS", "QUEUE", "EXECUTOR", "STARTED", "DURATION", "REASON")
+	for _, r := range rows {
+		t.Row(cliout.Or(r.ID, cliout.Dash), r.Label, cliout.Status(r.Status), cliout.Or(r.Queue, cliout.Dash),
+			cliout.Or(r.Executor, cliout.Dash), cliout.AgoOr(r.Start, now), cliout.ElapsedText(r.Start, r.End, now),
+			cliout.Or(r.Reason, cliout.Dash))
+	}
+	return t.Flush()
+}
+
+func (a *app) eventWatchCmd() *cobra.Command {
+	var interval time.Duration
+	cmd := &cobra.Command{
+		Use:   "watch EVENT [--interval 1s]",
+		Short: "Watch an event live until it ends",
+		Long: `Show one line per job with its status, duration and a progress bar, redrawn
+until the event ends. Progress is estimated from the job's recent successful
+builds; a job without history shows a moving bar. When stdout is not a
+terminal, a new block is printed only when something changed; with -o json,
+the event is printed as one JSON line each time it changes.
+
+Exits like 'event start --wait': 0 only when the event succeeded.`,
+		Example: "  sluice event watch myapp/12\n  sluice event watch $(sluice event start myapp)",
+		Args:    args("EVENT"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			id, err := eventArg(argv[0])
+			if err != nil {
+				return err
+			}
+			if interval < 100*time.Millisecond {
+				return fmt.Errorf("--interval %s: want at least 100ms", interval)
+			}
+			return a.watchEvent(cmd.Context(), id, interval)
+		},
+	}
+	cmd.Flags().DurationVar(&interval, "interval", time.Second, "how often to refresh")
+	return cmd
+}
+
+// watchEvent redraws an event until it ends.
+func (a *app) watchEvent(ctx context.Context, id string, interval time.Duration) error {
+	c := a.client()
+	isTerm, width := a.terminal()
+	typical := map[string]time.Duration{}
+	var (
+		last  api.Event
+		prev  cliout.View
+		lines int
+		frame int
+	)
+	err := poll(ctx, interval, func(ctx context.Context) (bool, error) {
+		ev, err := c.GetEvent(ctx, id)
+		if err != nil {
+			return false, err
+		}
+		last = ev
+		for _, b := range ev.Builds {
+			if _, ok := typical[b.Job]; !ok {
+				typical[b.Job] = a.typicalDuration(ctx, c, ev.Pipeline, b.Job)
+			}
+		}
+		view := cliout.Watch(cliEvent(ev), cliout.WatchOptions{Now: time.Now(), Frame: frame, Width: width, Typical: typical})
+		frame++
+		changed := view.Changed(prev)
+		first := prev.Lines == nil
+		prev = view
+		switch {
+		case a.output == "json":
+			if changed {
+				err = a.printLine(ev)
+			}
+		case isTerm:
+			lines, err = cliout.Redraw(a.stdout, lines, view.Lines)
+		case changed:
+			sep := "\n"
+			if first {
+				sep = ""
+			}
+			_, err = fmt.Fprint(a.stdout, sep+strings.Join(view.Lines, "\n")+"\n")
+		}
+		return cliout.Final(string(ev.Status)), err
+	})
+	if errors.Is(err, context.Canceled) {
+		return interrupted(fmt.Sprintf("stopped watching; event %s goes on", id))
+	}
+	if err != nil {
+		return err
+	}
+	return eventExit(last)
+}
+
+// typicalDuration is the median duration of a job's recent successful
+// builds; 0 when there is none (or the lookup fails: the bar then spins).
+func (a *app) typicalDuration(ctx context.Context, c *api.Client, pipeline, job string) time.Duration {
+	bs, err := c.ListBuilds(ctx, api.BuildFilter{Pipeline: pipeline, Job: job, Status: "SUCCESS", Limit: 5})
+	if err != nil {
+		return 0
+	}
+	ds := make([]time.Duration, 0, len(bs))
+	for _, b := range bs {
+		if !b.StartTime.IsZero() && !b.EndTime.IsZero() {
+			ds = append(ds, b.EndTime.Sub(b.StartTime))
+		}
+	}
+	return cliout.Typical(ds)
+}
+
+func (a *app) eventCancelCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel EVENT",
+		Short: "Cancel an event and all its builds",
+		Long: `Cancel an event: waiting builds end ABORTED at once, running builds are killed
+and end ABORTED, and no further job starts.`,
+		Example: "  sluice event cancel myapp/12",
+		Args:    args("EVENT"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			id, err := eventArg(argv[0])
+			if err != nil {
+				return err
+			}
+			if err := a.client().CancelEvent(cmd.Context(), id); err != nil {
+				return err
+			}
+			return a.done(map[string]string{"cancelled": id}, "cancelled event %s", id)
+		},
+	}
+}
+
+func (a *app) eventRestartCmd() *cobra.Command {
+	var from string
+	var force, wait bool
+	cmd := &cobra.Command{
+		Use:   "restart EVENT --from JOB [--force] [--wait]",
+		Short: "Start a new event from a job of an earlier one",
+		Long: `Start a new event at job JOB, reusing EVENT's commit and trigger; the jobs that
+succeeded in EVENT count for joins. Prints the new event's ID; --wait waits for
+it as 'event start --wait' does.`,
+		Example: "  sluice event restart myapp/12 --from test\n  sluice event restart myapp/12 --from deploy --force --wait",
+		Args:    args("EVENT"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			id, err := eventArg(argv[0])
+			if err != nil {
+				return err
+			}
+			if from == "" {
+				return errors.New("--from: required: the job to restart from")
+			}
+			if err := cliout.JobName("--from", from); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			started, err := a.client().RestartEvent(ctx, id, api.RestartEventRequest{From: from, Force: force})
+			if err != nil {
+				return err
+			}
+			if err := a.printStarted(started); err != nil {
+				return err
+			}
+			if !wait {
+				return nil
+			}
+			return a.waitEvent(ctx, started.ID)
+		},
+	}
+	cmd.Flags().StringVar(&from, "from", "", "job to restart from (required)")
+	cmd.Flags().BoolVar(&force, "force", false, "start builds through freeze windows")
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the new event to end; exit 1 unless it succeeded")
+	return cmd
+}

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-ci/sluice/api"
+	"github.com/sluice-ci/sluice/internal/cliout"
+)
+
+// pipelineCommands are the pipeline subcommands that talk to the API.
+func (a *app) pipelineCommands() []*cobra.Command {
+	return []*cobra.Command{a.pipelineCreateCmd(), a.pipelineListCmd(), a.pipelineShowCmd(),
+		a.pipelineUpdateCmd(), a.pipelineDeleteCmd()}
+}
+
+// repoLocation makes a local --repo path absolute: the server resolves paths
+// on its own file system, not from the caller's directory.
+func repoLocation(repo string) (string, error) {
+	if strings.TrimSpace(repo) == "" {
+		return "", errors.New("--repo: required (a git URL, a local git repository or a directory)")
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("--repo %s: resolve the current directory: %w", repo, err)
+	}
+	exists := func(p string) bool { _, err := os.Lstat(p); return err == nil }
+	return cliout.RepoLocation(repo, cwd, exists), nil
+}
+
+func (a *app) pipelineCreateCmd() *cobra.Command {
+	var repo, branch, queueName string
+	cmd := &cobra.Command{
+		Use:   "create NAME --repo REPO [--branch main] [--queue QUEUE]",
+		Short: "Create a pipeline from a repository",
+		Long: `Create a pipeline named NAME for REPO: a git URL, a local git repository or a
+plain directory holding a screwdriver.yaml. A relative local path is made
+absolute before it is sent (the server reads it on its own file system).
+--queue names the default queue of jobs without screwdriver.cd/executor.`,
+		Example: `  sluice pipeline create myapp --repo https://github.com/acme/myapp.git
+  sluice pipeline create tools --repo . --branch develop --queue linux`,
+		Args: args("NAME"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			loc, err := repoLocation(repo)
+			if err != nil {
+				return err
+			}
+			if queueName != "" {
+				if err := cliout.QueueName("--queue", queueName); err != nil {
+					return err
+				}
+			}
+			p, err := a.client().CreatePipeline(cmd.Context(), api.CreatePipelineRequest{
+				Name: argv[0], Repo: loc, Branch: branch, Queue: queueName})
+			if err != nil {
+				return err
+			}
+			return a.print(p, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "created pipeline %s (%s %s, branch %s)\n", p.Name, p.RepoKind, p.Repo, p.Branch)
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVar(&repo, "repo", "", "git URL, local git repository or directory (required)")
+	cmd.Flags().StringVar(&branch, "branch", "main", "default branch: unfiltered ~commit triggers fire on it")
+	cmd.Flags().StringVar(&queueName, "queue", "", "default queue of the pipeline's jobs (default: the built-in \"default\")")
+	return cmd
+}
+
+func (a *app) pipelineListCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "list",
+		Short:   "List pipelines",
+		Example: "  sluice pipeline list\n  sluice pipeline list -o json",
+		Args:    args(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ps, err := a.client().ListPipelines(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if ps == nil {
+				ps = []api.Pipeline{}
+			}
+			return a.print(ps, func(w io.Writer) error {
+				if len(ps) == 0 {
+					_, err := fmt.Fprintln(w, "no pipelines (create one with: sluice pipeline create NAME --repo REPO)")
+					return err
+				}
+				now := time.Now()
+				t := cliout.NewTable(w, "NAME", "REPO", "BRANCH", "QUEUE", "EVENTS", "LAST SHA", "CREATED")
+				for _, p := range ps {
+					t.Row(p.Name, p.Repo, p.Branch, cliout.Or(p.Queue, cliout.Dash), strconv.Itoa(p.Events),
+						cliout.ShortSHA(p.LastSHA), cliout.AgoOr(p.CreatedAt, now))
+				}
+				return t.Flush()
+			})
+		},
+	}
+}
+
+func (a *app) pipelineShowCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "show NAME",
+		Short: "Show a pipeline: settings, events, subscriptions, periodic jobs and lanes",
+		Long: `Show a pipeline's settings, how many events it had, the default branch commit
+last synced, the remote jobs it subscribes to (~sd@pipeline:job), its periodic
+jobs (buildPeriodically, expanded cron) and each job's lane: the builds running
+and the builds waiting.`,
+		Example: "  sluice pipeline show myapp",
+		Args:    args("NAME"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			p, err := a.client().GetPipeline(cmd.Context(), argv[0])
+			if err != nil {
+				return err
+			}
+			return a.print(p, func(w io.Writer) error { return writePipeline(w, p, time.Now()) })
+		},
+	}
+}
+
+func writePipeline(w io.Writer, p api.Pipeline, now time.Time) error {
+	var f cliout.Fields
+	f.Add("name", p.Name)
+	f.Add("repo", p.Repo+" ("+cliout.Or(p.RepoKind, "?")+")")
+	f.Add("branch", p.Branch)
+	f.Add("queue", cliout.Or(p.Queue, "default (built-in)"))
+	f.Add("events", strconv.Itoa(p.Events))
+	f.Add("last sha", cliout.Or(p.LastSHA, cliout.Dash))
+	f.Add("created", cliout.Timestamp(p.CreatedAt, now))
+	f.Add("subscriptions", cliout.List(p.Subscriptions))
+	if err := f.Write(w); err != nil {
+		return err
+	}
+	if len(p.Periodic) > 0 {
+		fmt.Fprintln(w, "\nperiodic jobs:")
+		t := cliout.NewTable(w, "JOB", "CRON (UTC)")
+		for _, j := range slices.Sorted(maps.Keys(p.Periodic)) {
+			t.Row(j, p.Periodic[j])
+		}
+		if err := t.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(p.Lanes) > 0 {
+		fmt.Fprintln(w, "\nlanes:")
+		t := cliout.NewTable(w, "JOB", "ACTIVE", "WAITING")
+		for _, l := range p.Lanes {
+			t.Row(l.Job, cliout.List(l.Active), cliout.List(l.Waiting))
+		}
+		return t.Flush()
+	}
+	return nil
+}
+
+func (a *app) pipelineUpdateCmd() *cobra.Command {
+	var repo, branch, queueName string
+	cmd := &cobra.Command{
+		Use:   "update NAME [--repo REPO] [--branch BRANCH] [--queue QUEUE]",
+		Short: "Change a pipeline's repository, branch or default queue",
+		Long: `Change a pipeline's settings; flags not given keep their value. --queue ""
+clears the default queue (jobs then use the built-in "default").`,
+		Example: `  sluice pipeline update myapp --branch release
+  sluice pipeline update myapp --repo ../myapp --queue ""`,
+		Args: args("NAME"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			var req api.UpdatePipelineRequest
+			flags := cmd.Flags()
+			if flags.Changed("repo") {
+				loc, err := repoLocation(repo)
+				if err != nil {
+					return err
+				}
+				req.Repo = &loc
+			}
+			if flags.Changed("branch") {
+				if strings.TrimSpace(branch) == "" {
+					return errors.New("--branch: must not be empty")
+				}
+				req.Branch = &branch
+			}
+			if flags.Changed("queue") {
+				if queueName != "" {
+					if err := cliout.QueueName("--queue", queueName); err != nil {
+						return err
+					}
+				}
+				req.Queue = &queueName
+			}
+			if req.Repo == nil && req.Branch == nil && req.Queue == nil {
+				return fmt.Errorf("%w: give --repo, --branch or --queue", cliout.ErrNothingToChange)
+			}
+			p, err := a.client().UpdatePipeline(cmd.Context(), argv[0], req)
+			if err != nil {
+				return err
+			}
+			return a.print(p, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "updated pipeline %s: repo %s, branch %s, queue %s\n", p.Name, p.Repo, p.Branch,
+					cliout.Or(p.Queue, "default (built-in)"))
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVar(&repo, "repo", "", "git URL, local git repository or directory")
+	cmd.Flags().StringVar(&branch, "branch", "", "default branch")
+	cmd.Flags().StringVar(&queueName, "queue", "", "default queue (\"\" for the built-in default)")
+	return cmd
+}
+
+func (a *app) pipelineDeleteCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete a pipeline",
+		Long: `Delete a pipeline: its waiting builds end ABORTED, running builds finish, and
+its periodic schedules are removed. Past events and builds stay listed.`,
+		Example: "  sluice pipeline delete myapp",
+		Args:    args("NAME"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			if err := a.client().DeletePipeline(cmd.Context(), argv[0]); err != nil {
+				return err
+			}
+			return a.done(map[string]string{"deleted": argv[0]}, "deleted pipeline %s", argv[0])
+		},
+	}
+}
