@@ -137,7 +137,7 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 	}
 	out := runner.Run(runCtx, runner.Spec{
 		Dir:     dir,
-		Env:     buildEnv(in, dir),
+		Env:     buildEnv(in, dir, name),
 		Steps:   steps,
 		Timeout: in.Timeout,
 		Logs:    a.Logs(res.LogKey),
@@ -169,7 +169,7 @@ var baseEnv = []string{"PATH", "LANG", "LC_ALL", "TZ", "TMPDIR", "HOME", "USER",
 // buildEnv is the step environment: a few executor basics, the job's
 // environment and matrix values, then the SD_* variables and CI=true, which
 // a job cannot override.
-func buildEnv(in RunBuildInput, dir string) []string {
+func buildEnv(in RunBuildInput, dir, executor string) []string {
 	vars := map[string]string{}
 	for _, k := range baseEnv {
 		if v, ok := os.LookupEnv(k); ok {
@@ -194,6 +194,7 @@ func buildEnv(in RunBuildInput, dir string) []string {
 		"SD_BRANCH":        in.Branch,
 		"SD_SOURCE_DIR":    dir,
 		"SD_BUILD_ATTEMPT": strconv.Itoa(in.Attempt),
+		"SD_EXECUTOR":      executor,
 		"SD_TRIGGER":       in.Trigger,
 	}
 	if in.PR > 0 {

@@ -990,9 +990,6 @@ func (p *parser) finishJob(j *rawJob, cache *cacheDef) *Job {
 		if len(commands) == 0 && !j.stepsReported {
 			p.add(j.name, "steps", "%s: \"steps\" is required (a job needs at least one step)", label)
 		}
-		if j.image == "" {
-			p.add(j.name, "image", "%s: \"image\" is required", label)
-		}
 	}
 
 	userEnv := len(j.env)

@@ -2,12 +2,14 @@ package workers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"sync"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
@@ -110,8 +112,13 @@ func (ag *Agent) Begin(queueName string) func() {
 	return func() {
 		once.Do(func() {
 			ag.mu.Lock()
+			defer ag.mu.Unlock()
 			ag.running[queueName]--
-			ag.mu.Unlock()
+			if qw := ag.queues[queueName]; qw != nil {
+				if err := ag.sizeWorkerLocked(queueName, qw); err != nil {
+					ag.log.Warn("queue_worker_resize_failed", "queue", queueName, "error", err)
+				}
+			}
 		})
 	}
 }
@@ -158,7 +165,10 @@ func (ag *Agent) noteError(ctx context.Context, err error) {
 	changed := msg != ag.lastErr
 	ag.lastErr = msg
 	ag.mu.Unlock()
+	var nf *serviceerror.NotFound
 	switch {
+	case changed && errors.As(err, &nf):
+		ag.log.InfoContext(ctx, "waiting_for_registry", "why", "no controller has created the registry yet")
 	case changed && err != nil:
 		ag.log.WarnContext(ctx, "registry_heartbeat_failed", "error", err)
 	case changed:
@@ -199,10 +209,7 @@ func (ag *Agent) apply(view workflows.MemberView) error {
 	for name, g := range view.Slots {
 		qw, ok := ag.queues[name]
 		if !ok {
-			var err error
-			if qw, err = ag.newQueueWorker(name); err != nil {
-				return err
-			}
+			qw = &queueWorker{pool: queue.NewSlotPool(nil)}
 			ag.queues[name] = qw
 		}
 		allowed := g.Allowed
@@ -214,18 +221,44 @@ func (ag *Agent) apply(view workflows.MemberView) error {
 		}
 		qw.pool.SetLimit(allowed, g.MinGap)
 		qw.grant = g
+		if err := ag.sizeWorkerLocked(name, qw); err != nil {
+			return err
+		}
 	}
 	for name, qw := range ag.queues {
 		if _, ok := view.Slots[name]; !ok && qw.pool.Limit() != 0 {
 			ag.log.Info("queue_slots_changed", "queue", name, "slots", 0, "why", "queue no longer served or deleted")
 			qw.pool.SetLimit(0, 0)
+			if err := ag.sizeWorkerLocked(name, qw); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
 
-func (ag *Agent) newQueueWorker(name string) (*queueWorker, error) {
-	pool := queue.NewSlotPool(nil)
+// sizeWorkerLocked runs a worker for the queue while the member has slots
+// for it. Without slots the worker is stopped once no build runs on it: that
+// cancels its outstanding long polls, which could otherwise still pick up a
+// task the member would have to hand back.
+func (ag *Agent) sizeWorkerLocked(name string, qw *queueWorker) error {
+	switch {
+	case qw.pool.Limit() > 0 && qw.worker == nil:
+		w, err := ag.startWorker(name, qw.pool)
+		if err != nil {
+			return err
+		}
+		qw.worker = w
+	case qw.pool.Limit() == 0 && qw.worker != nil && ag.running[name] == 0:
+		w := qw.worker
+		qw.worker = nil
+		go w.Stop()
+		ag.log.Info("queue_worker_stopped", "queue", name)
+	}
+	return nil
+}
+
+func (ag *Agent) startWorker(name string, pool *queue.SlotPool) (worker.Worker, error) {
 	fixed := func() worker.SlotSupplier {
 		s, _ := worker.NewFixedSizeSlotSupplier(1)
 		return s
@@ -251,7 +284,7 @@ func (ag *Agent) newQueueWorker(name string) (*queueWorker, error) {
 		return nil, fmt.Errorf("queue %s: start worker: %w", name, err)
 	}
 	ag.log.Info("queue_worker_started", "queue", name, "task_queue", workflows.QueueTaskQueue(name))
-	return &queueWorker{pool: pool, worker: w}, nil
+	return w, nil
 }
 
 func (ag *Agent) stop() {
@@ -259,7 +292,9 @@ func (ag *Agent) stop() {
 	qws := make([]*queueWorker, 0, len(ag.queues))
 	for _, qw := range ag.queues {
 		qw.pool.SetLimit(0, 0)
-		qws = append(qws, qw)
+		if qw.worker != nil {
+			qws = append(qws, qw)
+		}
 	}
 	ag.mu.Unlock()
 	var wg sync.WaitGroup

@@ -37,8 +37,9 @@ const (
 	LaneStatus LaneMessageKind = "status"
 	// LaneGrant lets the build dispatch to its queue.
 	LaneGrant LaneMessageKind = "grant"
-	// LaneCollapse asks the build to end COLLAPSED into a newer build, unless
-	// it is already running (a running build is never killed by collapse).
+	// LaneCollapse ends a waiting build COLLAPSED into a newer build. Only
+	// builds still held by the lane collapse: a build granted its turn is in
+	// its queue and runs (a running build is never killed by collapse).
 	LaneCollapse LaneMessageKind = "collapse"
 	// LaneAbort ends a waiting build ABORTED (its pipeline was deleted).
 	LaneAbort LaneMessageKind = "abort"
@@ -71,8 +72,6 @@ type LaneEntry struct {
 	Reason string `json:"reason,omitempty"`
 	// GrantedAt is set once the build may dispatch.
 	GrantedAt time.Time `json:"granted_at,omitzero"`
-	// CollapseInto is set once a collapse was asked of an active build.
-	CollapseInto string `json:"collapse_into,omitempty"`
 }
 
 // Lane is one job's builds: those granted (dispatched or running) and those
@@ -166,20 +165,9 @@ func (l *Lanes) Enqueue(req LaneRequest, now time.Time) []LaneEffect {
 		kept = append(kept, w)
 	}
 	ln.Waiting = kept
-	// Granted builds that have not started yet collapse too; the build itself
-	// refuses if an executor already claimed it.
-	if req.Collapse {
-		for _, a := range ln.Active {
-			if a.Build.Event < req.Build.Event && a.CollapseInto == "" {
-				into := intoFor(a.Build, req.Build)
-				a.CollapseInto = into.String()
-				out = append(out, LaneEffect{Build: a.Build, Msg: LaneMessage{
-					Kind: LaneCollapse, Status: StatusCollapsed, Into: into.String(),
-					Reason: "collapsed into build " + into.String(),
-				}})
-			}
-		}
-	}
+	// Granted builds are left alone: they are already in their queue and
+	// run when a slot frees (Screwdriver: "A1 starts; A2 and A3 collapse
+	// into A3 while A1 builds").
 	ln.Waiting = append(ln.Waiting, entry)
 	sort.SliceStable(ln.Waiting, func(i, j int) bool {
 		a, b := ln.Waiting[i].Build, ln.Waiting[j].Build

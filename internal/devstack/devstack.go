@@ -45,6 +45,8 @@ type Options struct {
 	MetricsPort int
 	// Namespace is created at start when missing.
 	Namespace string
+	// ExtraNamespaces are created too (tests isolate themselves in them).
+	ExtraNamespaces []string
 	// Retention is the namespace's retention of closed workflows.
 	Retention time.Duration
 	// Logger receives the server's logs at ServerLogLevel and above.
@@ -124,13 +126,17 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	}
 	// The namespace is created directly in the store before the server
 	// starts, so it exists (with our retention) before any client asks.
-	ns, err := sqliteschema.NewNamespaceConfig("active", opts.Namespace, false, nil)
-	if err != nil {
-		return nil, fmt.Errorf("devstack: namespace %q: %w", opts.Namespace, err)
+	var nss []*sqliteschema.NamespaceConfig
+	for _, name := range append([]string{opts.Namespace}, opts.ExtraNamespaces...) {
+		ns, err := sqliteschema.NewNamespaceConfig("active", name, false, nil)
+		if err != nil {
+			return nil, fmt.Errorf("devstack: namespace %q: %w", name, err)
+		}
+		ns.Detail.Config.Retention = durationpb.New(opts.Retention)
+		nss = append(nss, ns)
 	}
-	ns.Detail.Config.Retention = durationpb.New(opts.Retention)
-	if err := sqliteschema.CreateNamespaces(&sqlCfg, ns); err != nil {
-		return nil, fmt.Errorf("devstack: create namespace %q: %w", opts.Namespace, err)
+	if err := sqliteschema.CreateNamespaces(&sqlCfg, nss...); err != nil {
+		return nil, fmt.Errorf("devstack: create namespaces: %w", err)
 	}
 
 	cfg := serverConfig(opts, ports, sqlCfg, frontend)

@@ -1,0 +1,83 @@
+# sluice — `make` lists the targets.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+GO       ?= go
+export GOTOOLCHAIN := local
+export GOFLAGS     := -buildvcs=false
+BIN      := bin/sluice
+TOOLS    := $(CURDIR)/.tools
+GOLANGCI_LINT_VERSION := v2.15.0
+WORKFLOWCHECK_VERSION := v0.6.0
+
+# Packages that link the embedded Temporal server are tested without -race
+# (instrumenting the whole server costs more than it finds); everything else
+# runs with -race.
+E2E_PKGS  := ./internal/e2e/...
+UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e /internal/e2e -e /internal/devstack -e /starter -e /internal/tools)
+
+.PHONY: help
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## build bin/sluice
+	@mkdir -p bin
+	$(GO) build -o $(BIN) ./starter
+
+.PHONY: run
+run: build ## run everything on this machine: Temporal + Web UI (:8233), API (:8080), controller, local executor
+	./$(BIN) dev
+
+.PHONY: test
+test: build ## unit tests (-race) and end-to-end tests on a real in-process Temporal server; prints the slowest parts
+	@./scripts/test.sh
+
+.PHONY: test-unit
+test-unit: ## unit tests only (-race)
+	$(GO) test -race -count=1 $(UNIT_PKGS)
+
+.PHONY: test-e2e
+test-e2e: build ## end-to-end tests only
+	SLUICE_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 30m $(E2E_PKGS)
+
+.PHONY: fuzz
+fuzz: ## fuzz the parsers for FUZZTIME each (default 1m)
+	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=$${FUZZTIME:-1m} ./pipeline/
+	$(GO) test -run='^$$' -fuzz=FuzzParseRule -fuzztime=$${FUZZTIME:-1m} ./queue/
+	$(GO) test -run='^$$' -fuzz=FuzzParseGitHub -fuzztime=$${FUZZTIME:-1m} ./scm/
+	$(GO) test -run='^$$' -fuzz=FuzzParseGitLab -fuzztime=$${FUZZTIME:-1m} ./scm/
+
+$(TOOLS)/golangci-lint:
+	GOBIN=$(TOOLS) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
+$(TOOLS)/workflowcheck:
+	GOBIN=$(TOOLS) $(GO) install go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VERSION)
+
+.PHONY: lint
+lint: $(TOOLS)/golangci-lint $(TOOLS)/workflowcheck ## golangci-lint (pinned, installed into .tools) and workflowcheck
+	$(TOOLS)/golangci-lint run ./...
+	$(TOOLS)/workflowcheck ./workflows/...
+
+.PHONY: bench
+bench: build ## benchmarks against a bare Temporal baseline in the same run (QUICK=1 for a short run)
+	SLUICE_BIN=$(CURDIR)/$(BIN) $(GO) run ./internal/tools/bench $(if $(QUICK),-quick)
+
+.PHONY: chaos
+chaos: build ## kill executors, the controller and the Temporal server during 100 events; check nothing is lost
+	SLUICE_BIN=$(CURDIR)/$(BIN) $(GO) run ./internal/tools/chaos
+
+.PHONY: tidy
+tidy: ## go mod tidy and gofmt
+	$(GO) mod tidy
+	gofmt -w $$(git ls-files '*.go')
+
+.PHONY: compose-check
+compose-check: ## validate docker-compose.yml (needs a docker compose plugin; no engine required)
+	@if docker compose version >/dev/null 2>&1; then docker compose config --quiet && echo "docker-compose.yml: ok"; \
+	else echo "docker compose plugin not found: skipping (install Docker Compose v2 to check)"; fi
+
+.PHONY: clean
+clean: ## remove build output and the dev data directory
+	rm -rf bin .sluice

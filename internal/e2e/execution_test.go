@@ -1,0 +1,287 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-ci/sluice/api"
+	"github.com/sluice-ci/sluice/internal/testenv"
+	"github.com/sluice-ci/sluice/workflows"
+)
+
+// TestTriggersAndJoins: A → (B, C in parallel) → D, where D requires B and C.
+// One commit event runs A, then B and C overlapping in time, then D after
+// both. When C fails, D does not run and its reason names C.
+func TestTriggersAndJoins(t *testing.T) {
+	t.Parallel()
+	e := server.NewEnv(t, testenv.Options{LocalExecutor: true})
+	ctx := e.Context()
+	rec := recordsFile(t)
+	spec := func(cFails bool) string {
+		c := record(rec, "sleep 2")
+		if cFails {
+			c = record(rec, "sleep 1") + "; exit 3"
+		}
+		return fmt.Sprintf(`
+jobs:
+  A:
+    requires: [~commit]
+    steps:
+      - a: %q
+  B:
+    requires: [A]
+    steps:
+      - b: %q
+  C:
+    requires: [A]
+    steps:
+      - c: %q
+  D:
+    requires: [B, C]
+    steps:
+      - d: %q
+`, record(rec, "true"), record(rec, "sleep 2"), c, record(rec, "true"))
+	}
+	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": spec(false)})
+	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "joins", Repo: repo.Dir})
+	require.NoError(t, err)
+
+	started, err := e.API.StartEvent(ctx, "joins", api.StartEventRequest{Type: "commit", Branch: "main"})
+	require.NoError(t, err)
+	ev := e.WaitEvent(started.ID, 2*time.Minute)
+	require.Equal(t, workflows.StatusSuccess, ev.Status, "event: %+v", ev)
+	require.Len(t, ev.Builds, 4)
+	for _, b := range ev.Builds {
+		require.Equal(t, workflows.StatusSuccess, b.Status, "build %s", b.ID)
+		require.Equal(t, "local", b.Executor)
+	}
+	spans := readSpans(t, rec)
+	a, b, c, d := spanOf(t, spans, "A"), spanOf(t, spans, "B"), spanOf(t, spans, "C"), spanOf(t, spans, "D")
+	require.True(t, !b.Start.Before(a.End) && !c.Start.Before(a.End), "B and C start after A ends")
+	require.True(t, b.Start.Before(c.End) && c.Start.Before(b.End), "B %v-%v and C %v-%v overlap", b.Start, b.End, c.Start, c.End)
+	require.True(t, !d.Start.Before(b.End) && !d.Start.Before(c.End), "D starts after both B and C end")
+
+	// Now C fails: D must not run, and say why.
+	sha := repo.Commit(map[string]string{"screwdriver.yaml": spec(true)}, "make C fail")
+	started, err = e.API.StartEvent(ctx, "joins", api.StartEventRequest{Type: "commit", Branch: "main", SHA: sha})
+	require.NoError(t, err)
+	ev = e.WaitEvent(started.ID, 2*time.Minute)
+	require.Equal(t, workflows.StatusFailure, ev.Status)
+	require.Equal(t, sha, ev.SHA)
+	require.Equal(t, workflows.StatusFailure, buildOf(t, ev, "C").Status)
+	require.Contains(t, buildOf(t, ev, "C").Reason, "exited with code 3")
+	require.Equal(t, workflows.StatusSuccess, buildOf(t, ev, "B").Status)
+	dOut := jobOf(t, ev, "D")
+	require.Equal(t, workflows.StatusSkipped, dOut.Status)
+	require.Contains(t, dOut.Reason, "C")
+	require.Contains(t, dOut.Reason, "FAILURE")
+	for _, b := range ev.Builds {
+		require.NotEqual(t, "D", b.Job, "D must not run")
+	}
+}
+
+// TestCollapse: A sleeps 5s and B requires A. Five commit events within a
+// second, with different shas: A runs for the first and the last event only,
+// the three in the middle are COLLAPSED into the last, and B runs twice.
+func TestCollapse(t *testing.T) {
+	t.Parallel()
+	e := server.NewEnv(t, testenv.Options{LocalExecutor: true})
+	ctx := e.Context()
+	rec := recordsFile(t)
+	spec := fmt.Sprintf(`
+jobs:
+  A:
+    requires: [~commit]
+    steps:
+      - a: %q
+  B:
+    requires: [A]
+    steps:
+      - b: %q
+`, record(rec, "sleep 5"), record(rec, "true"))
+	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": spec})
+	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "collapse", Repo: repo.Dir})
+	require.NoError(t, err)
+	var shas []string
+	for i := range 5 {
+		shas = append(shas, repo.Commit(map[string]string{"file": strconv.Itoa(i)}, "commit "+strconv.Itoa(i)))
+	}
+	var ids []string
+	begin := time.Now()
+	for _, sha := range shas {
+		ev, err := e.API.StartEvent(ctx, "collapse", api.StartEventRequest{Type: "commit", Branch: "main", SHA: sha})
+		require.NoError(t, err)
+		ids = append(ids, ev.ID)
+	}
+	require.Less(t, time.Since(begin), time.Second, "the five events start within a second")
+
+	events := make([]api.Event, len(ids))
+	for i, id := range ids {
+		events[i] = e.WaitEvent(id, 3*time.Minute)
+	}
+	last := ids[4]
+	for _, ev := range events {
+		for _, b := range ev.Builds {
+			t.Logf("%s %s %s created %s queued %s start %s end %s", b.ID, b.Status, b.Reason, b.CreateTime.Format("05.000"), b.QueuedTime.Format("05.000"), b.StartTime.Format("05.000"), b.EndTime.Format("05.000"))
+		}
+	}
+	require.Equal(t, workflows.StatusSuccess, events[0].Status)
+	require.Equal(t, workflows.StatusSuccess, events[4].Status)
+	for i := 1; i <= 3; i++ {
+		a := buildOf(t, events[i], "A")
+		require.Equal(t, workflows.StatusCollapsed, a.Status, "event %s", ids[i])
+		require.Equal(t, "collapsed into build collapse/A/"+strings.TrimPrefix(last, "collapse/"), a.Reason)
+		require.Equal(t, workflows.StatusSkipped, jobOf(t, events[i], "B").Status)
+	}
+	spans := readSpans(t, rec)
+	var aRuns, bRuns []string
+	for _, s := range spans {
+		switch s.Job {
+		case "A":
+			aRuns = append(aRuns, s.Event)
+		case "B":
+			bRuns = append(bRuns, s.Event)
+		}
+	}
+	require.Equal(t, []string{ids[0], last}, aRuns, "A runs for the first and last events only")
+	require.Equal(t, []string{ids[0], last}, bRuns, "B runs twice")
+}
+
+// TestFreezeWindow: a build started inside a freeze window is FROZEN with a
+// reason naming the end time and runs after it; --force runs at once.
+func TestFreezeWindow(t *testing.T) {
+	t.Parallel()
+	e := server.NewEnv(t, testenv.Options{LocalExecutor: true})
+	ctx := e.Context()
+	// A window covering only the current minute, so the test waits at most
+	// a minute. Stay clear of the minute's last seconds.
+	now := time.Now().UTC()
+	if now.Second() > 45 {
+		time.Sleep(time.Duration(61-now.Second()) * time.Second)
+		now = time.Now().UTC()
+	}
+	window := fmt.Sprintf("%d %d * * ?", now.Minute(), now.Hour())
+	end := now.Truncate(time.Minute).Add(time.Minute)
+	spec := fmt.Sprintf(`
+jobs:
+  deploy:
+    requires: [~commit]
+    freezeWindows: [%q]
+    steps:
+      - go: echo deploying
+`, window)
+	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": spec})
+	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "freeze", Repo: repo.Dir})
+	require.NoError(t, err)
+
+	frozen, err := e.API.StartEvent(ctx, "freeze", api.StartEventRequest{Type: "commit", Branch: "main"})
+	require.NoError(t, err)
+	var b api.Build
+	e.WaitFor("the build to be FROZEN", 30*time.Second, func() bool {
+		b, err = e.API.GetBuild(ctx, "freeze/deploy/"+strconv.Itoa(frozen.Number))
+		return err == nil && b.Status == workflows.StatusFrozen
+	})
+	require.Contains(t, b.Reason, "frozen until "+end.Format(time.RFC3339))
+	require.Contains(t, b.Reason, window)
+
+	// A forced start runs through the window.
+	forced, err := e.API.StartEvent(ctx, "freeze", api.StartEventRequest{StartFrom: "deploy", Force: true})
+	require.NoError(t, err)
+	fev := e.WaitEvent(forced.ID, time.Minute)
+	require.Equal(t, workflows.StatusSuccess, fev.Status)
+	require.True(t, time.Now().UTC().Before(end), "the forced build finished inside the window")
+
+	// The frozen one runs once the window ends.
+	ev := e.WaitEvent(frozen.ID, 2*time.Minute)
+	require.Equal(t, workflows.StatusSuccess, ev.Status)
+	started := buildOf(t, ev, "deploy").StartTime
+	require.False(t, started.Before(end), "frozen build started at %v, window ends %v", started, end)
+}
+
+// TestCancel: a cancelled queued build never starts; cancelling a running
+// `sleep 600` kills its process within 5 s and the build ends ABORTED.
+func TestCancel(t *testing.T) {
+	t.Parallel()
+	e := server.NewEnv(t, testenv.Options{LocalExecutor: true})
+	ctx := e.Context()
+	// A queue no member serves: its builds wait.
+	_, err := e.API.CreateQueue(ctx, api.QueueRequest{Name: "nowhere", Rules: []string{"run-on=executors,max-parallel=1,labels=pool=none"}})
+	require.NoError(t, err)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	marker := filepath.Join(t.TempDir(), "queued-ran")
+	spec := fmt.Sprintf(`
+jobs:
+  queued:
+    requires: [~commit]
+    annotations:
+      screwdriver.cd/executor: nowhere
+    steps:
+      - never: touch %s
+  long:
+    requires: [~commit]
+    steps:
+      - sleep: sh -c 'echo $$ > %s; exec sleep 600'
+`, marker, pidFile)
+	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": spec})
+	_, err = e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "cancel", Repo: repo.Dir})
+	require.NoError(t, err)
+	ev, err := e.API.StartEvent(ctx, "cancel", api.StartEventRequest{Type: "commit", Branch: "main"})
+	require.NoError(t, err)
+	queuedID := "cancel/queued/" + strconv.Itoa(ev.Number)
+	longID := "cancel/long/" + strconv.Itoa(ev.Number)
+
+	var queued api.Build
+	e.WaitFor("the queued build to wait for a slot", 30*time.Second, func() bool {
+		queued, err = e.API.GetBuild(ctx, queuedID)
+		return err == nil && queued.Status == workflows.StatusQueued && !queued.QueuedTime.IsZero()
+	})
+	require.Contains(t, queued.Reason, "no live member")
+	require.NoError(t, e.API.CancelBuild(ctx, queuedID))
+
+	var pid int
+	e.WaitFor("the long build to start", 30*time.Second, func() bool {
+		data, err := os.ReadFile(pidFile)
+		if err != nil {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(data)))
+		return err == nil
+	})
+	require.NoError(t, syscall.Kill(pid, 0), "sleep 600 runs")
+	cancelled := time.Now()
+	require.NoError(t, e.API.CancelBuild(ctx, longID))
+	e.WaitFor("the sleep process to die", 5*time.Second, func() bool {
+		return !alive(pid)
+	})
+	t.Logf("sleep 600 killed %s after the cancel", time.Since(cancelled).Round(time.Millisecond))
+
+	final := e.WaitEvent(ev.ID, time.Minute)
+	require.Equal(t, workflows.StatusAborted, buildOf(t, final, "long").Status)
+	q := buildOf(t, final, "queued")
+	require.Equal(t, workflows.StatusAborted, q.Status)
+	require.True(t, q.StartTime.IsZero(), "the cancelled queued build never started")
+	require.NoFileExists(t, marker)
+}
+
+// alive reports whether pid is a live (non-zombie) process.
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state is the field after the parenthesised command name.
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}

@@ -1,0 +1,115 @@
+// Command testreport reads `go test -json` on stdin, prints results like
+// `go test` does (the output of failing tests in full), and ends with the
+// slowest packages and tests. It exits non-zero when anything failed.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+)
+
+type event struct {
+	Time    time.Time
+	Action  string
+	Package string
+	Test    string
+	Elapsed float64
+	Output  string
+}
+
+type result struct {
+	name    string
+	elapsed float64
+}
+
+func main() {
+	label := flag.String("label", "tests", "name of this run in the summary")
+	top := flag.Int("top", 10, "how many slow tests to list")
+	flag.Parse()
+	if err := run(os.Stdin, os.Stdout, *label, *top); err != nil {
+		fmt.Fprintln(os.Stderr, "testreport:", err)
+		os.Exit(1)
+	}
+}
+
+func run(in io.Reader, out io.Writer, label string, top int) error {
+	output := map[string][]string{} // package/test -> output lines
+	var tests, pkgs []result
+	failed := 0
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		var ev event
+		if err := json.Unmarshal(line, &ev); err != nil || ev.Action == "" {
+			fmt.Fprintln(out, string(line)) // build errors and other plain text
+			continue
+		}
+		key := ev.Package + " " + ev.Test
+		switch ev.Action {
+		case "output":
+			output[key] = append(output[key], ev.Output)
+		case "build-output":
+			fmt.Fprint(out, ev.Output)
+		case "build-fail":
+			failed++
+		case "pass", "fail", "skip":
+			if ev.Test == "" {
+				pkgs = append(pkgs, result{ev.Package, ev.Elapsed})
+				status := map[string]string{"pass": "ok  ", "fail": "FAIL", "skip": "?   "}[ev.Action]
+				fmt.Fprintf(out, "%s\t%s\t%.1fs\n", status, ev.Package, ev.Elapsed)
+				if ev.Action == "fail" {
+					failed++
+					for _, l := range output[key] {
+						fmt.Fprint(out, l)
+					}
+				}
+				continue
+			}
+			if !strings.Contains(ev.Test, "/") {
+				tests = append(tests, result{ev.Package + "." + ev.Test, ev.Elapsed})
+			}
+			if ev.Action == "fail" {
+				failed++
+				fmt.Fprintf(out, "--- FAIL: %s (%s)\n", ev.Test, ev.Package)
+				for _, l := range output[key] {
+					fmt.Fprint(out, "    "+l)
+				}
+			}
+			delete(output, key)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	byTime := func(rs []result) {
+		sort.Slice(rs, func(i, j int) bool { return rs[i].elapsed > rs[j].elapsed })
+	}
+	byTime(pkgs)
+	byTime(tests)
+	fmt.Fprintf(out, "\n-- %s: slowest packages\n", label)
+	for i, r := range pkgs {
+		if i == top {
+			break
+		}
+		fmt.Fprintf(out, "  %7.1fs  %s\n", r.elapsed, r.name)
+	}
+	fmt.Fprintf(out, "-- %s: slowest tests\n", label)
+	for i, r := range tests {
+		if i == top {
+			break
+		}
+		fmt.Fprintf(out, "  %7.1fs  %s\n", r.elapsed, r.name)
+	}
+	if failed > 0 {
+		return fmt.Errorf("%s: %d failures", label, failed)
+	}
+	return nil
+}
