@@ -176,10 +176,21 @@ type updateResult struct {
 // update sends an update and returns where its outcome will be recorded.
 func update(env *testsuite.TestWorkflowEnvironment, name string, arg any) *updateResult {
 	res := &updateResult{}
+	sendUpdate(env, res, name, arg)
+	return res
+}
+
+// updateAt sends an update d after the start.
+func updateAt(env *testsuite.TestWorkflowEnvironment, d time.Duration, name string, arg any) *updateResult {
+	res := &updateResult{}
+	at(env, d, func() { sendUpdate(env, res, name, arg) })
+	return res
+}
+
+func sendUpdate(env *testsuite.TestWorkflowEnvironment, res *updateResult, name string, arg any) {
 	env.UpdateWorkflow(name, "", &testsuite.TestUpdateCallback{
 		OnAccept:   func() { res.Accepted = true },
 		OnReject:   func(err error) { res.Rejected = err; res.Done = true },
 		OnComplete: func(v any, err error) { res.Value, res.Err, res.Done = v, err, true },
 	}, arg)
-	return res
 }

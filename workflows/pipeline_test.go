@@ -1,0 +1,459 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sluice-ci/sluice/activities"
+)
+
+var appConfig = PipelineConfig{Name: "app", Repo: "/src/app", Branch: "main"}
+
+// startedEvent is one EventWorkflow child the pipeline started.
+type startedEvent struct {
+	WorkflowID string
+	Input      EventInput
+}
+
+type pipelineHarness struct {
+	t   *testing.T
+	env *testsuite.TestWorkflowEnvironment
+	rec *recorder
+
+	mu        sync.Mutex
+	events    []startedEvent
+	schedules []map[string]string
+}
+
+func newPipelineHarness(t *testing.T) *pipelineHarness {
+	t.Helper()
+	env, rec := newEnv(t)
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: PipelineWorkflowID("app")})
+	h := &pipelineHarness{t: t, env: env, rec: rec}
+	env.OnWorkflow(EventWorkflow, mock.Anything, mock.Anything).Return(
+		func(ctx workflow.Context, in EventInput) (EventState, error) {
+			h.mu.Lock()
+			h.events = append(h.events, startedEvent{WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Input: in})
+			h.mu.Unlock()
+			return EventState{Event: in.Event, Status: StatusSuccess}, nil
+		}).Maybe()
+	env.OnActivity(acts.SyncSchedules, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.SyncSchedulesInput) error {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.schedules = append(h.schedules, in.Periodic)
+			return nil
+		}).Maybe()
+	return h
+}
+
+// deleteAt deletes the pipeline at d, which ends the workflow once its lanes
+// are empty.
+func (h *pipelineHarness) deleteAt(d time.Duration) *updateResult {
+	return updateAt(h.env, d, UpdateDelete, "")
+}
+
+func (h *pipelineHarness) run(in PipelineInput) {
+	h.t.Helper()
+	h.env.ExecuteWorkflow(PipelineWorkflow, in)
+	require.True(h.t, h.env.IsWorkflowCompleted())
+	require.NoError(h.t, h.env.GetWorkflowError())
+}
+
+func (h *pipelineHarness) startEvent(d time.Duration, req StartEventRequest) *updateResult {
+	return updateAt(h.env, d, UpdateStartEvent, req)
+}
+
+func (h *pipelineHarness) signal(d time.Duration, name string, arg any) {
+	at(h.env, d, func() { h.env.SignalWorkflow(name, arg) })
+}
+
+func (h *pipelineHarness) enqueue(d time.Duration, r LaneRequest) { h.signal(d, SignalEnqueue, r) }
+
+func (h *pipelineHarness) done(d time.Duration, b BuildRef, s Status) {
+	h.signal(d, SignalBuildDone, BuildDone{Build: b, Status: s})
+}
+
+func startResult(t *testing.T, res *updateResult) StartEventResult {
+	t.Helper()
+	require.True(t, res.Done, "update did not finish")
+	require.NoError(t, res.Rejected)
+	require.NoError(t, res.Err)
+	out, ok := res.Value.(StartEventResult)
+	require.True(t, ok, "update returned %T", res.Value)
+	return out
+}
+
+func appBuild(job string, event int) BuildRef { return BuildRef{Pipeline: "app", Job: job, Event: event} }
+
+func TestPipelineStartEventNumbersEvents(t *testing.T) {
+	t.Parallel()
+	h := newPipelineHarness(t)
+	reqs := []StartEventRequest{
+		{Trigger: Trigger{Kind: TriggerCommit, Branch: "main", SHA: "aaa"}},
+		{Trigger: Trigger{Kind: TriggerPR, PR: 12, Branch: "main"}, Creator: "ann"},
+		{Trigger: Trigger{Kind: TriggerManual}, StartFrom: "deploy", Force: true, Parent: 1, ParentSucceeded: []string{"build"}},
+	}
+	var results []*updateResult
+	for i, r := range reqs {
+		results = append(results, h.startEvent(time.Duration(i+1)*time.Minute, r))
+	}
+	at(h.env, 5*time.Minute, func() {
+		info := query[PipelineInfo](t, h.env, QueryPipeline)
+		require.Equal(t, 3, info.Events)
+		require.Equal(t, appConfig, info.Config)
+	})
+	h.deleteAt(10 * time.Minute)
+	h.run(PipelineInput{Config: appConfig})
+
+	for i, res := range results {
+		require.Equal(t, StartEventResult{Event: EventRef{Pipeline: "app", Number: i + 1}}, startResult(t, res))
+	}
+	require.Len(t, h.events, 3)
+	for i, ev := range h.events {
+		n := i + 1
+		require.Equal(t, EventRef{Pipeline: "app", Number: n}.WorkflowID(), ev.WorkflowID)
+		require.Equal(t, EventInput{
+			Event: EventRef{Pipeline: "app", Number: n}, Config: appConfig, Trigger: reqs[i].Trigger,
+			StartFrom: reqs[i].StartFrom, Force: reqs[i].Force, Parent: reqs[i].Parent,
+			ParentSucceeded: reqs[i].ParentSucceeded, Creator: reqs[i].Creator,
+		}, ev.Input)
+	}
+	require.Equal(t, []string{"event/app/1", "event/app/2", "event/app/3"}, h.rec.children)
+}
+
+func TestPipelineDeduplicatesDeliveries(t *testing.T) {
+	t.Parallel()
+	h := newPipelineHarness(t)
+	push := func(delivery string) StartEventRequest {
+		return StartEventRequest{Trigger: Trigger{Kind: TriggerCommit, Branch: "main", DeliveryID: delivery}}
+	}
+	first := h.startEvent(time.Minute, push("d-1"))
+	again := h.startEvent(2*time.Minute, push("d-1"))
+	other := h.startEvent(3*time.Minute, push("d-2"))
+	third := h.startEvent(4*time.Minute, push("d-1"))
+	h.deleteAt(10 * time.Minute)
+	h.run(PipelineInput{Config: appConfig})
+
+	ev1 := EventRef{Pipeline: "app", Number: 1}
+	require.Equal(t, StartEventResult{Event: ev1}, startResult(t, first))
+	require.Equal(t, StartEventResult{Event: ev1, Duplicate: true}, startResult(t, again))
+	require.Equal(t, StartEventResult{Event: EventRef{Pipeline: "app", Number: 2}}, startResult(t, other))
+	require.Equal(t, StartEventResult{Event: ev1, Duplicate: true}, startResult(t, third))
+	require.Len(t, h.events, 2)
+}
+
+func TestPipelineStartEventValidation(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		req     StartEventRequest
+		deleted bool
+		wantErr string
+	}{
+		{name: "unknown trigger kind", req: StartEventRequest{Trigger: Trigger{Kind: "push"}}, wantErr: `unknown trigger kind "push"`},
+		{name: "empty trigger kind", req: StartEventRequest{}, wantErr: `unknown trigger kind ""`},
+		{name: "pr without number", req: StartEventRequest{Trigger: Trigger{Kind: TriggerPR}}, wantErr: "a pr event needs a pull request number"},
+		{name: "pr-closed without number", req: StartEventRequest{Trigger: Trigger{Kind: TriggerPRClosed}}, wantErr: "a pr-closed event needs a pull request number"},
+		{name: "negative pr", req: StartEventRequest{Trigger: Trigger{Kind: TriggerCommit, PR: -1}}, wantErr: "pull request number -1 must be positive"},
+		{name: "parent that does not exist", req: StartEventRequest{Trigger: Trigger{Kind: TriggerManual}, Parent: 4}, wantErr: "parent event 4 does not exist in pipeline app (last event is 0)"},
+		{name: "deleted pipeline", req: StartEventRequest{Trigger: Trigger{Kind: TriggerCommit}}, deleted: true, wantErr: "pipeline deleted: app"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newPipelineHarness(t)
+			var res *updateResult
+			if tc.deleted {
+				// Keep one build in the lane so the deleted pipeline stays open.
+				h.enqueue(time.Second, lreqFor(appBuild("test", 1)))
+				h.deleteAt(time.Minute)
+				res = h.startEvent(2*time.Minute, tc.req)
+				h.done(3*time.Minute, appBuild("test", 1), StatusSuccess)
+			} else {
+				res = h.startEvent(time.Minute, tc.req)
+				h.deleteAt(2 * time.Minute)
+			}
+			h.run(PipelineInput{Config: appConfig})
+			require.True(t, res.Done)
+			require.False(t, res.Accepted)
+			require.ErrorContains(t, res.Rejected, tc.wantErr)
+			if tc.deleted {
+				require.ErrorIs(t, res.Rejected, ErrPipelineDeleted)
+			}
+			require.Empty(t, h.events)
+		})
+	}
+}
+
+func TestPipelineConfigureAndDeleteValidation(t *testing.T) {
+	t.Parallel()
+	h := newPipelineHarness(t)
+	badConf := updateAt(h.env, time.Minute, UpdateConfigure, PipelineConfig{Name: "app"})
+	goodConf := updateAt(h.env, 2*time.Minute, UpdateConfigure, PipelineConfig{Repo: "/src/other", Branch: "dev", Queue: "gpu",
+		Dispatch: Dispatch{HeartbeatTimeout: time.Minute, MaxAttempts: 5}})
+	h.enqueue(3*time.Minute, lreqFor(appBuild("test", 1)))
+	del := updateAt(h.env, 4*time.Minute, UpdateDelete, "")
+	delAgain := updateAt(h.env, 5*time.Minute, UpdateDelete, "")
+	h.done(6*time.Minute, appBuild("test", 1), StatusSuccess)
+	h.run(PipelineInput{Config: appConfig})
+
+	require.ErrorContains(t, badConf.Rejected, "repo must not be empty")
+	require.NoError(t, goodConf.Err)
+	require.Equal(t, PipelineConfig{Name: "app", Repo: "/src/other", Branch: "dev", Queue: "gpu",
+		Dispatch: Dispatch{HeartbeatTimeout: time.Minute, MaxAttempts: 5}}, goodConf.Value)
+	require.NoError(t, del.Err)
+	require.Equal(t, 0, del.Value) // the only build was granted, nothing waited
+	require.ErrorIs(t, delAgain.Rejected, ErrPipelineDeleted)
+	// Deleting removes the periodic schedules.
+	require.Equal(t, []map[string]string{nil}, h.schedules)
+}
+
+// lreqFor is a lane request with Screwdriver's defaults.
+func lreqFor(b BuildRef, opts ...func(*LaneRequest)) LaneRequest { return lreq(b, opts...) }
+
+func TestPipelineLaneMessages(t *testing.T) {
+	t.Parallel()
+	test1, test2, test3 := appBuild("test", 1), appBuild("test", 2), appBuild("test", 3)
+	deploy1 := appBuild("deploy", 1)
+	h := newPipelineHarness(t)
+	h.enqueue(time.Minute, lreqFor(test1))
+	h.enqueue(2*time.Minute, lreqFor(test2))
+	h.enqueue(3*time.Minute, lreqFor(deploy1, blockedBy("test")))
+	h.enqueue(4*time.Minute, lreqFor(test3))
+	at(h.env, 5*time.Minute, func() {
+		info := query[PipelineInfo](t, h.env, QueryPipeline)
+		require.Equal(t, 3, info.Lanes.Len()) // test1 active, test3 and deploy1 waiting
+	})
+	h.done(6*time.Minute, test1, StatusSuccess)
+	h.done(7*time.Minute, test3, StatusSuccess)
+	h.done(8*time.Minute, deploy1, StatusSuccess)
+	h.deleteAt(9 * time.Minute)
+	h.run(PipelineInput{Config: appConfig})
+
+	blockedByTest := func(b BuildRef) LaneMessage {
+		return LaneMessage{Kind: LaneStatus, Status: StatusBlocked, Reason: "blocked by build " + b.String() + " of job test"}
+	}
+	sameJob := func(b BuildRef) LaneMessage {
+		return LaneMessage{Kind: LaneStatus, Status: StatusBlocked, Reason: "blocked by build " + b.String() + " of the same job"}
+	}
+	collapse := func(into BuildRef) LaneMessage {
+		return LaneMessage{Kind: LaneCollapse, Status: StatusCollapsed, Into: into.String(), Reason: "collapsed into build " + into.String()}
+	}
+	require.Equal(t, map[string][]LaneMessage{
+		test1.WorkflowID():   {grantMsg}, // granted builds are never collapsed
+		test2.WorkflowID():   {sameJob(test1), collapse(test3)},
+		test3.WorkflowID():   {sameJob(test1), grantMsg},
+		// When test1 ends no test build runs: deploy1 is granted in the same
+		// pass as test3 (blockedBy waits for running builds only).
+		deploy1.WorkflowID(): {blockedByTest(test1), grantMsg},
+	}, h.rec.laneMessages())
+}
+
+func TestPipelineFreezeWindowTimer(t *testing.T) {
+	t.Parallel()
+	night := time.Date(2026, 11, 23, 3, 0, 0, 0, time.UTC)
+	open := time.Date(2026, 11, 23, 7, 0, 0, 0, time.UTC)
+	frozen, forcedBuild := appBuild("deploy", 1), appBuild("hotfix", 1)
+	h := newPipelineHarness(t)
+	h.env.SetStartTime(night)
+	h.enqueue(time.Minute, lreqFor(frozen, frozenAtNight))
+	h.enqueue(2*time.Minute, lreqFor(forcedBuild, frozenAtNight, forced))
+	// Just before the window ends the build still waits; just after, the
+	// pipeline's timer has granted it without any signal.
+	at(h.env, open.Sub(night)-time.Minute, func() {
+		require.Len(t, h.rec.laneMessages()[frozen.WorkflowID()], 1)
+	})
+	at(h.env, open.Sub(night)+time.Minute, func() {
+		msgs := h.rec.laneMessages()[frozen.WorkflowID()]
+		require.Len(t, msgs, 2)
+		require.Equal(t, grantMsg, msgs[1])
+		info := query[PipelineInfo](t, h.env, QueryPipeline)
+		require.Len(t, info.Lanes.Jobs["deploy"].Active, 1)
+		require.True(t, open.Equal(info.Lanes.Jobs["deploy"].Active[0].GrantedAt), "granted at %s", info.Lanes.Jobs["deploy"].Active[0].GrantedAt)
+	})
+	h.done(5*time.Hour, frozen, StatusSuccess)
+	h.done(5*time.Hour, forcedBuild, StatusSuccess)
+	h.deleteAt(6 * time.Hour)
+	h.run(PipelineInput{Config: appConfig})
+
+	msgs := h.rec.laneMessages()
+	require.Equal(t, []LaneMessage{
+		{Kind: LaneStatus, Status: StatusFrozen, Until: open,
+			Reason: "frozen until 2026-11-23T07:00:00Z by freeze window `" + nightWindow + "`"},
+		grantMsg,
+	}, msgs[frozen.WorkflowID()])
+	require.Equal(t, []LaneMessage{grantMsg}, msgs[forcedBuild.WorkflowID()])
+}
+
+func TestPipelineDelayTimer(t *testing.T) {
+	t.Parallel()
+	b := appBuild("deploy", 1)
+	h := newPipelineHarness(t)
+	h.enqueue(time.Minute, lreqFor(b, delayed(30*time.Minute)))
+	at(h.env, 30*time.Minute, func() { require.Len(t, h.rec.laneMessages()[b.WorkflowID()], 1) })
+	at(h.env, 32*time.Minute, func() { require.Len(t, h.rec.laneMessages()[b.WorkflowID()], 2) })
+	h.done(time.Hour, b, StatusSuccess)
+	h.deleteAt(2 * time.Hour)
+	h.run(PipelineInput{Config: appConfig})
+	until := wfT0.Add(31 * time.Minute)
+	require.Equal(t, []LaneMessage{
+		{Kind: LaneStatus, Status: StatusQueued, Until: until, Reason: "delayed until 2026-11-23T10:31:00Z (sluice.dev/delay 30m0s)"},
+		grantMsg,
+	}, h.rec.laneMessages()[b.WorkflowID()])
+}
+
+func TestPipelineDeleteAbortsWaitingBuilds(t *testing.T) {
+	t.Parallel()
+	running, waiting, late := appBuild("test", 1), appBuild("test", 2), appBuild("lint", 3)
+	h := newPipelineHarness(t)
+	h.enqueue(time.Minute, lreqFor(running, noCollapse))
+	h.enqueue(2*time.Minute, lreqFor(waiting, noCollapse))
+	del := h.deleteAt(3 * time.Minute)
+	// A build that asks after the delete is aborted at once.
+	h.enqueue(4*time.Minute, lreqFor(late))
+	at(h.env, 5*time.Minute, func() { require.False(t, h.env.IsWorkflowCompleted()) })
+	// The pipeline ends when its last granted build is done.
+	h.done(6*time.Minute, running, StatusSuccess)
+	h.run(PipelineInput{Config: appConfig})
+
+	require.NoError(t, del.Err)
+	require.Equal(t, 1, del.Value)
+	abort := LaneMessage{Kind: LaneAbort, Status: StatusAborted, Reason: "pipeline app was deleted"}
+	msgs := h.rec.laneMessages()
+	require.Equal(t, []LaneMessage{grantMsg}, msgs[running.WorkflowID()])
+	require.Equal(t, abort, msgs[waiting.WorkflowID()][len(msgs[waiting.WorkflowID()])-1])
+	require.Equal(t, []LaneMessage{abort}, msgs[late.WorkflowID()])
+	require.Equal(t, []map[string]string{nil}, h.schedules)
+}
+
+func TestPipelineStartEventSignal(t *testing.T) {
+	t.Parallel()
+	h := newPipelineHarness(t)
+	h.signal(time.Minute, SignalStartEvent, StartEventRequest{Trigger: Trigger{Kind: TriggerPeriodic, Sender: "schedule"}, StartFrom: "nightly"})
+	// An invalid request by signal is dropped, not fatal.
+	h.signal(2*time.Minute, SignalStartEvent, StartEventRequest{Trigger: Trigger{Kind: "bogus"}})
+	h.signal(3*time.Minute, SignalStartEvent, StartEventRequest{Trigger: Trigger{Kind: TriggerPeriodic}, StartFrom: "weekly"})
+	h.deleteAt(time.Hour)
+	h.run(PipelineInput{Config: appConfig})
+	require.Len(t, h.events, 2)
+	require.Equal(t, "event/app/1", h.events[0].WorkflowID)
+	require.Equal(t, "nightly", h.events[0].Input.StartFrom)
+	require.Equal(t, "event/app/2", h.events[1].WorkflowID)
+	require.Equal(t, "weekly", h.events[1].Input.StartFrom)
+}
+
+func TestPipelineSpecSync(t *testing.T) {
+	t.Parallel()
+	h := newPipelineHarness(t)
+	periodic := map[string]string{"nightly": "17 3 * * *"}
+	h.signal(time.Minute, SignalSpecSynced, SpecSync{SHA: "s1", Subscriptions: []string{"sd@lib:publish", "sd@base:build"}, Periodic: periodic})
+	// The same periodic jobs again: the schedules are not touched.
+	h.signal(2*time.Minute, SignalSpecSynced, SpecSync{SHA: "s2", Subscriptions: []string{"sd@base:build"}, Periodic: map[string]string{"nightly": "17 3 * * *"}})
+	at(h.env, 3*time.Minute, func() {
+		info := query[PipelineInfo](t, h.env, QueryPipeline)
+		require.Equal(t, "s2", info.LastSHA)
+		require.Equal(t, []string{"sd@base:build"}, info.Subscriptions)
+		require.Equal(t, periodic, info.Periodic)
+	})
+	h.deleteAt(time.Hour)
+	h.run(PipelineInput{Config: appConfig})
+	require.Equal(t, []map[string]string{periodic, nil}, h.schedules)
+}
+
+func TestPipelineContinueAsNew(t *testing.T) {
+	t.Parallel()
+	test1, test2, lint1 := appBuild("test", 1), appBuild("test", 2), appBuild("lint", 1)
+	h := newPipelineHarness(t)
+	h.startEvent(time.Minute, StartEventRequest{Trigger: Trigger{Kind: TriggerCommit, DeliveryID: "d-1"}})
+	h.startEvent(2*time.Minute, StartEventRequest{Trigger: Trigger{Kind: TriggerCommit}})
+	h.enqueue(3*time.Minute, lreqFor(test1))
+	h.enqueue(3*time.Minute, lreqFor(lint1))
+	h.done(4*time.Minute, lint1, StatusSuccess)
+	at(h.env, 5*time.Minute, func() {
+		// The history grew past the limit; the signals that arrive together
+		// with the next wake-up are all handled before continuing as new.
+		h.env.SetCurrentHistoryLength(continueAsNewAfter + 1)
+		h.env.SignalWorkflow(SignalEnqueue, lreqFor(test2, noCollapse))
+		h.env.SignalWorkflow(SignalSpecSynced, SpecSync{SHA: "s1", Subscriptions: []string{"sd@lib:publish"}})
+		h.env.SignalWorkflow(SignalStartEvent, StartEventRequest{Trigger: Trigger{Kind: TriggerPeriodic}, StartFrom: "nightly"})
+	})
+	h.env.ExecuteWorkflow(PipelineWorkflow, PipelineInput{Config: appConfig})
+	require.True(t, h.env.IsWorkflowCompleted())
+
+	err := h.env.GetWorkflowError()
+	var can *workflow.ContinueAsNewError
+	require.ErrorAs(t, err, &can)
+	require.Equal(t, "PipelineWorkflow", can.WorkflowType.Name)
+	var next PipelineInput
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	require.Equal(t, appConfig, next.Config)
+	require.NotNil(t, next.State)
+	st := next.State
+	require.Equal(t, 4, st.NextEvent)
+	require.Equal(t, []DeliverySeen{{ID: "d-1", Event: 1}}, st.Deliveries)
+	require.Equal(t, []string{"sd@lib:publish"}, st.Subscriptions)
+	require.Equal(t, "s1", st.LastSHA)
+	require.Equal(t, 2, st.Lanes.Len())
+	require.Len(t, st.Lanes.Jobs["test"].Active, 1)
+	require.Equal(t, test1, st.Lanes.Jobs["test"].Active[0].Build)
+	require.Len(t, st.Lanes.Jobs["test"].Waiting, 1)
+	require.Equal(t, test2, st.Lanes.Jobs["test"].Waiting[0].Build)
+	require.Equal(t, StatusBlocked, st.Lanes.Jobs["test"].Waiting[0].Status)
+	require.NotContains(t, st.Lanes.Jobs, "lint")
+	// The event asked for by signal was started before continuing.
+	require.Len(t, h.events, 3)
+	require.Equal(t, "nightly", h.events[2].Input.StartFrom)
+	// Every lane message was sent before continuing.
+	require.Equal(t, []LaneMessage{{Kind: LaneStatus, Status: StatusBlocked, Reason: "blocked by build app/test/1 of the same job"}},
+		h.rec.laneMessages()[test2.WorkflowID()])
+}
+
+func TestPipelineResumesFromState(t *testing.T) {
+	t.Parallel()
+	// A first run's lanes and numbering, carried by continue-as-new.
+	var lanes Lanes
+	test1, test2 := appBuild("test", 41), appBuild("test", 42)
+	lanes.Enqueue(lreqFor(test1), wfT0.Add(-time.Hour))
+	lanes.Enqueue(lreqFor(test2, noCollapse), wfT0.Add(-time.Hour))
+	state := &PipelineState{NextEvent: 43, Lanes: lanes, Deliveries: []DeliverySeen{{ID: "d-9", Event: 40}}}
+
+	h := newPipelineHarness(t)
+	dup := h.startEvent(time.Minute, StartEventRequest{Trigger: Trigger{Kind: TriggerCommit, DeliveryID: "d-9"}})
+	fresh := h.startEvent(2*time.Minute, StartEventRequest{Trigger: Trigger{Kind: TriggerCommit}})
+	h.done(3*time.Minute, test1, StatusSuccess)
+	h.done(4*time.Minute, test2, StatusSuccess)
+	h.deleteAt(5 * time.Minute)
+	h.run(PipelineInput{Config: appConfig, State: state})
+
+	require.Equal(t, StartEventResult{Event: EventRef{Pipeline: "app", Number: 40}, Duplicate: true}, startResult(t, dup))
+	require.Equal(t, StartEventResult{Event: EventRef{Pipeline: "app", Number: 43}}, startResult(t, fresh))
+	// The waiting build of the previous run is granted when the running one is done.
+	require.Equal(t, []LaneMessage{grantMsg}, h.rec.laneMessages()[test2.WorkflowID()])
+}
+
+func TestPeriodicWorkflowSignalsItsPipeline(t *testing.T) {
+	t.Parallel()
+	env, rec := newEnv(t)
+	env.ExecuteWorkflow(PeriodicWorkflow, PeriodicInput{Pipeline: "app", Job: "nightly"})
+	require.NoError(t, env.GetWorkflowError())
+	require.Equal(t, []any{StartEventRequest{
+		Trigger: Trigger{Kind: TriggerPeriodic, Sender: "schedule"}, StartFrom: "nightly", Creator: "schedule",
+	}}, rec.signalsTo("pipeline/app", SignalStartEvent))
+
+	var s testsuite.WorkflowTestSuite
+	gone := s.NewTestWorkflowEnvironment()
+	gone.OnSignalExternalWorkflow(mock.Anything, "pipeline/app", "", SignalStartEvent, mock.Anything).Return(errors.New("not found"))
+	gone.ExecuteWorkflow(PeriodicWorkflow, PeriodicInput{Pipeline: "app", Job: "nightly"})
+	require.ErrorContains(t, gone.GetWorkflowError(), "start periodic event of app/nightly")
+}
