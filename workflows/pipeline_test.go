@@ -94,7 +94,9 @@ func startResult(t *testing.T, res *updateResult) StartEventResult {
 	return out
 }
 
-func appBuild(job string, event int) BuildRef { return BuildRef{Pipeline: "app", Job: job, Event: event} }
+func appBuild(job string, event int) BuildRef {
+	return BuildRef{Pipeline: "app", Job: job, Event: event}
+}
 
 func TestPipelineStartEventNumbersEvents(t *testing.T) {
 	t.Parallel()
@@ -251,9 +253,9 @@ func TestPipelineLaneMessages(t *testing.T) {
 		return LaneMessage{Kind: LaneCollapse, Status: StatusCollapsed, Into: into.String(), Reason: "collapsed into build " + into.String()}
 	}
 	require.Equal(t, map[string][]LaneMessage{
-		test1.WorkflowID():   {grantMsg}, // granted builds are never collapsed
-		test2.WorkflowID():   {sameJob(test1), collapse(test3)},
-		test3.WorkflowID():   {sameJob(test1), grantMsg},
+		test1.WorkflowID(): {grantMsg}, // granted builds are never collapsed
+		test2.WorkflowID(): {sameJob(test1), collapse(test3)},
+		test3.WorkflowID(): {sameJob(test1), grantMsg},
 		// When test1 ends no test build runs: deploy1 is granted in the same
 		// pass as test3 (blockedBy waits for running builds only).
 		deploy1.WorkflowID(): {blockedByTest(test1), grantMsg},
