@@ -126,8 +126,9 @@ func (o *recordingOutbound) ExecuteChildWorkflow(ctx workflow.Context, childWork
 }
 
 // newEnv returns a testsuite environment starting at wfT0 whose external
-// signals succeed and are recorded, with a quiet logger.
-func newEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *recorder) {
+// signals succeed and are recorded, with a quiet logger. register runs
+// before any mock is set up (the testsuite wants registrations first).
+func newEnv(t *testing.T, register ...func(*testsuite.TestWorkflowEnvironment)) (*testsuite.TestWorkflowEnvironment, *recorder) {
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
@@ -136,6 +137,9 @@ func newEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *recorder) {
 	env.SetTestTimeout(20 * time.Second)
 	rec := &recorder{}
 	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{rec.interceptor()}})
+	for _, r := range register {
+		r(env)
+	}
 	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(
 		func(_, workflowID, _, name string, arg any) error {
 			rec.addSignal(sentSignal{WorkflowID: workflowID, Name: name, Arg: arg})
