@@ -222,7 +222,7 @@ each piece of log is a JSON line {"step","offset","text"}.`,
 			if cmd.Flags().Changed("step") && step == "" {
 				return errors.New("--step: must not be empty")
 			}
-			src := &apiLogs{c: a.client(), build: argv[0], attempt: attempt}
+			src := &apiLogs{c: a.client(), build: argv[0], attempt: attempt, follow: follow}
 			var sink cliout.LogSink = &cliout.TextSink{W: a.stdout}
 			if a.output == "json" {
 				sink = &cliout.JSONSink{W: a.stdout}
@@ -247,12 +247,19 @@ type apiLogs struct {
 	c       *api.Client
 	build   string
 	attempt int
+	// follow waits for a build its running event has not created yet.
+	follow bool
 	// transient counts failed polls in a row.
 	transient int
 }
 
 func (s *apiLogs) State(ctx context.Context) (cliout.LogState, error) {
 	b, err := s.c.GetBuild(ctx, s.build)
+	if api.IsNotFound(err) && s.follow {
+		if st, ok := s.notCreated(ctx); ok {
+			return st, nil
+		}
+	}
 	for err != nil && ctx.Err() == nil && transient(err) && s.transient < maxTransient {
 		s.transient++
 		if err := sleep(ctx, followInterval); err != nil {
@@ -271,15 +278,33 @@ func (s *apiLogs) State(ctx context.Context) (cliout.LogState, error) {
 			last = b.AttemptList[n-1].Number
 		}
 		if s.attempt > last {
-			if st.Final {
+			switch {
+			case st.Final:
 				return st, fmt.Errorf("--attempt %d: build %s has %s", s.attempt, b.ID, cliout.Plural(last, "attempt"))
+			case !s.follow:
+				return st, fmt.Errorf("--attempt %d: build %s has %s so far (status %s)", s.attempt, b.ID,
+					cliout.Plural(last, "attempt"), b.Status)
 			}
-			st.Key = "" // not dispatched that often yet
+			st.Key = "" // --follow: wait until it is dispatched that often
 		} else {
 			st.Key = activities.LogKey(b.ID, s.attempt)
 		}
 	}
 	return st, nil
+}
+
+// notCreated reports a build that does not exist yet as waiting, while its
+// event runs (its job has not been reached).
+func (s *apiLogs) notCreated(ctx context.Context) (cliout.LogState, bool) {
+	id, ok := cliout.EventOfBuild(s.build)
+	if !ok {
+		return cliout.LogState{}, false
+	}
+	ev, err := s.c.GetEvent(ctx, id)
+	if err != nil || cliout.Final(string(ev.Status)) {
+		return cliout.LogState{}, false
+	}
+	return cliout.LogState{Status: "not created yet", Reason: "event " + id + " is " + string(ev.Status)}, true
 }
 
 func (s *apiLogs) Steps(ctx context.Context, key string) ([]cliout.LogStep, error) {

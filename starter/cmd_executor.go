@@ -51,7 +51,7 @@ func (a *app) executorListCmd() *cobra.Command {
 				t := cliout.NewTable(w, "NAME", "ROLE", "HOST", "STATE", "LIVE", "LAST SEEN", "RUNNING", "LABELS", "QUEUES")
 				for _, e := range es {
 					t.Row(e.Name, e.Role, cliout.Or(e.Host, cliout.Dash), e.State, yesNo(e.Live), cliout.Ago(e.LastSeen, now),
-						cliout.Pairs(e.Running), cliout.Pairs(e.Labels), cliout.List(e.Queues))
+						cliout.Pairs(cliout.NonZero(e.Running)), cliout.Pairs(e.Labels), cliout.List(e.Queues))
 				}
 				return t.Flush()
 			})
@@ -71,7 +71,11 @@ func (a *app) executorActionCmd(action, short, state string) *cobra.Command {
 				return err
 			}
 			return a.print(e, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "executor %s is %s\n", e.Name, cliout.Or(e.State, state))
+				note := ""
+				if action == "drain" && e.State == "inactive" {
+					note = " (drained at once: it was running no builds)"
+				}
+				_, err := fmt.Fprintf(w, "executor %s is %s%s\n", e.Name, cliout.Or(e.State, state), note)
 				return err
 			})
 		},

@@ -77,7 +77,7 @@ func writeQueueSummary(w io.Writer, verb string, q api.Queue) error {
 	if q.ActiveRule >= 0 && q.ActiveRule < len(q.Rules) {
 		active = fmt.Sprintf("rule %d active", q.ActiveRule+1)
 	}
-	_, err := fmt.Fprintf(w, "%s queue %s: %s, %d slots (%s)\n", verb, q.Name, active, q.Slots, cliout.OneLine(q.Why))
+	_, err := fmt.Fprintf(w, "%s queue %s: %s, %s (%s)\n", verb, q.Name, active, cliout.Plural(q.Slots, "slot"), cliout.OneLine(q.Why))
 	return err
 }
 
@@ -226,7 +226,11 @@ func writeQueueStatus(w io.Writer, st api.QueueStatus) error {
 	var f cliout.Fields
 	f.Add("queue", st.Name)
 	f.Add("description", st.Description)
-	f.Add("use roles", cliout.Or(cliout.List(st.UseRoles), "everyone"))
+	roles := "everyone"
+	if len(st.UseRoles) > 0 {
+		roles = cliout.List(st.UseRoles)
+	}
+	f.Add("use roles", roles)
 	f.Add("active rule", activeRule(st.Queue))
 	f.Add("why", st.Why)
 	f.Add("slots", fmt.Sprintf("%d (%d busy)", st.Slots, st.Busy))

@@ -244,3 +244,17 @@ func JobName(flag, s string) error {
 	}
 	return nil
 }
+
+// EventOfBuild is the event a build ID belongs to:
+// "app/test/12.3" → "app/12". ok is false for what is not a build ID.
+func EventOfBuild(build string) (string, bool) {
+	build = strings.TrimPrefix(build, "build/")
+	p, rest, ok := strings.Cut(build, "/")
+	i := strings.LastIndex(rest, "/")
+	if !ok || i <= 0 {
+		return "", false
+	}
+	n, _, _ := strings.Cut(rest[i+1:], ".")
+	id, err := EventID("", p+"/"+n)
+	return id, err == nil
+}

@@ -224,3 +224,26 @@ func TestJobNameAndRoles(t *testing.T) {
 	require.EqualError(t, JobName("--from", "a/b"), `--from "a/b": not a job name`)
 	require.Nil(t, Roles([]string{"", " "}))
 }
+
+func TestEventOfBuild(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in, want string
+		ok       bool
+	}{
+		{"app/test/12", "app/12", true},
+		{"build/app/test/12.3", "app/12", true},
+		{"app/stage@x:setup/4", "app/4", true},
+		{"app/12", "", false},
+		{"app/test/x", "", false},
+		{"", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			t.Parallel()
+			got, ok := EventOfBuild(tt.in)
+			require.Equal(t, tt.ok, ok)
+			require.Equal(t, tt.want, got)
+		})
+	}
+}

@@ -232,3 +232,17 @@ func Plural(n int, word string) string {
 	}
 	return fmt.Sprintf("%d %ss", n, word)
 }
+
+// NonZero returns the entries of m that are not zero (nil when none).
+func NonZero(m map[string]int) map[string]int {
+	var out map[string]int
+	for k, v := range m {
+		if v != 0 {
+			if out == nil {
+				out = map[string]int{}
+			}
+			out[k] = v
+		}
+	}
+	return out
+}

@@ -99,6 +99,8 @@ func TestSmallFormatters(t *testing.T) {
 	require.Equal(t, "no attempts", Plural(0, "attempt"))
 	require.Equal(t, "1 attempt", Plural(1, "attempt"))
 	require.Equal(t, "3 attempts", Plural(3, "attempt"))
+	require.Equal(t, map[string]int{"gpu": 2}, NonZero(map[string]int{"default": 0, "gpu": 2}))
+	require.Nil(t, NonZero(map[string]int{"default": 0}))
 }
 
 func TestJoinOr(t *testing.T) {
