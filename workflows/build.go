@@ -41,7 +41,8 @@ type build struct {
 	abort    string
 }
 
-// BuildWorkflow runs one build: it waits for its lane's grant (collapse,
+// BuildWorkflow runs one build: its event hands it to the pipeline's lane;
+// it waits for the lane's grant (collapse,
 // blockedBy, freeze windows, delay), dispatches the build to its queue, where
 // an executor claims and runs it, dispatches it again if that executor is
 // lost, and records the outcome.
@@ -65,15 +66,10 @@ func BuildWorkflow(ctx workflow.Context, in BuildInput) (BuildState, error) {
 		return b.finish(ctx, StatusSuccess, "virtual job: nothing to run"), nil
 	}
 
-	// 1. Ask the lane for a turn.
-	b.setStatus(ctx, StatusQueued, "waiting for its turn in the job's lane", time.Time{})
-	err := workflow.SignalExternalWorkflow(ctx, PipelineWorkflowID(in.Build.Pipeline), "", SignalEnqueue, in.Lane).Get(ctx, nil)
-	if err != nil {
-		return b.finish(ctx, StatusFailure, fmt.Sprintf("pipeline %s is not running (deleted?): %v", in.Build.Pipeline, err)), nil
-	}
+	// 1. Wait for the lane's grant. The event hands the build to its
+	// pipeline's lane once this workflow exists.
 	b.inLane = true
-
-	// 2. Wait for the grant.
+	b.setStatus(ctx, StatusQueued, "waiting for its turn in the job's lane", time.Time{})
 	for granted := false; !granted; {
 		var msg LaneMessage
 		sel := workflow.NewSelector(ctx)
@@ -98,7 +94,7 @@ func BuildWorkflow(ctx workflow.Context, in BuildInput) (BuildState, error) {
 		}
 	}
 
-	// 3. Dispatch until an attempt ends the build.
+	// 2. Dispatch until an attempt ends the build.
 	return b.dispatch(ctx, laneCh), nil
 }
 

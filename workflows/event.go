@@ -34,6 +34,15 @@ type eventRun struct {
 	cancelled bool
 	// remoteErrs collects failures to trigger subscribed pipelines.
 	remoteErrs []string
+	// toEnqueue are builds started but not yet handed to the lanes.
+	toEnqueue []startedBuild
+	// releasedHold is set once the first batch went to the pipeline.
+	releasedHold bool
+}
+
+type startedBuild struct {
+	req     LaneRequest
+	started workflow.Future
 }
 
 type jobRun struct {
@@ -89,8 +98,10 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 	for _, j := range starts {
 		e.start(ctx, j)
 	}
+	e.enqueue(ctx)
 	for e.running > 0 {
 		e.sel.Select(ctx)
+		e.enqueue(ctx)
 	}
 	if ctx.Err() != nil {
 		e.cancelled = true
@@ -294,6 +305,9 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 			StaticSummary: fmt.Sprintf("build %s (%s) on queue %s", ref, describeTrigger(t, ""), q),
 		})
 		fut := workflow.ExecuteChildWorkflow(cctx, BuildWorkflow, in)
+		if !in.Virtual {
+			e.toEnqueue = append(e.toEnqueue, startedBuild{req: in.Lane, started: fut.GetChildWorkflowExecution()})
+		}
 		e.sel.AddFuture(fut, func(f workflow.Future) {
 			e.running--
 			var st BuildState
@@ -306,6 +320,37 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 			e.buildEnded(ctx, jr, st)
 		})
 	}
+}
+
+// enqueue hands the builds started since the last call to the pipeline's
+// lanes, once their workflows exist (a lane may signal them at once). The
+// first call also releases the pipeline's ordering hold on later events.
+func (e *eventRun) enqueue(ctx workflow.Context) {
+	if len(e.toEnqueue) == 0 && e.releasedHold {
+		return
+	}
+	batch := EnqueueBatch{Event: e.in.Event.Number}
+	for _, sb := range e.toEnqueue {
+		if err := sb.started.Get(ctx, nil); err != nil {
+			continue // the child never started; its result future reports why
+		}
+		batch.Requests = append(batch.Requests, sb.req)
+	}
+	e.toEnqueue = nil
+	e.releasedHold = true
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	if err := workflow.SignalExternalWorkflow(dctx, PipelineWorkflowID(e.in.Event.Pipeline), "", SignalEnqueue, batch).Get(dctx, nil); err != nil {
+		workflow.GetLogger(ctx).Warn("enqueue_failed", "event", e.in.Event.String(), "error", err)
+		for _, r := range batch.Requests {
+			e.abortBuild(dctx, r.Build, fmt.Sprintf("pipeline %s is not running (deleted?): %v", e.in.Event.Pipeline, rootMessage(err)))
+		}
+	}
+}
+
+// abortBuild tells a build its lane will never answer.
+func (e *eventRun) abortBuild(ctx workflow.Context, b BuildRef, reason string) {
+	msg := LaneMessage{Kind: LaneAbort, Status: StatusAborted, Reason: reason}
+	_ = workflow.SignalExternalWorkflow(ctx, b.WorkflowID(), "", SignalLane, msg).Get(ctx, nil)
 }
 
 // buildEnded records one build's end and, when the job's last permutation
@@ -442,6 +487,9 @@ func (e *eventRun) finish(ctx workflow.Context) EventState {
 
 func (e *eventRun) end(ctx workflow.Context, s Status, reason string) EventState {
 	ctx, _ = workflow.NewDisconnectedContext(ctx)
+	if !e.releasedHold {
+		e.enqueue(ctx)
+	}
 	e.state.Status, e.state.Reason, e.state.EndTime = s, reason, workflow.Now(ctx)
 	e.state.Jobs = e.outcomes()
 	_ = workflow.UpsertTypedSearchAttributes(ctx, SAStatus.ValueSet(string(s)))

@@ -86,6 +86,37 @@ type Lane struct {
 // is passed in.
 type Lanes struct {
 	Jobs map[string]*Lane `json:"jobs,omitempty"`
+	// Pending holds events started but not yet heard from (their first
+	// enqueue batch), with a deadline. Builds of later events wait for them,
+	// so a job's builds are granted in event order even when a later event
+	// reads its spec faster than an earlier one.
+	Pending map[int]time.Time `json:"pending,omitempty"`
+}
+
+// Hold makes builds of events after event wait until Release(event) or the
+// deadline.
+func (l *Lanes) Hold(event int, deadline time.Time) {
+	if l.Pending == nil {
+		l.Pending = map[int]time.Time{}
+	}
+	l.Pending[event] = deadline
+}
+
+// Release lifts the hold of event.
+func (l *Lanes) Release(event int) {
+	delete(l.Pending, event)
+}
+
+// heldBy returns the oldest pending event before event whose hold is still
+// in force at now, or 0.
+func (l *Lanes) heldBy(event int, now time.Time) int {
+	oldest := 0
+	for e, deadline := range l.Pending {
+		if e < event && now.Before(deadline) && (oldest == 0 || e < oldest) {
+			oldest = e
+		}
+	}
+	return oldest
 }
 
 func (l *Lanes) lane(job string) *Lane {
@@ -128,47 +159,23 @@ func (l *Lanes) find(b BuildRef) (*LaneEntry, bool) {
 	return nil, false
 }
 
-// Enqueue adds a build request at time now and returns the messages to send:
-// collapses of older waiting builds of the job, then the outcome of a fresh
-// evaluation. A request for a build the lane already holds is ignored.
+// Enqueue adds a build request at time now and returns the messages to send
+// (see Evaluate). A request for a build the lane already holds is ignored.
 func (l *Lanes) Enqueue(req LaneRequest, now time.Time) []LaneEffect {
-	if e, _ := l.find(req.Build); e != nil {
+	if !l.Add(req, now) {
 		return nil
 	}
-	ln := l.lane(req.Build.Job)
-	entry := &LaneEntry{LaneRequest: req, EnqueuedAt: now, EligibleAt: now.Add(req.Delay), Status: StatusCreated}
-	var out []LaneEffect
+	return l.Evaluate(now)
+}
 
-	// A newer build already waits: this one collapses into it at once.
-	for _, w := range ln.Waiting {
-		if w.Build.Event > req.Build.Event && (req.Collapse || w.Status == StatusFrozen) {
-			into := intoFor(req.Build, w.Build)
-			out = append(out, LaneEffect{Build: req.Build, Msg: LaneMessage{
-				Kind: LaneCollapse, Status: StatusCollapsed, Into: into.String(),
-				Reason: "collapsed into build " + into.String(),
-			}})
-			return append(out, l.Evaluate(now)...)
-		}
+// Add adds a build request without deciding anything; call Evaluate after a
+// batch of them. It reports false for a build the lane already holds.
+func (l *Lanes) Add(req LaneRequest, now time.Time) bool {
+	if e, _ := l.find(req.Build); e != nil {
+		return false
 	}
-	// Older waiting builds of the job collapse into this one. Frozen builds
-	// collapse to the newest even when collapsing is off (design.md §2).
-	kept := ln.Waiting[:0]
-	for _, w := range ln.Waiting {
-		if w.Build.Event < req.Build.Event && (req.Collapse || w.Status == StatusFrozen) {
-			into := intoFor(w.Build, req.Build)
-			out = append(out, LaneEffect{Build: w.Build, Msg: LaneMessage{
-				Kind: LaneCollapse, Status: StatusCollapsed, Into: into.String(),
-				Reason: "collapsed into build " + into.String(),
-			}})
-			continue
-		}
-		kept = append(kept, w)
-	}
-	ln.Waiting = kept
-	// Granted builds are left alone: they are already in their queue and
-	// run when a slot frees (Screwdriver: "A1 starts; A2 and A3 collapse
-	// into A3 while A1 builds").
-	ln.Waiting = append(ln.Waiting, entry)
+	ln := l.lane(req.Build.Job)
+	ln.Waiting = append(ln.Waiting, &LaneEntry{LaneRequest: req, EnqueuedAt: now, EligibleAt: now.Add(req.Delay), Status: StatusCreated})
 	sort.SliceStable(ln.Waiting, func(i, j int) bool {
 		a, b := ln.Waiting[i].Build, ln.Waiting[j].Build
 		if a.Event != b.Event {
@@ -176,7 +183,7 @@ func (l *Lanes) Enqueue(req LaneRequest, now time.Time) []LaneEffect {
 		}
 		return a.Index < b.Index
 	})
-	return append(out, l.Evaluate(now)...)
+	return true
 }
 
 // intoFor picks the build of the newer event that replaces old: the same
@@ -192,6 +199,12 @@ func intoFor(old, newer BuildRef) BuildRef {
 
 // Done removes a finished (or withdrawn) build and re-evaluates every lane.
 func (l *Lanes) Done(b BuildRef, now time.Time) []LaneEffect {
+	l.Remove(b)
+	return l.Evaluate(now)
+}
+
+// Remove forgets a build without deciding anything; call Evaluate after.
+func (l *Lanes) Remove(b BuildRef) {
 	if ln, ok := l.Jobs[b.Job]; ok {
 		ln.Active = slices.DeleteFunc(ln.Active, func(e *LaneEntry) bool { return e.Build == b })
 		ln.Waiting = slices.DeleteFunc(ln.Waiting, func(e *LaneEntry) bool { return e.Build == b })
@@ -199,7 +212,6 @@ func (l *Lanes) Done(b BuildRef, now time.Time) []LaneEffect {
 			delete(l.Jobs, b.Job)
 		}
 	}
-	return l.Evaluate(now)
 }
 
 // AbortAll empties every lane's waiting list with LaneAbort messages.
@@ -215,35 +227,102 @@ func (l *Lanes) AbortAll(reason string) []LaneEffect {
 	return out
 }
 
-// Evaluate grants every waiting build that may start at now and reports a
-// changed wait reason to the others.
+// Evaluate decides every lane at now and returns the messages to send.
+//
+// Builds are considered as if they had arrived in event order: new arrivals
+// (never decided before) are admitted one event at a time, so builds of
+// several events arriving together behave as if they came one after the
+// other. A build that may start is granted, oldest event first, except that
+// collapse is decided at that moment: when a newer build of the job also
+// waits, the older one collapses into the newest instead (if the newest's job
+// collapses builds, or if the older one was frozen), and the newest is the
+// one that runs. So while a job is busy its waiting builds simply wait, and
+// when it frees they all collapse into the latest. Builds held for an earlier
+// event take no part until the hold lifts.
 func (l *Lanes) Evaluate(now time.Time) []LaneEffect {
-	var out []LaneEffect
+	var horizons []int
 	for _, job := range l.sortedJobs() {
-		ln := l.Jobs[job]
-		kept := ln.Waiting[:0]
-		var ahead *LaneEntry // first entry of another event still waiting
-		for _, w := range ln.Waiting {
-			status, reason, until := l.decide(w, ln, ahead, now)
-			if status == StatusRunning {
-				w.GrantedAt = now
-				w.Status, w.Reason = StatusQueued, ""
-				ln.Active = append(ln.Active, w)
-				out = append(out, LaneEffect{Build: w.Build, Msg: LaneMessage{Kind: LaneGrant}})
-				continue
-			}
-			kept = append(kept, w)
-			if ahead == nil || ahead.Build.Event == w.Build.Event {
-				ahead = w
-			}
-			if status != w.Status || reason != w.Reason {
-				w.Status, w.Reason = status, reason
-				out = append(out, LaneEffect{Build: w.Build, Msg: LaneMessage{Kind: LaneStatus, Status: status, Reason: reason, Until: until}})
+		for _, w := range l.Jobs[job].Waiting {
+			if w.Status == StatusCreated && l.heldBy(w.Build.Event, now) == 0 && !slices.Contains(horizons, w.Build.Event) {
+				horizons = append(horizons, w.Build.Event)
 			}
 		}
-		ln.Waiting = kept
+	}
+	sort.Ints(horizons)
+	var out []LaneEffect
+	for _, h := range append(horizons, int(^uint(0)>>1)) {
+		for _, job := range l.sortedJobs() {
+			out = append(out, l.evaluateLane(l.Jobs[job], now, h)...)
+			if ln := l.Jobs[job]; len(ln.Active) == 0 && len(ln.Waiting) == 0 {
+				delete(l.Jobs, job)
+			}
+		}
 	}
 	return out
+}
+
+// evaluateLane decides one job's lane, with new arrivals after event
+// horizon not yet admitted.
+func (l *Lanes) evaluateLane(ln *Lane, now time.Time, horizon int) []LaneEffect {
+	var out []LaneEffect
+	admitted := func(w *LaneEntry) bool { return w.Status != StatusCreated || w.Build.Event <= horizon }
+	// newestAfter is the newest admitted, unheld build waiting after index i
+	// that belongs to a later event.
+	newestAfter := func(i int) *LaneEntry {
+		var newest *LaneEntry
+		for _, n := range ln.Waiting[i+1:] {
+			if n.Build.Event > ln.Waiting[i].Build.Event && admitted(n) && l.heldBy(n.Build.Event, now) == 0 {
+				newest = n
+			}
+		}
+		return newest
+	}
+	kept := make([]*LaneEntry, 0, len(ln.Waiting))
+	var ahead *LaneEntry // first admitted entry still waiting
+	for i, w := range ln.Waiting {
+		if !admitted(w) {
+			kept = append(kept, w)
+			continue
+		}
+		if e := l.heldBy(w.Build.Event, now); e != 0 {
+			kept = append(kept, w)
+			out = append(out, w.tell(StatusQueued, fmt.Sprintf("waiting for the earlier event %d to start its jobs", e), time.Time{})...)
+			continue
+		}
+		status, reason, until := l.decide(w, ln, ahead, now)
+		if status == StatusRunning {
+			if n := newestAfter(i); n != nil && (n.Collapse || w.Status == StatusFrozen) {
+				into := intoFor(w.Build, n.Build)
+				out = append(out, LaneEffect{Build: w.Build, Msg: LaneMessage{
+					Kind: LaneCollapse, Status: StatusCollapsed, Into: into.String(),
+					Reason: "collapsed into build " + into.String(),
+				}})
+				continue
+			}
+			w.GrantedAt = now
+			w.Status, w.Reason = StatusQueued, ""
+			ln.Active = append(ln.Active, w)
+			out = append(out, LaneEffect{Build: w.Build, Msg: LaneMessage{Kind: LaneGrant}})
+			continue
+		}
+		kept = append(kept, w)
+		if ahead == nil {
+			ahead = w
+		}
+		out = append(out, w.tell(status, reason, until)...)
+	}
+	ln.Waiting = kept
+	return out
+}
+
+// tell records a waiting build's status and returns the message announcing
+// it, if it changed.
+func (w *LaneEntry) tell(status Status, reason string, until time.Time) []LaneEffect {
+	if status == w.Status && reason == w.Reason {
+		return nil
+	}
+	w.Status, w.Reason = status, reason
+	return []LaneEffect{{Build: w.Build, Msg: LaneMessage{Kind: LaneStatus, Status: status, Reason: reason, Until: until}}}
 }
 
 // decide returns StatusRunning when w may be granted now, or the status, the
@@ -301,6 +380,9 @@ func (l *Lanes) NextWake(now time.Time) time.Time {
 		if t.After(now) && (wake.IsZero() || t.Before(wake)) {
 			wake = t
 		}
+	}
+	for _, deadline := range l.Pending {
+		consider(deadline)
 	}
 	for _, job := range l.sortedJobs() {
 		for _, w := range l.Jobs[job].Waiting {

@@ -23,15 +23,25 @@ const continueAsNewAfter = 4000
 // deduplication.
 const maxDeliveries = 500
 
+// eventHold bounds how long later events wait for an earlier one to hand
+// its first builds to the lanes (reading a spec from a large repository's
+// first clone can take minutes).
+const eventHold = 10 * time.Minute
+
 // ErrPipelineDeleted is returned to updates on a deleted pipeline.
 var ErrPipelineDeleted = errors.New("pipeline deleted")
+
+type pendingSignal struct {
+	build BuildRef
+	f     workflow.Future
+}
 
 type pipelineRun struct {
 	cfg     PipelineConfig
 	st      PipelineState
 	deleted bool
 	// pending signals to builds, drained before continue-as-new.
-	pending []workflow.Future
+	pending []pendingSignal
 	// startQueue are events asked for by signal (schedules), started in order.
 	startQueue []StartEventRequest
 	syncs      []SpecSync
@@ -124,6 +134,9 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 		if timer != nil {
 			sel.AddFuture(timer, func(workflow.Future) {})
 		}
+		for _, ps := range p.pending {
+			sel.AddFuture(ps.f, func(workflow.Future) {})
+		}
 		// The callbacks only wake the loop; everything is drained below.
 		for _, ch := range []workflow.ReceiveChannel{enqueueCh, doneCh, syncCh, startCh} {
 			sel.AddReceive(ch, func(workflow.ReceiveChannel, bool) {})
@@ -139,19 +152,31 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 			if !doneCh.ReceiveAsync(&d) {
 				break
 			}
-			effects = append(effects, p.st.Lanes.Done(d.Build, now)...)
+			p.st.Lanes.Remove(d.Build)
 		}
+		// A build that ended without the lane hearing of it (its signal to
+		// the build failed) leaves the lane.
+		effects = append(effects, p.reap(ctx, now)...)
+		var batches []EnqueueBatch
 		for {
-			var req LaneRequest
-			if !enqueueCh.ReceiveAsync(&req) {
+			var batch EnqueueBatch
+			if !enqueueCh.ReceiveAsync(&batch) {
 				break
 			}
-			if p.deleted {
-				effects = append(effects, LaneEffect{Build: req.Build, Msg: LaneMessage{Kind: LaneAbort, Status: StatusAborted,
-					Reason: fmt.Sprintf("pipeline %s was deleted", p.cfg.Name)}})
-				continue
+			batches = append(batches, batch)
+		}
+		// Oldest event first, so the lanes see builds in event order.
+		sort.SliceStable(batches, func(i, j int) bool { return batches[i].Event < batches[j].Event })
+		for _, batch := range batches {
+			p.st.Lanes.Release(batch.Event)
+			for _, req := range batch.Requests {
+				if p.deleted {
+					effects = append(effects, LaneEffect{Build: req.Build, Msg: LaneMessage{Kind: LaneAbort, Status: StatusAborted,
+						Reason: fmt.Sprintf("pipeline %s was deleted", p.cfg.Name)}})
+					continue
+				}
+				p.st.Lanes.Add(req, now)
 			}
-			effects = append(effects, p.st.Lanes.Enqueue(req, now)...)
 		}
 		for {
 			var s SpecSync
@@ -211,22 +236,45 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 }
 
 // send signals each effect to its build. Futures are kept so nothing is in
-// flight when the run continues as new.
+// flight when the run continues as new, and so a failed signal (the build
+// already ended) frees its place in the lane.
 func (p *pipelineRun) send(ctx workflow.Context, effects []LaneEffect) {
 	for _, e := range effects {
-		p.pending = append(p.pending, workflow.SignalExternalWorkflow(ctx, e.Build.WorkflowID(), "", SignalLane, e.Msg))
+		p.pending = append(p.pending, pendingSignal{build: e.Build, f: workflow.SignalExternalWorkflow(ctx, e.Build.WorkflowID(), "", SignalLane, e.Msg)})
 	}
-	// Drop the futures that are already done to keep the slice short.
-	p.pending = slices.DeleteFunc(p.pending, func(f workflow.Future) bool { return f.IsReady() })
+}
+
+// reap drops finished signal futures; builds that could not be signalled
+// have ended, so the lanes forget them.
+func (p *pipelineRun) reap(ctx workflow.Context, now time.Time) []LaneEffect {
+	var effects []LaneEffect
+	kept := p.pending[:0]
+	for _, ps := range p.pending {
+		if !ps.f.IsReady() {
+			kept = append(kept, ps)
+			continue
+		}
+		if err := ps.f.Get(ctx, nil); err != nil {
+			workflow.GetLogger(ctx).Info("lane_signal_failed", "build", ps.build.String(), "error", err)
+			effects = append(effects, p.st.Lanes.Done(ps.build, now)...)
+		}
+	}
+	p.pending = kept
+	return effects
 }
 
 func (p *pipelineRun) flush(ctx workflow.Context) {
-	for _, f := range p.pending {
-		if err := f.Get(ctx, nil); err != nil {
-			workflow.GetLogger(ctx).Warn("lane_signal_failed", "pipeline", p.cfg.Name, "error", err)
-		}
+	for len(p.pending) > 0 {
+		_ = workflow.Await(ctx, func() bool {
+			for _, ps := range p.pending {
+				if !ps.f.IsReady() {
+					return false
+				}
+			}
+			return true
+		})
+		p.send(ctx, p.reap(ctx, workflow.Now(ctx)))
 	}
-	p.pending = nil
 }
 
 func (p *pipelineRun) validateStart(_ workflow.Context, r StartEventRequest) error {
@@ -260,6 +308,7 @@ func (p *pipelineRun) startEvent(ctx workflow.Context, r StartEventRequest) (Sta
 	}
 	ref := EventRef{Pipeline: p.cfg.Name, Number: p.st.NextEvent}
 	p.st.NextEvent++
+	p.st.Lanes.Hold(ref.Number, workflow.Now(ctx).Add(eventHold))
 	if id := r.Trigger.DeliveryID; id != "" {
 		p.st.Deliveries = append(p.st.Deliveries, DeliverySeen{ID: id, Event: ref.Number})
 		if len(p.st.Deliveries) > maxDeliveries {
@@ -282,6 +331,7 @@ func (p *pipelineRun) startEvent(ctx workflow.Context, r StartEventRequest) (Sta
 		ParentSucceeded: r.ParentSucceeded, Creator: r.Creator, Identity: r.Identity,
 	})
 	if err := child.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
+		p.st.Lanes.Release(ref.Number)
 		return StartEventResult{}, fmt.Errorf("start event %s: %w", ref, err)
 	}
 	return StartEventResult{Event: ref}, nil

@@ -11,7 +11,7 @@ import (
 const (
 	// SignalLane carries LaneMessages from a pipeline to a build.
 	SignalLane = "lane"
-	// SignalEnqueue carries a LaneRequest from a build to its pipeline.
+	// SignalEnqueue carries an EnqueueBatch from an event to its pipeline.
 	SignalEnqueue = "enqueue"
 	// SignalBuildDone carries a BuildDone from a build to its pipeline.
 	SignalBuildDone = "build-done"
@@ -190,6 +190,14 @@ type SpecSync struct {
 	SHA           string            `json:"sha"`
 	Subscriptions []string          `json:"subscriptions"`
 	Periodic      map[string]string `json:"periodic"`
+}
+
+// EnqueueBatch hands a pipeline's lanes the builds an event just started.
+// An event's first batch (possibly empty) also releases the ordering hold on
+// later events.
+type EnqueueBatch struct {
+	Event    int           `json:"event"`
+	Requests []LaneRequest `json:"requests,omitempty"`
 }
 
 // BuildDone tells a pipeline that one of its builds left its lane.

@@ -128,11 +128,6 @@ jobs:
 		events[i] = e.WaitEvent(id, 3*time.Minute)
 	}
 	last := ids[4]
-	for _, ev := range events {
-		for _, b := range ev.Builds {
-			t.Logf("%s %s %s created %s queued %s start %s end %s", b.ID, b.Status, b.Reason, b.CreateTime.Format("05.000"), b.QueuedTime.Format("05.000"), b.StartTime.Format("05.000"), b.EndTime.Format("05.000"))
-		}
-	}
 	require.Equal(t, workflows.StatusSuccess, events[0].Status)
 	require.Equal(t, workflows.StatusSuccess, events[4].Status)
 	for i := 1; i <= 3; i++ {
@@ -179,8 +174,13 @@ jobs:
       - go: echo deploying
 `, window)
 	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": spec})
-	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "freeze", Repo: repo.Dir})
-	require.NoError(t, err)
+	// Two pipelines on the same repository: one shows the wait, the other
+	// --force (in one pipeline the forced build, being newer, would take the
+	// frozen one's place: frozen builds of a job collapse to the newest).
+	for _, name := range []string{"freeze", "forced"} {
+		_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: name, Repo: repo.Dir})
+		require.NoError(t, err)
+	}
 
 	frozen, err := e.API.StartEvent(ctx, "freeze", api.StartEventRequest{Type: "commit", Branch: "main"})
 	require.NoError(t, err)
@@ -193,7 +193,7 @@ jobs:
 	require.Contains(t, b.Reason, window)
 
 	// A forced start runs through the window.
-	forced, err := e.API.StartEvent(ctx, "freeze", api.StartEventRequest{StartFrom: "deploy", Force: true})
+	forced, err := e.API.StartEvent(ctx, "forced", api.StartEventRequest{Type: "commit", Branch: "main", Force: true})
 	require.NoError(t, err)
 	fev := e.WaitEvent(forced.ID, time.Minute)
 	require.Equal(t, workflows.StatusSuccess, fev.Status)
