@@ -72,6 +72,9 @@ type LaneEntry struct {
 	Reason string `json:"reason,omitempty"`
 	// GrantedAt is set once the build may dispatch.
 	GrantedAt time.Time `json:"granted_at,omitzero"`
+	// Held is set while the build has only been held for an earlier event:
+	// it still counts as a new arrival when the hold lifts.
+	Held bool `json:"held,omitempty"`
 }
 
 // Lane is one job's builds: those granted (dispatched or running) and those
@@ -243,7 +246,7 @@ func (l *Lanes) Evaluate(now time.Time) []LaneEffect {
 	var horizons []int
 	for _, job := range l.sortedJobs() {
 		for _, w := range l.Jobs[job].Waiting {
-			if w.Status == StatusCreated && l.heldBy(w.Build.Event, now) == 0 && !slices.Contains(horizons, w.Build.Event) {
+			if (w.Status == StatusCreated || w.Held) && l.heldBy(w.Build.Event, now) == 0 && !slices.Contains(horizons, w.Build.Event) {
 				horizons = append(horizons, w.Build.Event)
 			}
 		}
@@ -265,7 +268,7 @@ func (l *Lanes) Evaluate(now time.Time) []LaneEffect {
 // horizon not yet admitted.
 func (l *Lanes) evaluateLane(ln *Lane, now time.Time, horizon int) []LaneEffect {
 	var out []LaneEffect
-	admitted := func(w *LaneEntry) bool { return w.Status != StatusCreated || w.Build.Event <= horizon }
+	admitted := func(w *LaneEntry) bool { return (w.Status != StatusCreated && !w.Held) || w.Build.Event <= horizon }
 	// newestAfter is the newest admitted, unheld build waiting after index i
 	// that belongs to a later event.
 	newestAfter := func(i int) *LaneEntry {
@@ -286,9 +289,11 @@ func (l *Lanes) evaluateLane(ln *Lane, now time.Time, horizon int) []LaneEffect 
 		}
 		if e := l.heldBy(w.Build.Event, now); e != 0 {
 			kept = append(kept, w)
+			w.Held = true
 			out = append(out, w.tell(StatusQueued, fmt.Sprintf("waiting for the earlier event %d to start its jobs", e), time.Time{})...)
 			continue
 		}
+		w.Held = false
 		status, reason, until := l.decide(w, ln, ahead, now)
 		if status == StatusRunning {
 			if n := newestAfter(i); n != nil && (n.Collapse || w.Status == StatusFrozen) {

@@ -69,7 +69,13 @@ type laneOp struct {
 	enqueue  *LaneRequest
 	done     *BuildRef
 	evaluate bool
-	want     []LaneEffect
+	// batch is an event's enqueue batch as the pipeline applies it: release
+	// the event's hold, add every request, then evaluate.
+	batch *laneBatch
+	// holdEvent holds builds of later events until holdUntil (no effects).
+	holdEvent int
+	holdUntil time.Duration
+	want      []LaneEffect
 	// wantWake is NextWake after the op (zero: nothing waits on the clock).
 	wantWake time.Time
 	// wantLen is Len after the op.
@@ -79,6 +85,19 @@ type laneOp struct {
 func enq(r LaneRequest, want ...LaneEffect) laneOp { return laneOp{enqueue: &r, want: want} }
 func done(b BuildRef, want ...LaneEffect) laneOp   { return laneOp{done: &b, want: want} }
 func eval(want ...LaneEffect) laneOp               { return laneOp{evaluate: true, want: want} }
+
+type laneBatch struct {
+	event int
+	reqs  []LaneRequest
+}
+
+func batch(event int, reqs ...LaneRequest) laneOp {
+	return laneOp{batch: &laneBatch{event: event, reqs: reqs}}
+}
+
+func (op laneOp) then(want ...LaneEffect) laneOp { op.want = want; return op }
+
+func hold(event int, until time.Duration) laneOp { return laneOp{holdEvent: event, holdUntil: until} }
 
 func (op laneOp) after(d time.Duration) laneOp { op.at = d; return op }
 func (op laneOp) wake(t time.Time) laneOp      { op.wantWake = t; return op }
@@ -97,6 +116,14 @@ func runLaneOps(t *testing.T, start time.Time, ops []laneOp) *Lanes {
 			got = l.Done(*op.done, now)
 		case op.evaluate:
 			got = l.Evaluate(now)
+		case op.batch != nil:
+			l.Release(op.batch.event)
+			for _, r := range op.batch.reqs {
+				l.Add(r, now)
+			}
+			got = l.Evaluate(now)
+		case op.holdEvent != 0:
+			l.Hold(op.holdEvent, start.Add(op.holdUntil))
 		default:
 			t.Fatalf("op %d does nothing", i)
 		}
@@ -122,25 +149,35 @@ func TestLanesCollapse(t *testing.T) {
 			ops:  []laneOp{enq(lreq(j1), grantFx(j1)).holds(1)},
 		},
 		{
-			name: "newest waiting build wins; a granted build is left alone",
+			name: "waiting builds collapse into the newest when the job frees",
 			ops: []laneOp{
 				enq(lreq(j1), grantFx(j1)),
 				// j1 is granted: it is in its queue and runs, whatever comes next.
 				enq(lreq(j2), statusFx(j2, StatusBlocked, blocked(j1))).holds(2),
-				// j2 waited: it collapses into j3.
-				enq(lreq(j3), collapseFx(j2, j3), statusFx(j3, StatusBlocked, blocked(j1))).holds(2),
-				done(j1, grantFx(j3)).holds(1),
+				enq(lreq(j3), statusFx(j3, StatusBlocked, blocked(j1))).holds(3),
+				eval(),
+				// The job frees: j2 collapses into the newest, which runs.
+				done(j1, collapseFx(j2, j3), grantFx(j3)).holds(1),
 				// j2 already left the lane; a late done changes nothing.
 				done(j2).holds(1),
 			},
 		},
 		{
-			name: "an older request arriving after a newer one collapses at once",
+			name: "an older request arriving after a newer one collapses into it",
 			ops: []laneOp{
 				enq(lreq(j3), grantFx(j3)),
 				enq(lreq(j5), statusFx(j5, StatusBlocked, blocked(j3))),
-				enq(lreq(j4), collapseFx(j4, j5)).holds(2),
-				done(j3, grantFx(j5)).holds(1),
+				enq(lreq(j4), statusFx(j4, StatusBlocked, blocked(j3))).holds(3),
+				done(j3, collapseFx(j4, j5), grantFx(j5)).holds(1),
+			},
+		},
+		{
+			name: "a free job's build is granted even when a newer one follows at once",
+			ops: []laneOp{
+				enq(lreq(j1), grantFx(j1)),
+				enq(lreq(j2), statusFx(j2, StatusBlocked, blocked(j1))),
+				done(j1, grantFx(j2)),
+				enq(lreq(j3), statusFx(j3, StatusBlocked, blocked(j2))),
 			},
 		},
 		{
@@ -173,12 +210,31 @@ func TestLanesCollapse(t *testing.T) {
 			},
 		},
 		{
-			name: "collapse on for the new build only collapses older waiting builds",
+			name: "the newest build's collapse setting decides",
 			ops: []laneOp{
 				enq(lreq(j1, noCollapse), grantFx(j1)),
 				enq(lreq(j2, noCollapse), statusFx(j2, StatusBlocked, blocked(j1))),
-				// j3 collapses the waiting j2; the granted j1 runs.
-				enq(lreq(j3), collapseFx(j2, j3), statusFx(j3, StatusBlocked, blocked(j1))),
+				enq(lreq(j3), statusFx(j3, StatusBlocked, blocked(j1))),
+				done(j1, collapseFx(j2, j3), grantFx(j3)),
+			},
+		},
+		{
+			name: "a newest build with collapse off replaces nothing",
+			ops: []laneOp{
+				enq(lreq(j1), grantFx(j1)),
+				enq(lreq(j2), statusFx(j2, StatusBlocked, blocked(j1))),
+				enq(lreq(j3, noCollapse), statusFx(j3, StatusBlocked, blocked(j1))),
+				done(j1, grantFx(j2), statusFx(j3, StatusBlocked, blocked(j2))),
+			},
+		},
+		{
+			name: "a batch of several events is decided in event order",
+			ops: []laneOp{
+				// Arriving together, j1 takes the free job and the others wait;
+				// nothing collapses before the job frees.
+				batch(3, lreq(j1), lreq(j2), lreq(j3)).then(
+					grantFx(j1), statusFx(j2, StatusBlocked, blocked(j1)), statusFx(j3, StatusBlocked, blocked(j1))).holds(3),
+				done(j1, collapseFx(j2, j3), grantFx(j3)),
 			},
 		},
 	}
@@ -210,10 +266,12 @@ func TestLanesSameJob(t *testing.T) {
 				enq(lreq(mref("m", 1, 1), noCollapse), grantFx(mref("m", 1, 1))),
 				enq(lreq(mref("m", 2, 1), noCollapse), statusFx(mref("m", 2, 1), StatusBlocked, "blocked by build p/m/1.1 of the same job")),
 				enq(lreq(mref("m", 2, 2), noCollapse), statusFx(mref("m", 2, 2), StatusBlocked, "blocked by build p/m/1.1 of the same job")),
-				enq(lreq(mref("m", 3, 1)),
+				enq(lreq(mref("m", 3, 1)), statusFx(mref("m", 3, 1), StatusBlocked, "blocked by build p/m/1.1 of the same job")),
+				enq(lreq(mref("m", 3, 2)), statusFx(mref("m", 3, 2), StatusBlocked, "blocked by build p/m/1.1 of the same job")),
+				done(mref("m", 1, 1),
 					collapseFx(mref("m", 2, 1), mref("m", 3, 1)),
 					collapseFx(mref("m", 2, 2), mref("m", 3, 2)),
-					statusFx(mref("m", 3, 1), StatusBlocked, "blocked by build p/m/1.1 of the same job")),
+					grantFx(mref("m", 3, 1)), grantFx(mref("m", 3, 2))),
 			},
 		},
 		{
@@ -322,15 +380,18 @@ func TestLanesFreezeAndDelay(t *testing.T) {
 			start: nightT0,
 			ops: []laneOp{
 				enq(lreq(j1, frozenAtNight, noCollapse), timedFx(j1, StatusFrozen, frozen, seven)).wake(seven),
-				enq(lreq(j2, frozenAtNight, noCollapse), collapseFx(j1, j2), timedFx(j2, StatusFrozen, frozen, seven)).holds(1).wake(seven),
+				enq(lreq(j2, frozenAtNight, noCollapse), timedFx(j2, StatusFrozen, frozen, seven)).holds(2).wake(seven),
+				// When the window ends the older frozen build collapses.
+				eval(collapseFx(j1, j2), grantFx(j2)).after(4 * time.Hour).holds(1),
 			},
 		},
 		{
-			name:  "an older request after a newer frozen one collapses at once, collapse off",
+			name:  "an older request after a newer frozen one collapses into it, collapse off",
 			start: nightT0,
 			ops: []laneOp{
 				enq(lreq(j2, frozenAtNight, noCollapse), timedFx(j2, StatusFrozen, frozen, seven)).wake(seven),
-				enq(lreq(j1, frozenAtNight, noCollapse), collapseFx(j1, j2)).holds(1).wake(seven),
+				enq(lreq(j1, frozenAtNight, noCollapse), timedFx(j1, StatusFrozen, frozen, seven)).holds(2).wake(seven),
+				eval(collapseFx(j1, j2), grantFx(j2)).after(4 * time.Hour).holds(1),
 			},
 		},
 		{
@@ -359,6 +420,58 @@ func TestLanesFreezeAndDelay(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			runLaneOps(t, tc.start, tc.ops)
+		})
+	}
+}
+
+func TestLanesEventHold(t *testing.T) {
+	t.Parallel()
+	j2, j3 := bref("j", 2), bref("j", 3)
+	heldBy2 := "waiting for the earlier event 2 to start its jobs"
+	tests := []struct {
+		name string
+		ops  []laneOp
+	}{
+		{
+			name: "a later event waits for the held one, released by its batch",
+			ops: []laneOp{
+				hold(2, 10*time.Minute).wake(laneT0.Add(10 * time.Minute)),
+				batch(3, lreq(j3)).then(statusFx(j3, StatusQueued, heldBy2)).wake(laneT0.Add(10 * time.Minute)),
+				batch(2).then(grantFx(j3)).after(time.Minute),
+			},
+		},
+		{
+			name: "the hold ends at its deadline",
+			ops: []laneOp{
+				hold(2, 10*time.Minute).wake(laneT0.Add(10 * time.Minute)),
+				batch(3, lreq(j3)).then(statusFx(j3, StatusQueued, heldBy2)).wake(laneT0.Add(10 * time.Minute)),
+				eval().after(9 * time.Minute).wake(laneT0.Add(10 * time.Minute)),
+				eval(grantFx(j3)).after(10 * time.Minute),
+			},
+		},
+		{
+			name: "earlier events are not held",
+			ops: []laneOp{
+				hold(5, 10*time.Minute).wake(laneT0.Add(10 * time.Minute)),
+				batch(3, lreq(j3)).then(grantFx(j3)).wake(laneT0.Add(10 * time.Minute)),
+			},
+		},
+		{
+			// The hold exists so a job's builds run in event order even when a
+			// later event reads its spec first: event 2's build takes the free
+			// job, as if it had arrived first, and event 3's waits for it.
+			name: "the held event's builds come first",
+			ops: []laneOp{
+				hold(2, 10*time.Minute).wake(laneT0.Add(10 * time.Minute)),
+				batch(3, lreq(j3)).then(statusFx(j3, StatusQueued, heldBy2)).wake(laneT0.Add(10 * time.Minute)),
+				batch(2, lreq(j2)).then(grantFx(j2), statusFx(j3, StatusBlocked, "blocked by build p/j/2 of the same job")).after(time.Minute),
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			runLaneOps(t, laneT0, tc.ops)
 		})
 	}
 }
