@@ -241,8 +241,8 @@ func TestBuildWorkflowRunsOnItsQueue(t *testing.T) {
 
 	st := h.run(in)
 
-	// The build asked its pipeline's lane for a turn with its lane request.
-	require.Equal(t, []any{in.Lane}, h.rec.signalsTo("pipeline/app", SignalEnqueue))
+	// The event hands builds to the lane: the build itself does not enqueue.
+	require.Empty(t, h.rec.signalsTo("pipeline/app", SignalEnqueue))
 	// It ran once on its queue's task queue with its priority and fairness key.
 	require.Len(t, h.inputs, 1)
 	got := h.inputs[0]
@@ -608,18 +608,4 @@ func TestBuildWorkflowVirtualJob(t *testing.T) {
 	require.Zero(t, h.started)
 	require.Empty(t, h.rec.signalsTo("pipeline/app", SignalEnqueue))
 	require.Empty(t, h.doneSignals())
-}
-
-func TestBuildWorkflowPipelineGone(t *testing.T) {
-	t.Parallel()
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
-	env.OnSignalExternalWorkflow(mock.Anything, "pipeline/app", "", SignalEnqueue, mock.Anything).
-		Return(errors.New("workflow not found"))
-	env.ExecuteWorkflow(BuildWorkflow, buildInput())
-	require.True(t, env.IsWorkflowCompleted())
-	var st BuildState
-	require.NoError(t, env.GetWorkflowResult(&st))
-	require.Equal(t, StatusFailure, st.Status)
-	require.Contains(t, st.Reason, "pipeline app is not running (deleted?)")
 }

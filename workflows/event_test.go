@@ -86,6 +86,8 @@ type buildRun struct {
 	Input      BuildInput
 	Start, End time.Time
 	Cancelled  bool
+	// Lane are the lane messages the build received.
+	Lane []LaneMessage
 }
 
 type eventHarness struct {
@@ -120,11 +122,34 @@ func newEventHarness(t *testing.T, yaml string) *eventHarness {
 			st := BuildState{ID: in.Build.String(), Build: in.Build, Status: p.status, Reason: p.reason}
 			if in.Virtual {
 				st.Status, st.Reason = StatusSuccess, "virtual job: nothing to run"
-			} else if err := workflow.Sleep(ctx, p.took); err != nil {
-				st.Status, st.Reason = StatusAborted, "cancelled while running on exec-a"
-				h.mu.Lock()
-				h.builds[i].Cancelled = true
-				h.mu.Unlock()
+			} else {
+				// Run for p.took, unless cancelled or aborted by a lane message.
+				timer := workflow.NewTimer(ctx, p.took)
+				lane := workflow.GetSignalChannel(ctx, SignalLane)
+				for ended := false; !ended; {
+					sel := workflow.NewSelector(ctx)
+					sel.AddFuture(timer, func(f workflow.Future) {
+						ended = true
+						if f.Get(ctx, nil) != nil {
+							st.Status, st.Reason = StatusAborted, "cancelled while running on exec-a"
+							h.mu.Lock()
+							h.builds[i].Cancelled = true
+							h.mu.Unlock()
+						}
+					})
+					sel.AddReceive(lane, func(c workflow.ReceiveChannel, _ bool) {
+						var msg LaneMessage
+						c.Receive(ctx, &msg)
+						h.mu.Lock()
+						h.builds[i].Lane = append(h.builds[i].Lane, msg)
+						h.mu.Unlock()
+						if msg.Kind == LaneAbort {
+							ended = true
+							st.Status, st.Reason = StatusAborted, msg.Reason
+						}
+					})
+					sel.Select(ctx)
+				}
 			}
 			h.mu.Lock()
 			h.builds[i].End = workflow.Now(ctx)
@@ -849,4 +874,75 @@ func TestEventQuery(t *testing.T) {
 	})
 	st := h.run(eventInput(commitOnMain))
 	require.Equal(t, StatusSuccess, st.Status)
+}
+
+func enqueueBatches(h *eventHarness) []EnqueueBatch {
+	var out []EnqueueBatch
+	for _, s := range h.rec.signalsTo("pipeline/app", SignalEnqueue) {
+		out = append(out, s.(EnqueueBatch))
+	}
+	return out
+}
+
+func TestEventHandsBuildsToLanes(t *testing.T) {
+	t.Parallel()
+	t.Run("in batches as builds start", func(t *testing.T) {
+		t.Parallel()
+		h := newEventHarness(t, graphSpec)
+		h.plans["c"] = buildPlan{took: 20 * time.Minute, status: StatusSuccess}
+		st := h.run(eventInput(commitOnMain))
+		require.Equal(t, StatusSuccess, st.Status)
+		lane := func(job string) LaneRequest {
+			return h.runsOf(job)[0].Input.Lane
+		}
+		require.Equal(t, []EnqueueBatch{
+			{Event: 1, Requests: []LaneRequest{lane("a")}},
+			{Event: 1, Requests: []LaneRequest{lane("b"), lane("c"), lane("e")}},
+			{Event: 1, Requests: []LaneRequest{lane("d")}},
+		}, enqueueBatches(h))
+	})
+	t.Run("virtual builds are not handed over", func(t *testing.T) {
+		t.Parallel()
+		h := newEventHarness(t, stageSpec)
+		h.run(eventInput(commitOnMain))
+		var jobs []string
+		for _, b := range enqueueBatches(h) {
+			require.Equal(t, 1, b.Event)
+			for _, r := range b.Requests {
+				jobs = append(jobs, r.Build.Job)
+			}
+		}
+		require.Equal(t, []string{"deploy", "verify", "promote"}, jobs)
+	})
+	t.Run("an event that starts nothing still releases its hold", func(t *testing.T) {
+		t.Parallel()
+		for _, spec := range []string{graphSpec, ""} {
+			h := newEventHarness(t, spec)
+			if spec == "" {
+				h.resolve.SpecError = "screwdriver.yaml not found"
+			}
+			st := h.run(eventInput(Trigger{Kind: TriggerRelease, Ref: "r1"}))
+			require.NotEqual(t, StatusRunning, st.Status)
+			require.Equal(t, []EnqueueBatch{{Event: 1}}, enqueueBatches(h))
+		}
+	})
+	t.Run("a pipeline that is gone aborts the builds", func(t *testing.T) {
+		t.Parallel()
+		h := newEventHarness(t, graphSpec)
+		h.plans["a"] = buildPlan{took: time.Hour, status: StatusSuccess}
+		h.rec.fail = func(workflowID, name string) error {
+			if name == SignalEnqueue {
+				return errors.New("workflow execution already completed")
+			}
+			return nil
+		}
+		st := h.run(eventInput(commitOnMain))
+		require.Equal(t, StatusAborted, st.Status)
+		a := h.runsOf("a")[0]
+		require.Equal(t, wfT0, a.End, "the build ended at once")
+		require.Len(t, a.Lane, 1)
+		require.Equal(t, LaneAbort, a.Lane[0].Kind)
+		require.Equal(t, "pipeline app is not running (deleted?): workflow execution already completed", a.Lane[0].Reason)
+		require.Equal(t, a.Lane[0].Reason, outcomeOf(t, st, "a").Reason)
+	})
 }

@@ -40,6 +40,8 @@ type recorder struct {
 	signals  []sentSignal
 	actOpts  map[string][]workflow.ActivityOptions
 	children []string
+	// fail, when set, makes matching external signals fail.
+	fail func(workflowID, name string) error
 }
 
 func (r *recorder) addSignal(s sentSignal) {
@@ -143,6 +145,12 @@ func newEnv(t *testing.T, register ...func(*testsuite.TestWorkflowEnvironment)) 
 	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(
 		func(_, workflowID, _, name string, arg any) error {
 			rec.addSignal(sentSignal{WorkflowID: workflowID, Name: name, Arg: arg})
+			rec.mu.Lock()
+			fail := rec.fail
+			rec.mu.Unlock()
+			if fail != nil {
+				return fail(workflowID, name)
+			}
 			return nil
 		}).Maybe()
 	t.Cleanup(func() {

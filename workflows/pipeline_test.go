@@ -78,7 +78,10 @@ func (h *pipelineHarness) signal(d time.Duration, name string, arg any) {
 	at(h.env, d, func() { h.env.SignalWorkflow(name, arg) })
 }
 
-func (h *pipelineHarness) enqueue(d time.Duration, r LaneRequest) { h.signal(d, SignalEnqueue, r) }
+// enqueue hands the lanes one build, as its event's batch.
+func (h *pipelineHarness) enqueue(d time.Duration, r LaneRequest) {
+	h.signal(d, SignalEnqueue, EnqueueBatch{Event: r.Build.Event, Requests: []LaneRequest{r}})
+}
 
 func (h *pipelineHarness) done(d time.Duration, b BuildRef, s Status) {
 	h.signal(d, SignalBuildDone, BuildDone{Build: b, Status: s})
@@ -235,7 +238,7 @@ func TestPipelineLaneMessages(t *testing.T) {
 	h.enqueue(4*time.Minute, lreqFor(test3))
 	at(h.env, 5*time.Minute, func() {
 		info := query[PipelineInfo](t, h.env, QueryPipeline)
-		require.Equal(t, 3, info.Lanes.Len()) // test1 active, test3 and deploy1 waiting
+		require.Equal(t, 4, info.Lanes.Len()) // test1 active; test2, test3 and deploy1 waiting
 	})
 	h.done(6*time.Minute, test1, StatusSuccess)
 	h.done(7*time.Minute, test3, StatusSuccess)
@@ -254,12 +257,70 @@ func TestPipelineLaneMessages(t *testing.T) {
 	}
 	require.Equal(t, map[string][]LaneMessage{
 		test1.WorkflowID(): {grantMsg}, // granted builds are never collapsed
+		// When test1 ends, the waiting test2 collapses into the newest.
 		test2.WorkflowID(): {sameJob(test1), collapse(test3)},
 		test3.WorkflowID(): {sameJob(test1), grantMsg},
 		// When test1 ends no test build runs: deploy1 is granted in the same
 		// pass as test3 (blockedBy waits for running builds only).
 		deploy1.WorkflowID(): {blockedByTest(test1), grantMsg},
 	}, h.rec.laneMessages())
+}
+
+func TestPipelineHoldsLaterEvents(t *testing.T) {
+	t.Parallel()
+	j1, j2 := appBuild("test", 1), appBuild("test", 2)
+	commit := StartEventRequest{Trigger: Trigger{Kind: TriggerCommit}}
+	heldBy1 := LaneMessage{Kind: LaneStatus, Status: StatusQueued, Reason: "waiting for the earlier event 1 to start its jobs"}
+
+	t.Run("until the earlier event hands over its builds", func(t *testing.T) {
+		t.Parallel()
+		h := newPipelineHarness(t)
+		h.startEvent(time.Minute, commit)
+		h.startEvent(2*time.Minute, commit)
+		// Event 2 read its spec first.
+		h.enqueue(3*time.Minute, lreqFor(j2))
+		h.enqueue(4*time.Minute, lreqFor(j1))
+		h.done(5*time.Minute, j1, StatusSuccess)
+		h.done(6*time.Minute, j2, StatusSuccess)
+		h.deleteAt(7 * time.Minute)
+		h.run(PipelineInput{Config: appConfig})
+		msgs := h.rec.laneMessages()
+		require.Equal(t, []LaneMessage{grantMsg}, msgs[j1.WorkflowID()])
+		require.Equal(t, []LaneMessage{
+			heldBy1,
+			{Kind: LaneStatus, Status: StatusBlocked, Reason: "blocked by build app/test/1 of the same job"},
+			grantMsg,
+		}, msgs[j2.WorkflowID()])
+	})
+	t.Run("an empty batch releases the hold", func(t *testing.T) {
+		t.Parallel()
+		h := newPipelineHarness(t)
+		h.startEvent(time.Minute, commit)
+		h.startEvent(2*time.Minute, commit)
+		h.enqueue(3*time.Minute, lreqFor(j2))
+		h.signal(4*time.Minute, SignalEnqueue, EnqueueBatch{Event: 1})
+		h.done(5*time.Minute, j2, StatusSuccess)
+		h.deleteAt(6 * time.Minute)
+		h.run(PipelineInput{Config: appConfig})
+		require.Equal(t, []LaneMessage{heldBy1, grantMsg}, h.rec.laneMessages()[j2.WorkflowID()])
+	})
+	t.Run("until the hold's deadline when the event never reports", func(t *testing.T) {
+		t.Parallel()
+		h := newPipelineHarness(t)
+		h.startEvent(time.Minute, commit)
+		h.startEvent(2*time.Minute, commit)
+		h.enqueue(3*time.Minute, lreqFor(j2))
+		deadline := time.Minute + eventHold
+		at(h.env, deadline-time.Second, func() {
+			require.Equal(t, []LaneMessage{heldBy1}, h.rec.laneMessages()[j2.WorkflowID()])
+		})
+		at(h.env, deadline+time.Second, func() {
+			require.Equal(t, []LaneMessage{heldBy1, grantMsg}, h.rec.laneMessages()[j2.WorkflowID()])
+		})
+		h.done(time.Hour, j2, StatusSuccess)
+		h.deleteAt(2 * time.Hour)
+		h.run(PipelineInput{Config: appConfig})
+	})
 }
 
 func TestPipelineFreezeWindowTimer(t *testing.T) {
@@ -386,7 +447,7 @@ func TestPipelineContinueAsNew(t *testing.T) {
 		// The history grew past the limit; the signals that arrive together
 		// with the next wake-up are all handled before continuing as new.
 		h.env.SetCurrentHistoryLength(continueAsNewAfter + 1)
-		h.env.SignalWorkflow(SignalEnqueue, lreqFor(test2, noCollapse))
+		h.env.SignalWorkflow(SignalEnqueue, EnqueueBatch{Event: 2, Requests: []LaneRequest{lreqFor(test2, noCollapse)}})
 		h.env.SignalWorkflow(SignalSpecSynced, SpecSync{SHA: "s1", Subscriptions: []string{"sd@lib:publish"}})
 		h.env.SignalWorkflow(SignalStartEvent, StartEventRequest{Trigger: Trigger{Kind: TriggerPeriodic}, StartFrom: "nightly"})
 	})
@@ -413,6 +474,9 @@ func TestPipelineContinueAsNew(t *testing.T) {
 	require.Equal(t, test2, st.Lanes.Jobs["test"].Waiting[0].Build)
 	require.Equal(t, StatusBlocked, st.Lanes.Jobs["test"].Waiting[0].Status)
 	require.NotContains(t, st.Lanes.Jobs, "lint")
+	// Events 1 and 2 handed over their builds; event 3 (started by the
+	// signal) has not yet, so its hold carries over.
+	require.Equal(t, map[int]time.Time{3: wfT0.Add(5*time.Minute + eventHold)}, st.Lanes.Pending)
 	// The event asked for by signal was started before continuing.
 	require.Len(t, h.events, 3)
 	require.Equal(t, "nightly", h.events[2].Input.StartFrom)
