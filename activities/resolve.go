@@ -74,6 +74,9 @@ func (a *Activities) ResolveEvent(ctx context.Context, in ResolveEventInput) (Re
 		if ref == "" {
 			ref = in.Ref
 		}
+		if ref != sha && scm.Kind(in.Repo) == scm.KindDir {
+			ref = "" // a plain directory has no branches: use its current content
+		}
 		if sha, err = repo.Resolve(ctx, ref); err != nil {
 			return out, repoError(fmt.Errorf("resolve %q in %s: %w", ref, in.Repo, err))
 		}

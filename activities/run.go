@@ -227,14 +227,14 @@ type heartbeater struct {
 	period time.Duration
 }
 
+// heartbeatPeriod is how often a running build reports. A cancellation
+// reaches a running activity only with a heartbeat's answer, so this bounds
+// how long `sluice build cancel` takes to kill the steps (the workers' heartbeat
+// throttle is set to match).
+const heartbeatPeriod = time.Second
+
 func newHeartbeater(ctx context.Context, executor string, timeout time.Duration) *heartbeater {
-	period := timeout / 4
-	if period <= 0 || period > 5*time.Second {
-		period = 5 * time.Second
-	}
-	if period < 200*time.Millisecond {
-		period = 200 * time.Millisecond
-	}
+	period := min(heartbeatPeriod, max(timeout/4, 100*time.Millisecond))
 	h := &heartbeater{ctx: ctx, p: Progress{Executor: executor}, done: make(chan struct{}), period: period}
 	activity.RecordHeartbeat(ctx, h.p)
 	h.wg.Go(h.loop)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -85,8 +86,15 @@ func (r *run) step(ctx context.Context, i int) (res StepResult, killed error) {
 	cmd.Dir = r.spec.Dir
 	cmd.Env = r.env
 	cmd.Stdout, cmd.Stderr = pw, pw
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	// Pdeathsig: if the executor dies (SIGKILL, OOM), the step's shell dies
+	// with it instead of finishing a build nobody will report; the build is
+	// dispatched again elsewhere. The signal is tied to the forking thread,
+	// so that thread is kept for the fork.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	runtime.LockOSThread()
+	err = cmd.Start()
+	runtime.UnlockOSThread()
+	if err != nil {
 		_ = pr.Close()
 		_ = pw.Close()
 		res.ExitCode, res.Err = -1, fmt.Sprintf("start: %v", err)

@@ -278,6 +278,10 @@ func (ag *Agent) startWorker(name string, pool *queue.SlotPool) (worker.Worker, 
 		Tuner:                            tuner,
 		MaxConcurrentActivityTaskPollers: 2,
 		WorkerStopTimeout:                5 * time.Second,
+		// Heartbeats carry cancellations: send them every second so a
+		// cancelled build's processes die within a couple of seconds.
+		MaxHeartbeatThrottleInterval:     time.Second,
+		DefaultHeartbeatThrottleInterval: time.Second,
 	})
 	w.RegisterActivityWithOptions(ag.opts.Activities.RunBuild, activity.RegisterOptions{Name: "RunBuild"})
 	if err := w.Start(); err != nil {

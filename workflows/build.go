@@ -326,8 +326,14 @@ func stepOutcomes(steps []activities.StepResult) []StepOutcome {
 	return out
 }
 
-// rootMessage is the innermost message of a Temporal error chain.
+// rootMessage is the message of the outermost application error in a
+// Temporal error chain (the one an activity returned), or of the innermost
+// error otherwise.
 func rootMessage(err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.Message()
+	}
 	for {
 		next := errors.Unwrap(err)
 		if next == nil {

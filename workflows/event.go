@@ -445,6 +445,9 @@ func (e *eventRun) maybeTeardown(ctx workflow.Context, job string) {
 
 // triggerRemote starts events in pipelines subscribed to this job.
 func (e *eventRun) triggerRemote(ctx workflow.Context, job string) {
+	if ctx.Err() != nil {
+		return // a cancelled event triggers nothing downstream
+	}
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
