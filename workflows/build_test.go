@@ -501,6 +501,28 @@ func TestBuildWorkflowRedispatch(t *testing.T) {
 			},
 		},
 		{
+			name:        "an attempt past its build timeout",
+			maxAttempts: 1,
+			plans: []attemptPlan{
+				{steps: []buildStep{claimAs("exec-a")}, err: temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil)},
+			},
+			wantStatus:   StatusFailure,
+			wantReason:   "gave up after 1 attempts: #1 on exec-a lost: exec-a exceeded the build timeout 30m0s",
+			wantInputs:   []int{1},
+			wantAttempts: []attemptWant{{1, "exec-a", "lost: exec-a exceeded the build timeout 30m0s"}},
+		},
+		{
+			name:        "a refused claim does not count as an attempt",
+			maxAttempts: 1,
+			plans: []attemptPlan{
+				{err: temporal.NewNonRetryableApplicationError("build app/test/7 refused executor exec-x: stale", activities.ErrTypeSuperseded, nil)},
+				{steps: []buildStep{claimAs("exec-b")}, result: succeeded("exec-b")},
+			},
+			wantStatus:   StatusSuccess,
+			wantInputs:   []int{1, 1},
+			wantAttempts: []attemptWant{{1, "exec-b", "success"}},
+		},
+		{
 			name:        "an attempt lost before any claim counts",
 			maxAttempts: 1,
 			plans:       []attemptPlan{{err: heartbeatLost()}},

@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -33,6 +34,8 @@ type pipelineHarness struct {
 	mu        sync.Mutex
 	events    []startedEvent
 	schedules []map[string]string
+	// failStart lists events whose workflow fails to start (ID taken).
+	failStart map[int]bool
 }
 
 func newPipelineHarness(t *testing.T) *pipelineHarness {
@@ -43,8 +46,11 @@ func newPipelineHarness(t *testing.T) *pipelineHarness {
 	env.OnWorkflow(EventWorkflow, mock.Anything, mock.Anything).Return(
 		func(ctx workflow.Context, in EventInput) (EventState, error) {
 			h.mu.Lock()
+			defer h.mu.Unlock()
+			if h.failStart[in.Event.Number] {
+				return EventState{}, testsuite.ErrMockStartChildWorkflowFailed
+			}
 			h.events = append(h.events, startedEvent{WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Input: in})
-			h.mu.Unlock()
 			return EventState{Event: in.Event, Status: StatusSuccess}, nil
 		}).Maybe()
 	env.OnActivity(acts.SyncSchedules, mock.Anything, mock.Anything).Return(
@@ -522,4 +528,81 @@ func TestPeriodicWorkflowSignalsItsPipeline(t *testing.T) {
 	gone.OnSignalExternalWorkflow(mock.Anything, "pipeline/app", "", SignalStartEvent, mock.Anything).Return(errors.New("not found"))
 	gone.ExecuteWorkflow(PeriodicWorkflow, PeriodicInput{Pipeline: "app", Job: "nightly"})
 	require.ErrorContains(t, gone.GetWorkflowError(), "start periodic event of app/nightly")
+}
+
+func TestPipelineEventStartFails(t *testing.T) {
+	t.Parallel()
+	h := newPipelineHarness(t)
+	h.failStart = map[int]bool{1: true}
+	failed := h.startEvent(time.Minute, StartEventRequest{Trigger: Trigger{Kind: TriggerCommit}})
+	ok := h.startEvent(2*time.Minute, StartEventRequest{Trigger: Trigger{Kind: TriggerCommit}})
+	// Event 1 never started: it does not hold event 2's builds.
+	h.enqueue(3*time.Minute, lreqFor(appBuild("test", 2)))
+	h.done(4*time.Minute, appBuild("test", 2), StatusSuccess)
+	h.deleteAt(5 * time.Minute)
+	h.run(PipelineInput{Config: appConfig})
+
+	require.True(t, failed.Accepted)
+	require.ErrorContains(t, failed.Err, "start event app/1")
+	require.Equal(t, StartEventResult{Event: EventRef{Pipeline: "app", Number: 2}}, startResult(t, ok))
+	require.Equal(t, []LaneMessage{grantMsg}, h.rec.laneMessages()[appBuild("test", 2).WorkflowID()])
+}
+
+func TestPipelineForgetsOldDeliveries(t *testing.T) {
+	t.Parallel()
+	state := &PipelineState{NextEvent: maxDeliveries + 1}
+	for i := range maxDeliveries {
+		state.Deliveries = append(state.Deliveries, DeliverySeen{ID: fmt.Sprintf("d-%d", i), Event: i + 1})
+	}
+	push := func(delivery string) StartEventRequest {
+		return StartEventRequest{Trigger: Trigger{Kind: TriggerCommit, DeliveryID: delivery}}
+	}
+	h := newPipelineHarness(t)
+	fresh := h.startEvent(time.Minute, push("new"))
+	oldest := h.startEvent(2*time.Minute, push("d-0"))
+	recent := h.startEvent(3*time.Minute, push(fmt.Sprintf("d-%d", maxDeliveries-1)))
+	h.deleteAt(time.Hour)
+	h.run(PipelineInput{Config: appConfig, State: state})
+	require.Equal(t, StartEventResult{Event: EventRef{Pipeline: "app", Number: maxDeliveries + 1}}, startResult(t, fresh))
+	// The oldest delivery was forgotten to make room: it starts a new event.
+	require.Equal(t, StartEventResult{Event: EventRef{Pipeline: "app", Number: maxDeliveries + 2}}, startResult(t, oldest))
+	require.Equal(t, StartEventResult{Event: EventRef{Pipeline: "app", Number: maxDeliveries}, Duplicate: true}, startResult(t, recent))
+}
+
+func TestPipelineConfigureReachesNewEvents(t *testing.T) {
+	t.Parallel()
+	h := newPipelineHarness(t)
+	newCfg := PipelineConfig{Repo: "/src/app2", Branch: "trunk", Queue: "gpu"}
+	updateAt(h.env, time.Minute, UpdateConfigure, newCfg)
+	h.startEvent(2*time.Minute, StartEventRequest{Trigger: Trigger{Kind: TriggerCommit}})
+	h.deleteAt(time.Hour)
+	h.run(PipelineInput{Config: appConfig})
+	require.Len(t, h.events, 1)
+	want := appConfig
+	want.Repo, want.Branch, want.Queue = newCfg.Repo, newCfg.Branch, newCfg.Queue
+	require.Equal(t, want, h.events[0].Input.Config)
+}
+
+func TestPipelineForgetsBuildsItCannotSignal(t *testing.T) {
+	t.Parallel()
+	gone, next := appBuild("test", 1), appBuild("test", 2)
+	h := newPipelineHarness(t)
+	// The build of event 1 ended without telling the lane (its workflow is
+	// gone): the grant cannot reach it.
+	h.rec.fail = func(workflowID, name string) error {
+		if workflowID == gone.WorkflowID() {
+			return errors.New("workflow not found")
+		}
+		return nil
+	}
+	h.enqueue(time.Minute, lreqFor(gone))
+	h.enqueue(2*time.Minute, lreqFor(next))
+	at(h.env, 3*time.Minute, func() {
+		info := query[PipelineInfo](t, h.env, QueryPipeline)
+		require.Equal(t, 1, info.Lanes.Len())
+	})
+	h.done(4*time.Minute, next, StatusSuccess)
+	h.deleteAt(5 * time.Minute)
+	h.run(PipelineInput{Config: appConfig})
+	require.Equal(t, []LaneMessage{grantMsg}, h.rec.laneMessages()[next.WorkflowID()])
 }
