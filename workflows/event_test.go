@@ -500,6 +500,20 @@ func TestEventStartFrom(t *testing.T) {
 			wantRan:    []string{"stage@canary:setup", "deploy", "verify", "stage@canary:teardown", "promote"},
 		},
 		{
+			name:       "a periodic event starts its job",
+			spec:       graphSpec,
+			in:         func(in *EventInput) { in.Trigger, in.StartFrom = Trigger{Kind: TriggerPeriodic}, "hotfix" },
+			wantStatus: StatusSuccess,
+			wantRan:    []string{"hotfix"},
+		},
+		{
+			name:       "a periodic event without its job",
+			spec:       graphSpec,
+			in:         func(in *EventInput) { in.Trigger = Trigger{Kind: TriggerPeriodic} },
+			wantStatus: StatusFailure,
+			wantReason: "a periodic event needs the job to start",
+		},
+		{
 			name:       "an unknown job",
 			spec:       graphSpec,
 			in:         func(in *EventInput) { in.Trigger, in.StartFrom = Trigger{Kind: TriggerManual}, "nope" },
@@ -553,6 +567,8 @@ jobs:
   rel:  {requires: ["~tag:/^v/"]}
   sub:  {requires: [~sd@lib:publish]}
   dev:  {requires: [~commit:dev]}
+  rj:   {requires: [sd@lib:publish]}
+  mixed: {requires: [sd@lib:publish, all]}
 `
 	tests := []struct {
 		name        string
@@ -597,9 +613,11 @@ jobs:
 			wantResolve: activities.ResolveEventInput{Pipeline: "app", Repo: "/src/app", Ref: "v1.2.0"},
 		},
 		{
+			// A remote join parent counts as satisfied; a job that also
+			// joins a local job does not start.
 			name:        "remote trigger",
 			trigger:     Trigger{Kind: TriggerRemote, Remote: "sd@lib:publish"},
-			wantRan:     []string{"sub"},
+			wantRan:     []string{"sub", "rj"},
 			wantResolve: activities.ResolveEventInput{Pipeline: "app", Repo: "/src/app", Ref: "main"},
 		},
 		{

@@ -295,15 +295,18 @@ func (l *Lanes) evaluateLane(ln *Lane, now time.Time, horizon int) []LaneEffect 
 		}
 		w.Held = false
 		status, reason, until := l.decide(w, ln, ahead, now)
+		// A frozen build also collapses into a newer build forced through the
+		// window: it must not keep the forced one waiting behind it.
+		n := newestAfter(i)
+		if n != nil && ((status == StatusRunning && (n.Collapse || w.Status == StatusFrozen)) || (status == StatusFrozen && n.Force)) {
+			into := intoFor(w.Build, n.Build)
+			out = append(out, LaneEffect{Build: w.Build, Msg: LaneMessage{
+				Kind: LaneCollapse, Status: StatusCollapsed, Into: into.String(),
+				Reason: "collapsed into build " + into.String(),
+			}})
+			continue
+		}
 		if status == StatusRunning {
-			if n := newestAfter(i); n != nil && (n.Collapse || w.Status == StatusFrozen) {
-				into := intoFor(w.Build, n.Build)
-				out = append(out, LaneEffect{Build: w.Build, Msg: LaneMessage{
-					Kind: LaneCollapse, Status: StatusCollapsed, Into: into.String(),
-					Reason: "collapsed into build " + into.String(),
-				}})
-				continue
-			}
 			w.GrantedAt = now
 			w.Status, w.Reason = StatusQueued, ""
 			ln.Active = append(ln.Active, w)

@@ -371,6 +371,16 @@ func TestLanesFreezeAndDelay(t *testing.T) {
 			ops:   []laneOp{enq(lreq(j1, frozenAtNight, forced), grantFx(j1))},
 		},
 		{
+			// Forcing a build through the window must not leave it behind an
+			// older frozen build of the job: the frozen one collapses into it.
+			name:  "a forced build replaces an older frozen one",
+			start: nightT0,
+			ops: []laneOp{
+				enq(lreq(j1, frozenAtNight), timedFx(j1, StatusFrozen, frozen, seven)).wake(seven),
+				enq(lreq(j2, frozenAtNight, forced), collapseFx(j1, j2), grantFx(j2)).holds(1),
+			},
+		},
+		{
 			name:  "outside the window the build is granted",
 			start: laneT0,
 			ops:   []laneOp{enq(lreq(j1, frozenAtNight), grantFx(j1))},
