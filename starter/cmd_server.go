@@ -289,6 +289,52 @@ SLUICE_DATA_DIR/logs: give every API replica the same volume.`,
 	return cmd
 }
 
+func (a *app) temporalCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "temporal",
+		Short: "Run only the embedded Temporal server (SQLite) and its Web UI",
+		Long: `temporal runs the same embedded Temporal server as 'sluice dev' (persisting to
+DATA_DIR/temporal.db) with its Web UI, and nothing else. Point controllers,
+executors and the API at it with TEMPORAL_ADDRESS. For production, run a real
+Temporal cluster instead (see the README's scaling section).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			log := a.logger(cfg)
+			stack, err := devstack.Start(cmd.Context(), devstack.Options{
+				DBPath: filepath.Join(cfg.DataDir, "temporal.db"), Host: cfg.Host, FrontendPort: cfg.TemporalPort,
+				UIPort: cfg.UIPort, MetricsPort: cfg.MetricsPort, Namespace: cfg.TemporalNamespace,
+				Logger: log, ServerLogLevel: parseLevel(cfg.TemporalLogLevel),
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "Temporal is running on %s (namespace %s); Web UI %s. Stop it with Ctrl-C.\n",
+				stack.FrontendAddress(), cfg.TemporalNamespace, orDisabled(stack.UIURL()))
+			<-cmd.Context().Done()
+			return stack.Stop()
+		},
+	}
+	a.configFlag(cmd, "data-dir", "SLUICE_DATA_DIR", "")
+	a.configFlag(cmd, "host", "SLUICE_HOST", "")
+	a.configFlag(cmd, "namespace", "TEMPORAL_NAMESPACE", "")
+	a.configFlag(cmd, "temporal-port", "SLUICE_TEMPORAL_PORT", "")
+	a.configFlag(cmd, "ui-port", "SLUICE_UI_PORT", "")
+	a.configFlag(cmd, "metrics-port", "SLUICE_METRICS_PORT", "")
+	a.configFlag(cmd, "log-level", "SLUICE_LOG_LEVEL", "")
+	return cmd
+}
+
+func orDisabled(s string) string {
+	if s == "" {
+		return "disabled"
+	}
+	return s
+}
+
 func (a *app) configCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "config",

@@ -86,7 +86,7 @@ commands against its API (SLUICE_API_URL, default http://localhost:8080).`,
 		}
 		return nil
 	}
-	root.AddCommand(a.devCmd(), a.workerCmd(), a.apiCmd(), a.configCmd())
+	root.AddCommand(a.devCmd(), a.workerCmd(), a.apiCmd(), a.temporalCmd(), a.configCmd())
 	a.addClientCommands(root)
 	return root
 }
