@@ -1,0 +1,59 @@
+package main
+
+// plan is the size of every figure.
+type plan struct {
+	quick bool
+	// latencyEvents are sequential 1-job events (and as many bare runs).
+	latencyEvents int
+	// throughputEvents are 1-job events started at once (and as many bare runs).
+	throughputEvents int
+	// executorSlots is max-parallel per executor on the bench queue.
+	executorSlots int
+	// historyEvents are events per case of the history figure.
+	historyEvents int
+	// chainJobs is the length of the history figure's chain.
+	chainJobs int
+	// graphWidth × graphDepth jobs in the DAG; matrixSide² permutations.
+	graphWidth, graphDepth int
+	matrixSide             int
+	// stormPushes webhook pushes within stormWindow seconds.
+	stormPushes int
+	stormWindow float64
+	// scale: pipelines × jobs × matrix permutations builds, one event per
+	// pipeline, queued before scaleExecutors executors start.
+	scalePipelines, scaleJobs, scalePerms int
+	scaleExecutors                        int
+}
+
+func planFor(quick bool) plan {
+	if quick {
+		return plan{
+			quick:            true,
+			latencyEvents:    15,
+			throughputEvents: 60,
+			executorSlots:    8,
+			historyEvents:    2,
+			chainJobs:        10,
+			graphWidth:       5, graphDepth: 4,
+			matrixSide:  3,
+			stormPushes: 60, stormWindow: 1,
+			scalePipelines: 2, scaleJobs: 5, scalePerms: 10,
+			scaleExecutors: 4,
+		}
+	}
+	return plan{
+		latencyEvents:    200,
+		throughputEvents: 500,
+		executorSlots:    8,
+		historyEvents:    5,
+		chainJobs:        10,
+		graphWidth:       20, graphDepth: 10,
+		matrixSide:  5,
+		stormPushes: 300, stormWindow: 3,
+		scalePipelines: 10, scaleJobs: 20, scalePerms: 25,
+		scaleExecutors: 4,
+	}
+}
+
+// scaleBuilds is how many builds the scale figure queues.
+func (p plan) scaleBuilds() int { return p.scalePipelines * p.scaleJobs * p.scalePerms }

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"time"
+)
+
+// figure is one measurement: it gets a fresh stack and returns its line.
+type figure struct {
+	name    string
+	timeout func(plan) time.Duration
+	run     func(ctx context.Context, b *bench) (string, error)
+}
+
+// figures in the order they run.
+var figures = []figure{
+	{"latency", func(p plan) time.Duration { return 2*time.Minute + time.Duration(p.latencyEvents)*2*time.Second }, runLatency},
+	{"throughput", func(p plan) time.Duration { return 3*time.Minute + time.Duration(p.throughputEvents)*time.Second }, runThroughput},
+	{"history", func(plan) time.Duration { return 5 * time.Minute }, runHistory},
+	{"graph", func(plan) time.Duration { return 10 * time.Minute }, runGraph},
+	{"collapse_storm", func(p plan) time.Duration { return 3*time.Minute + time.Duration(p.stormPushes)*time.Second }, runStorm},
+	{"scale", func(p plan) time.Duration { return 5*time.Minute + time.Duration(p.scaleBuilds())*time.Second }, runScale},
+}
+
+// bench is what a figure works with.
+type bench struct {
+	plan plan
+	bin  string
+	// root is the run's temporary directory; each stack takes a subdirectory.
+	root string
+	log  *slog.Logger
+	// progress prints a human line on stderr.
+	progress func(format string, args ...any)
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string) error {
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	quick := fs.Bool("quick", false, "a reduced run of every figure (under 3 minutes)")
+	only := fs.String("only", "", "comma-separated figures to run (default all: "+names()+")")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the bench process (server, controller, API) during -profile-figure")
+	profileFigure := fs.String("profile-figure", "throughput", "the figure -cpuprofile covers")
+	keep := fs.Bool("keep", false, "keep the temporary directory (databases, logs) after the run")
+	verbose := fs.Bool("v", false, "log warnings of the server, controller and API to stderr")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	bin := getenv("SLUICE_BIN")
+	if bin == "" {
+		return errors.New("SLUICE_BIN is not set: run `make bench`, or build bin/sluice and set SLUICE_BIN to it")
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("SLUICE_BIN %s: %w", bin, err)
+	}
+	selected := figures
+	if *only != "" {
+		selected = nil
+		for name := range strings.SplitSeq(*only, ",") {
+			i := slices.IndexFunc(figures, func(f figure) bool { return f.name == strings.TrimSpace(name) })
+			if i < 0 {
+				return fmt.Errorf("-only: unknown figure %q (want %s)", name, names())
+			}
+			selected = append(selected, figures[i])
+		}
+	}
+	root, err := os.MkdirTemp("", "sluice-bench-")
+	if err != nil {
+		return fmt.Errorf("temporary directory: %w", err)
+	}
+	if *keep {
+		fmt.Fprintln(os.Stderr, "bench: keeping", root)
+	} else {
+		defer func() { _ = os.RemoveAll(root) }()
+	}
+	var sink io.Writer = io.Discard
+	if *verbose {
+		sink = os.Stderr
+	}
+	b := &bench{
+		plan: planFor(*quick), bin: bin, root: root,
+		log: slog.New(slog.NewTextHandler(sink, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		progress: func(format string, args ...any) {
+			fmt.Fprintf(os.Stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+		},
+	}
+	mode := "full"
+	if *quick {
+		mode = "quick"
+	}
+	b.progress("bench %s run: %s", mode, strings.Join(figNames(selected), ", "))
+	start := time.Now()
+	var failed []string
+	for _, f := range selected {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		line, took, err := b.runFigure(ctx, f, *cpuProfile != "" && *profileFigure == f.name, *cpuProfile)
+		if err != nil {
+			b.progress("%s FAILED after %s: %v", f.name, took.Round(time.Second), err)
+			fmt.Printf("%s error=%q\n", f.name, err.Error())
+			failed = append(failed, f.name)
+			continue
+		}
+		fmt.Println(line)
+		b.progress("%s done in %s", f.name, took.Round(time.Second))
+	}
+	b.progress("bench %s run took %s", mode, time.Since(start).Round(time.Second))
+	if len(failed) > 0 {
+		return fmt.Errorf("figures failed: %s", strings.Join(failed, ", "))
+	}
+	return ctx.Err()
+}
+
+func (b *bench) runFigure(ctx context.Context, f figure, profile bool, profilePath string) (string, time.Duration, error) {
+	timeout := f.timeout(b.plan)
+	fctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("%s: took longer than its bound of %s", f.name, timeout))
+	defer cancel()
+	b.progress("%s: starting (bound %s)", f.name, timeout)
+	start := time.Now()
+	if profile {
+		out, err := os.Create(filepath.Clean(profilePath))
+		if err != nil {
+			return "", 0, fmt.Errorf("cpuprofile: %w", err)
+		}
+		defer func() { _ = out.Close() }()
+		if err := pprof.StartCPUProfile(out); err != nil {
+			return "", 0, fmt.Errorf("cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	line, err := f.run(fctx, b)
+	if err != nil && fctx.Err() != nil && ctx.Err() == nil {
+		err = fmt.Errorf("%w (%w)", context.Cause(fctx), err)
+	}
+	return line, time.Since(start), err
+}
+
+func names() string { return strings.Join(figNames(figures), ",") }
+
+func figNames(fs []figure) []string {
+	out := make([]string, 0, len(fs))
+	for _, f := range fs {
+		out = append(out, f.name)
+	}
+	return out
+}

@@ -1,0 +1,262 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/sluice-ci/sluice/activities"
+	"github.com/sluice-ci/sluice/api"
+	"github.com/sluice-ci/sluice/config"
+	"github.com/sluice-ci/sluice/internal/devstack"
+	"github.com/sluice-ci/sluice/logstore"
+	"github.com/sluice-ci/sluice/runner"
+	"github.com/sluice-ci/sluice/workers"
+	"github.com/sluice-ci/sluice/workflows"
+)
+
+// benchQueue is the queue every figure's jobs run on.
+const benchQueue = "bench"
+
+// stackOptions shape one figure's stack.
+type stackOptions struct {
+	// controllerProcess runs the controller as `sluice worker --role
+	// controller` (its memory is then its own) instead of in this process.
+	controllerProcess bool
+}
+
+// stack is sluice as `sluice dev` runs it: the embedded Temporal server on
+// a SQLite file (WAL), a controller, the HTTP API with its log store, and
+// executor processes started on demand.
+type stack struct {
+	b    *bench
+	name string
+	dir  string
+
+	temporal *devstack.Stack
+	Client   client.Client
+	cfg      *config.Config
+	API      *api.Client
+	apiURL   string
+	http     *http.Server
+
+	stopController func()
+	controller     *proc
+
+	mu    sync.Mutex
+	procs []*proc
+}
+
+// newStack starts a fresh stack in its own directory under the run's root.
+func (b *bench) newStack(ctx context.Context, name string, opts stackOptions) (*stack, error) {
+	s := &stack{b: b, name: name, dir: filepath.Join(b.root, name)}
+	ok := false
+	defer func() {
+		if !ok {
+			s.close()
+		}
+	}()
+	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("stack dir: %w", err)
+	}
+	var err error
+	s.temporal, err = devstack.Start(ctx, devstack.Options{
+		DBPath: filepath.Join(s.dir, "temporal.db"), FrontendPort: 0, Namespace: "default",
+		Logger: b.log.With("component", "temporal"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start Temporal: %w", err)
+	}
+	env := map[string]string{
+		"TEMPORAL_ADDRESS":   s.temporal.FrontendAddress(),
+		"TEMPORAL_NAMESPACE": "default",
+		"SLUICE_DATA_DIR":    filepath.Join(s.dir, "controller"),
+	}
+	s.cfg, err = config.Load(func(k string) string { return env[k] })
+	if err != nil {
+		return nil, fmt.Errorf("controller config: %w", err)
+	}
+	s.Client, err = workers.Dial(ctx, s.cfg, s.temporal.FrontendAddress(), b.log)
+	if err != nil {
+		return nil, err
+	}
+	if err := workers.RegisterSearchAttributes(ctx, s.Client, "default"); err != nil {
+		return nil, err
+	}
+	if err := s.startAPI(); err != nil {
+		return nil, err
+	}
+	if opts.controllerProcess {
+		s.controller, err = s.startProcess("controller", "controller", nil)
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		done := make(chan error, 1)
+		store, err := logstore.Open(filepath.Join(s.dir, "controller", "logs"))
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("controller log store: %w", err)
+		}
+		go func() {
+			done <- workers.RunController(cctx, workers.Options{Client: s.Client, Config: s.cfg, Logger: b.log,
+				Logs: func(key string) runner.LogSink { return store.Sink(key) }, Name: "controller"})
+		}()
+		s.stopController = func() {
+			cancel()
+			<-done
+		}
+	}
+	if err := waitFor(ctx, "the registry to answer", 60*time.Second, func() (bool, error) {
+		_, err := s.API.ListQueues(ctx)
+		return err == nil, nil
+	}); err != nil {
+		return nil, err
+	}
+	ok = true
+	return s, nil
+}
+
+func (s *stack) startAPI() error {
+	store, err := logstore.Open(filepath.Join(s.dir, "logs"))
+	if err != nil {
+		return fmt.Errorf("API log store: %w", err)
+	}
+	svc := &api.Service{
+		Client: s.Client, Namespace: "default", Liveness: s.cfg.LivenessTimeout,
+		Dispatch: workflows.Dispatch{HeartbeatTimeout: s.cfg.HeartbeatTimeout, MaxAttempts: s.cfg.MaxAttempts},
+		Repos:    activities.CachedRepos(filepath.Join(s.dir, "api-git")), Logger: s.b.log,
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("API listener: %w", err)
+	}
+	s.http = &http.Server{Handler: api.NewHandler(api.Deps{Service: svc, Logs: store, Logger: s.b.log,
+		Ready: func(ctx context.Context) error {
+			_, err := s.Client.CheckHealth(ctx, &client.CheckHealthRequest{})
+			return err
+		}}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.http.Serve(ln) }()
+	s.apiURL = "http://" + ln.Addr().String()
+	s.API = &api.Client{BaseURL: s.apiURL, HTTP: newHTTPClient()}
+	return nil
+}
+
+// newHTTPClient keeps enough idle connections for hundreds of concurrent
+// requests, so a burst does not churn through ephemeral ports.
+func newHTTPClient() *http.Client {
+	return &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{
+		MaxIdleConns: 512, MaxIdleConnsPerHost: 512, IdleConnTimeout: 30 * time.Second,
+	}}
+}
+
+// close stops everything the stack started, executors first.
+func (s *stack) close() {
+	s.mu.Lock()
+	procs := s.procs
+	s.procs = nil
+	s.mu.Unlock()
+	for _, p := range procs {
+		p.kill()
+	}
+	if s.stopController != nil {
+		s.stopController()
+	}
+	if s.http != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = s.http.Shutdown(ctx)
+		cancel()
+	}
+	if s.Client != nil {
+		s.Client.Close()
+	}
+	if s.temporal != nil {
+		if err := s.temporal.Stop(); err != nil {
+			s.b.progress("%s: stop Temporal: %v", s.name, err)
+		}
+	}
+}
+
+// createQueue defines the bench queue: executors only, slots per executor.
+func (s *stack) createQueue(ctx context.Context, slots int) error {
+	_, err := s.API.CreateQueue(ctx, api.QueueRequest{Name: benchQueue, Description: "bench",
+		Rules: []string{"run-on=executors,max-parallel=" + strconv.Itoa(slots)}})
+	if err != nil {
+		return fmt.Errorf("create queue %s: %w", benchQueue, err)
+	}
+	return nil
+}
+
+// startExecutors starts n executor processes serving the bench queue and,
+// when wait is set, waits until the registry lists each as live.
+func (s *stack) startExecutors(ctx context.Context, n int, wait bool) ([]string, error) {
+	var names []string
+	for i := range n {
+		name := fmt.Sprintf("exec-%d", i+1)
+		if _, err := s.startProcess(name, "executor", []string{"SLUICE_EXECUTOR_NAME=" + name, "SLUICE_EXECUTOR_QUEUES=" + benchQueue}); err != nil {
+			return nil, err
+		}
+		names = append(names, name)
+	}
+	if !wait {
+		return names, nil
+	}
+	return names, s.waitExecutorsLive(ctx, names)
+}
+
+func (s *stack) waitExecutorsLive(ctx context.Context, names []string) error {
+	return waitFor(ctx, fmt.Sprintf("executors %v to be live", names), 60*time.Second, func() (bool, error) {
+		es, err := s.API.ListExecutors(ctx)
+		if err != nil {
+			return false, nil
+		}
+		live := 0
+		for _, e := range es {
+			for _, n := range names {
+				if e.Name == n && e.Live && e.State == "active" {
+					live++
+				}
+			}
+		}
+		return live == len(names), nil
+	})
+}
+
+// createPipeline creates a pipeline on a repository directory.
+func (s *stack) createPipeline(ctx context.Context, name, repo string) error {
+	if _, err := s.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: name, Repo: repo}); err != nil {
+		return fmt.Errorf("create pipeline %s: %w", name, err)
+	}
+	return nil
+}
+
+// waitFor polls cond every 50 ms until it holds, ctx ends or timeout passes.
+func waitFor(ctx context.Context, what string, timeout time.Duration, cond func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, err := cond()
+		if err != nil {
+			return fmt.Errorf("waiting for %s: %w", what, err)
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %s waiting for %s", timeout, what)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w", what, context.Cause(ctx))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/sluice-ci/sluice/workflows"
+)
+
+// waitEvents waits until every event ends and returns their results. It
+// long-polls the event workflows (no visibility queries), a few at a time.
+func waitEvents(ctx context.Context, c client.Client, ids []string) (map[string]workflows.EventState, error) {
+	out := make(map[string]workflows.EventState, len(ids))
+	var mu sync.Mutex
+	var firstErr error
+	sem := make(chan struct{}, 64)
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			ref, err := workflows.ParseEventRef(id)
+			var st workflows.EventState
+			if err == nil {
+				err = c.GetWorkflow(ctx, ref.WorkflowID(), "").Get(ctx, &st)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil {
+					firstErr = fmt.Errorf("event %s: %w", id, err)
+				}
+				return
+			}
+			out[id] = st
+		})
+	}
+	wg.Wait()
+	return out, firstErr
+}
+
+// listWorkflows lists every execution (all runs) matching a visibility query.
+func listWorkflows(ctx context.Context, c client.Client, query string) ([]*workflowpb.WorkflowExecutionInfo, error) {
+	var out []*workflowpb.WorkflowExecutionInfo
+	var token []byte
+	for {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: "default", Query: query, NextPageToken: token, PageSize: 1000,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list workflows (%s): %w", query, err)
+		}
+		out = append(out, resp.GetExecutions()...)
+		token = resp.GetNextPageToken()
+		if len(token) == 0 {
+			return out, nil
+		}
+	}
+}
+
+// closedSpan is the first start and the last close of executions matching
+// query, once want of them are closed (visibility lags the close a little).
+func closedSpan(ctx context.Context, c client.Client, query string, want int) (first, last time.Time, err error) {
+	err = waitFor(ctx, fmt.Sprintf("%d closed executions in visibility (%s)", want, query), time.Minute, func() (bool, error) {
+		execs, err := listWorkflows(ctx, c, query+" AND ExecutionStatus != 'Running'")
+		if err != nil {
+			return false, err
+		}
+		if len(execs) < want {
+			return false, nil
+		}
+		first, last = time.Time{}, time.Time{}
+		for _, ex := range execs {
+			st, ct := ex.GetStartTime().AsTime(), ex.GetCloseTime().AsTime()
+			if first.IsZero() || st.Before(first) {
+				first = st
+			}
+			if ct.After(last) {
+				last = ct
+			}
+		}
+		return true, nil
+	})
+	return first, last, err
+}
+
+// historyLength counts the events of one run's history.
+func historyLength(ctx context.Context, c client.Client, workflowID, runID string) (int, error) {
+	it := c.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	n := 0
+	for it.HasNext() {
+		if _, err := it.Next(); err != nil {
+			return 0, fmt.Errorf("history of %s/%s: %w", workflowID, runID, err)
+		}
+		n++
+	}
+	return n, nil
+}
+
+// historyTotals sums history events over every run of every execution the
+// query matches, and returns the largest single run too.
+func historyTotals(ctx context.Context, c client.Client, query string) (total, largest, runs int, err error) {
+	execs, err := listWorkflows(ctx, c, query)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for _, ex := range execs {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			n, herr := historyLength(ctx, c, ex.GetExecution().GetWorkflowId(), ex.GetExecution().GetRunId())
+			mu.Lock()
+			defer mu.Unlock()
+			if herr != nil {
+				if err == nil {
+					err = herr
+				}
+				return
+			}
+			total += n
+			largest = max(largest, n)
+			runs++
+		})
+	}
+	wg.Wait()
+	return total, largest, runs, err
+}
