@@ -35,6 +35,7 @@ type build struct {
 	// attempt numbers the claims; lost counts attempts lost to executors.
 	attempt  int
 	lost     int
+	declines int
 	claimed  bool
 	cancel   bool
 	collapse string
@@ -170,8 +171,14 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 			}
 			return b.finish(ctx, StatusAborted, "cancelled while queued on "+in.Queue)
 		case activities.IsDeclined(actErr), activities.IsSuperseded(actErr) && !b.claimed:
-			// Not an attempt: the executor handed the build back.
+			// Not an attempt: the executor handed the build back. Back off a
+			// little when it keeps happening (a member whose slots were just
+			// taken away may still hold a poll), so the history stays small.
+			b.declines++
 			workflow.GetLogger(ctx).Info("build_redispatched", "build", b.state.ID, "why", rootMessage(actErr))
+			if b.declines > 1 {
+				_ = workflow.Sleep(ctx, min(time.Duration(1<<min(b.declines, 6))*100*time.Millisecond, 5*time.Second))
+			}
 			continue
 		case activities.IsExecutorStopped(actErr):
 			// An executor shutting down is not the build's fault.

@@ -243,6 +243,11 @@ func (l *Lanes) AbortAll(reason string) []LaneEffect {
 // when it frees they all collapse into the latest. Builds held for an earlier
 // event take no part until the hold lifts.
 func (l *Lanes) Evaluate(now time.Time) []LaneEffect {
+	for e, deadline := range l.Pending {
+		if !now.Before(deadline) {
+			delete(l.Pending, e) // the event never reported; stop waiting for it
+		}
+	}
 	var horizons []int
 	for _, job := range l.sortedJobs() {
 		for _, w := range l.Jobs[job].Waiting {
