@@ -37,6 +37,9 @@ func runLatency(ctx context.Context, b *bench) (string, error) {
 	n := b.plan.latencyEvents
 	b.progress("latency: %d sequential events (+1 warm-up)", n)
 	var lats []time.Duration
+	// phases: trigger → event workflow → build workflow → lane grant
+	// (dispatch) → executor claim → step start.
+	phases := make([][]time.Duration, 5)
 	for i := range n + 1 {
 		t0 := time.Now()
 		ev, err := s.API.StartEvent(ctx, "lat", api.StartEventRequest{Type: "commit", Branch: "main"})
@@ -61,6 +64,14 @@ func runLatency(ctx context.Context, b *bench) (string, error) {
 		}
 		if i > 0 {
 			lats = append(lats, sp.start.Sub(t0))
+			var bs workflows.BuildState
+			if err := s.Client.GetWorkflow(ctx, workflows.BuildRef{Pipeline: "lat", Job: "main", Event: ev.Number}.WorkflowID(), "").Get(ctx, &bs); err != nil {
+				return "", fmt.Errorf("build %s: %w", build, err)
+			}
+			marks := []time.Time{t0, res[ev.ID].StartTime, bs.CreateTime, bs.QueuedTime, bs.StartTime, sp.start}
+			for k := range phases {
+				phases[k] = append(phases[k], marks[k+1].Sub(marks[k]))
+			}
 		}
 		if (i+1)%50 == 0 {
 			b.progress("latency: %d/%d events, p50 so far %.1f ms", i+1, n+1, ms(percentile(lats, 50)))
@@ -84,6 +95,9 @@ func runLatency(ctx context.Context, b *bench) (string, error) {
 		}
 	}
 	p50, p99, b50 := percentile(lats, 50), percentile(lats, 99), percentile(base, 50)
-	return fmt.Sprintf("latency p50_ms=%.1f p99_ms=%.1f baseline_p50_ms=%.1f ratio_p50=%.2f baseline_p99_ms=%.1f events=%d",
-		ms(p50), ms(p99), ms(b50), round2(float64(p50)/float64(b50)), ms(percentile(base, 99)), n), nil
+	return fmt.Sprintf("latency p50_ms=%.1f p99_ms=%.1f baseline_p50_ms=%.1f ratio_p50=%.2f baseline_p99_ms=%.1f events=%d "+
+		"p50_event_ms=%.1f p50_build_ms=%.1f p50_grant_ms=%.1f p50_claim_ms=%.1f p50_step_ms=%.1f",
+		ms(p50), ms(p99), ms(b50), round2(float64(p50)/float64(b50)), ms(percentile(base, 99)), n,
+		ms(percentile(phases[0], 50)), ms(percentile(phases[1], 50)), ms(percentile(phases[2], 50)),
+		ms(percentile(phases[3], 50)), ms(percentile(phases[4], 50))), nil
 }

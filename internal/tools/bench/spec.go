@@ -103,3 +103,11 @@ func readRecords(file string) (map[string]*span, error) {
 	}
 	return out, nil
 }
+
+// truncate empties a record file.
+func truncate(file string) error {
+	if err := os.Truncate(file, 0); err != nil {
+		return fmt.Errorf("truncate records: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/sluice-ci/sluice/workflows"
+)
+
+// historyCase is what one case of the history figure measured.
+type historyCase struct {
+	builds int
+	// build, event and pipeline are history events summed over every run
+	// of those workflows (the pipeline's counted from before the first event).
+	build, event, pipeline int
+}
+
+func (h historyCase) perBuild() float64 {
+	return float64(h.build+h.event+h.pipeline) / float64(h.builds)
+}
+
+// runHistory: Temporal history events per build, summed over every
+// workflow a build touches — its build workflow, its event workflow's share
+// and its pipeline workflow's share (all runs, continue-as-new included) —
+// for 1-job events and for a 10-job chain.
+func runHistory(ctx context.Context, b *bench) (string, error) {
+	s, err := b.newStack(ctx, "history", stackOptions{})
+	if err != nil {
+		return "", err
+	}
+	defer s.close()
+	if err := s.createQueue(ctx, b.plan.executorSlots); err != nil {
+		return "", err
+	}
+	if _, err := s.startExecutors(ctx, 2, true); err != nil {
+		return "", err
+	}
+	one, err := s.historyCase(ctx, "h1", []job{{name: "main", requires: []string{"~commit"}, cmd: "true"}}, b.plan.historyEvents)
+	if err != nil {
+		return "", err
+	}
+	var chain []job
+	for i := range b.plan.chainJobs {
+		req := "~commit"
+		if i > 0 {
+			req = fmt.Sprintf("c%d", i)
+		}
+		chain = append(chain, job{name: fmt.Sprintf("c%d", i+1), requires: []string{req}, cmd: "true"})
+	}
+	ch, err := s.historyCase(ctx, "h10", chain, b.plan.historyEvents)
+	if err != nil {
+		return "", err
+	}
+	total := historyCase{builds: one.builds + ch.builds, build: one.build + ch.build, event: one.event + ch.event, pipeline: one.pipeline + ch.pipeline}
+	f := func(n, builds int) float64 { return round1(float64(n) / float64(builds)) }
+	return fmt.Sprintf("history events_per_build=%.1f one_job=%.1f chain%d=%.1f "+
+		"one_job_build=%.1f one_job_event=%.1f one_job_pipeline=%.1f chain_build=%.1f chain_event=%.1f chain_pipeline=%.1f events=%d",
+		total.perBuild(), one.perBuild(), b.plan.chainJobs, ch.perBuild(),
+		f(one.build, one.builds), f(one.event, one.builds), f(one.pipeline, one.builds),
+		f(ch.build, ch.builds), f(ch.event, ch.builds), f(ch.pipeline, ch.builds), b.plan.historyEvents), nil
+}
+
+// historyCase runs events sequential events of a fresh pipeline and counts
+// the history events of its workflows.
+func (s *stack) historyCase(ctx context.Context, name string, jobs []job, events int) (historyCase, error) {
+	var h historyCase
+	r, err := newRepo(ctx, filepath.Join(s.dir, name), specYAML(jobs))
+	if err != nil {
+		return h, err
+	}
+	if err := s.createPipeline(ctx, name, r.dir); err != nil {
+		return h, err
+	}
+	pipelineQuery := fmt.Sprintf("WorkflowId = '%s'", workflows.PipelineWorkflowID(name))
+	before, err := settledHistory(ctx, s, pipelineQuery)
+	if err != nil {
+		return h, err
+	}
+	for range events {
+		res, err := s.runEvents(ctx, name, 1, 1)
+		if err != nil {
+			return h, err
+		}
+		if bad := failedEvents(res); bad != "" {
+			return h, fmt.Errorf("pipeline %s: %s", name, bad)
+		}
+	}
+	after, err := settledHistory(ctx, s, pipelineQuery)
+	if err != nil {
+		return h, err
+	}
+	h.pipeline = after - before
+	sa := workflows.SAPipeline.GetName()
+	var runs int
+	h.build, _, runs, err = historyTotals(ctx, s.Client, fmt.Sprintf("WorkflowType = 'BuildWorkflow' AND %s = '%s'", sa, name))
+	if err != nil {
+		return h, err
+	}
+	h.builds = runs
+	if h.builds != events*len(jobs) {
+		return h, fmt.Errorf("pipeline %s: %d build workflows, want %d", name, h.builds, events*len(jobs))
+	}
+	h.event, _, _, err = historyTotals(ctx, s.Client, fmt.Sprintf("WorkflowType = 'EventWorkflow' AND %s = '%s'", sa, name))
+	return h, err
+}
+
+// settledHistory is the total history of the executions query matches once
+// it stopped growing for a second (the last build's done signal has been
+// handled).
+func settledHistory(ctx context.Context, s *stack, query string) (int, error) {
+	last, stable := -1, 0
+	var total int
+	err := waitFor(ctx, "history to settle ("+query+")", time.Minute, func() (bool, error) {
+		n, _, _, err := historyTotals(ctx, s.Client, query)
+		if err != nil {
+			return false, err
+		}
+		total = n
+		if n == last {
+			stable++
+		} else {
+			stable = 0
+		}
+		last = n
+		time.Sleep(200 * time.Millisecond)
+		return stable >= 5, nil
+	})
+	return total, err
+}

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/sluice-ci/sluice/api"
+	"github.com/sluice-ci/sluice/workflows"
+)
+
+// runScale: thousands of builds queued with no executor (one event per
+// pipeline, jobs × matrix permutations each), then executors start and
+// drain them. The controller runs as its own process so its peak memory is
+// its own. The largest history shows whether continue-as-new keeps the
+// pipelines and the registry bounded.
+func runScale(ctx context.Context, b *bench) (string, error) {
+	s, err := b.newStack(ctx, "scale", stackOptions{controllerProcess: true})
+	if err != nil {
+		return "", err
+	}
+	defer s.close()
+	if err := s.createQueue(ctx, b.plan.executorSlots); err != nil {
+		return "", err
+	}
+	p := b.plan
+	total := p.scaleBuilds()
+	var vals []string
+	for i := range p.scalePerms {
+		vals = append(vals, strconv.Itoa(i+1))
+	}
+	var jobs []job
+	for i := range p.scaleJobs {
+		jobs = append(jobs, job{name: fmt.Sprintf("j%d", i+1), requires: []string{"~commit"}, parallel: true, cmd: "true",
+			matrix: map[string][]string{"N": vals}})
+	}
+	spec := specYAML(jobs)
+	names := make([]string, p.scalePipelines)
+	for i := range names {
+		names[i] = fmt.Sprintf("scale-%d", i+1)
+		r, err := newRepo(ctx, filepath.Join(s.dir, names[i]), spec)
+		if err != nil {
+			return "", err
+		}
+		if err := s.createPipeline(ctx, names[i], r.dir); err != nil {
+			return "", err
+		}
+	}
+
+	b.progress("scale: queueing %d builds (%d pipelines × %d jobs × %d permutations) with no executor", total, p.scalePipelines, p.scaleJobs, p.scalePerms)
+	start := time.Now()
+	ids := make([]string, len(names))
+	err = parallel(len(names), len(names), func(i int) error {
+		ev, err := s.API.StartEvent(ctx, names[i], api.StartEventRequest{Type: "commit", Branch: "main"})
+		if err != nil {
+			return fmt.Errorf("start event of %s: %w", names[i], err)
+		}
+		ids[i] = ev.ID
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	dispatched := fmt.Sprintf("WorkflowType = 'BuildWorkflow' AND ExecutionStatus = 'Running' AND %s > '2000-01-01T00:00:00Z'", workflows.SADispatchedAt.GetName())
+	lastReport := time.Now()
+	err = waitFor(ctx, fmt.Sprintf("%d builds to be dispatched to queue %s", total, benchQueue), time.Until(start.Add(time.Hour)), func() (bool, error) {
+		n, err := count(ctx, s.Client, dispatched)
+		if err != nil {
+			return false, err
+		}
+		if time.Since(lastReport) > 30*time.Second {
+			b.progress("scale: %d/%d builds queued", n, total)
+			lastReport = time.Now()
+		}
+		if s.controller.exited() {
+			return false, fmt.Errorf("the controller exited: %s", s.controller.tail())
+		}
+		time.Sleep(time.Second)
+		return n >= total, nil
+	})
+	if err != nil {
+		return "", err
+	}
+	queued := time.Since(start)
+	b.progress("scale: %d builds queued in %s; starting %d executors", total, queued.Round(time.Second), p.scaleExecutors)
+
+	drainStart := time.Now()
+	if _, err := s.startExecutors(ctx, p.scaleExecutors, false); err != nil {
+		return "", err
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(30 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if n, err := count(ctx, s.Client, "WorkflowType = 'BuildWorkflow' AND ExecutionStatus != 'Running'"); err == nil {
+					b.progress("scale: %d/%d builds done", n, total)
+				}
+			}
+		}
+	}()
+	res, err := waitEvents(ctx, s.Client, ids)
+	close(done)
+	if err != nil {
+		return "", err
+	}
+	if bad := failedEvents(res); bad != "" {
+		return "", fmt.Errorf("not every event succeeded: %s", bad)
+	}
+	_, last, err := closedSpan(ctx, s.Client, "WorkflowType = 'BuildWorkflow'", total)
+	if err != nil {
+		return "", err
+	}
+	drain := last.Sub(drainStart)
+	rss, err := peakRSSMB(s.controller.cmd.Process.Pid)
+	if err != nil {
+		return "", err
+	}
+	h, err := largestHistories(ctx, s.Client)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("scale queued=%d drain_builds_per_s=%.2f controller_rss_mb=%.0f max_history_events=%d "+
+		"max_history_workflow=%s enqueue_builds_per_s=%.2f pipeline_max_history=%d pipeline_runs=%d registry_max_history=%d registry_runs=%d server_rss_mb=%.0f executors=%d",
+		total, float64(total)/drain.Seconds(), rss, h.max, h.maxID, float64(total)/queued.Seconds(),
+		h.pipelineMax, h.pipelineRuns, h.registryMax, h.registryRuns, selfRSS(), p.scaleExecutors), nil
+}
+
+// count counts the executions a visibility query matches.
+func count(ctx context.Context, c client.Client, query string) (int, error) {
+	resp, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: "default", Query: query})
+	if err != nil {
+		return 0, fmt.Errorf("count workflows (%s): %w", query, err)
+	}
+	return int(resp.GetCount()), nil
+}
+
+// histories are the largest single runs: overall, of pipelines and of the registry.
+type histories struct {
+	max                       int
+	maxID                     string
+	pipelineMax, pipelineRuns int
+	registryMax, registryRuns int
+}
+
+// largestHistories reads every run's history length: closed runs from
+// visibility, running ones from DescribeWorkflowExecution.
+func largestHistories(ctx context.Context, c client.Client) (histories, error) {
+	var h histories
+	execs, err := listWorkflows(ctx, c, "")
+	if err != nil {
+		return h, err
+	}
+	for _, ex := range execs {
+		id := ex.GetExecution().GetWorkflowId()
+		n := int(ex.GetHistoryLength())
+		if ex.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			d, err := c.DescribeWorkflowExecution(ctx, id, ex.GetExecution().GetRunId())
+			if err != nil {
+				return h, fmt.Errorf("describe %s: %w", id, err)
+			}
+			n = int(d.GetWorkflowExecutionInfo().GetHistoryLength())
+		}
+		if n > h.max {
+			h.max, h.maxID = n, id
+		}
+		switch ex.GetType().GetName() {
+		case "PipelineWorkflow":
+			h.pipelineMax = max(h.pipelineMax, n)
+			h.pipelineRuns++
+		case "RegistryWorkflow":
+			h.registryMax = max(h.registryMax, n)
+			h.registryRuns++
+		}
+	}
+	return h, nil
+}
+
+// selfRSS is this process's peak memory (the Temporal server and the API).
+func selfRSS() float64 {
+	mb, err := peakRSSMB(os.Getpid())
+	if err != nil {
+		return 0
+	}
+	return mb
+}
