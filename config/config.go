@@ -97,20 +97,65 @@ func Load(getenv func(string) string) (*Config, error) {
 			environ[f.Env] = v
 		}
 	}
+	// A value that does not parse is reported under its variable's name (the
+	// env package names the struct field), and Validate still runs so every
+	// problem shows at once; it skips the variables already reported, whose
+	// fields hold zero values.
+	var errs []error
+	failed := map[string]bool{}
 	if err := env.ParseWithOptions(&c, env.Options{Environment: environ}); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		errs = append(errs, parseErrors(err, environ, failed)...)
 	}
-	if err := c.Validate(); err != nil {
-		return nil, err
+	if err := c.validate(failed); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
 	}
 	return &c, nil
+}
+
+// parseErrors rewrites the env package's errors to name the variable at fault
+// and records those variables in failed.
+func parseErrors(err error, environ map[string]string, failed map[string]bool) []error {
+	all := []error{err}
+	var agg env.AggregateError
+	if errors.As(err, &agg) {
+		all = agg.Errors
+	}
+	out := make([]error, 0, len(all))
+	for _, e := range all {
+		var pe env.ParseError
+		if errors.As(e, &pe) {
+			if f, ok := reflect.TypeFor[Config]().FieldByName(pe.Name); ok {
+				if name := f.Tag.Get("env"); name != "" {
+					failed[name] = true
+					out = append(out, fmt.Errorf("%s: cannot parse %q: %w", name, environ[name], pe.Err))
+					continue
+				}
+			}
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // Validate checks every field and reports all problems at once, each naming
 // its environment variable.
 func (c *Config) Validate() error {
+	if err := c.validate(nil); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return nil
+}
+
+// validate reports every problem except those with variables in skip.
+func (c *Config) validate(skip map[string]bool) error {
 	var errs []error
 	bad := func(name, format string, args ...any) {
+		if skip[name] {
+			return
+		}
 		errs = append(errs, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
 	}
 	if c.TemporalAddress != "" {
@@ -144,6 +189,7 @@ func (c *Config) Validate() error {
 	for _, q := range c.ExecutorQueues {
 		if strings.TrimSpace(q) == "" {
 			bad("SLUICE_EXECUTOR_QUEUES", "empty queue name in %q", strings.Join(c.ExecutorQueues, ","))
+			break
 		}
 	}
 	for k := range c.ExecutorLabels {
@@ -185,10 +231,7 @@ func (c *Config) Validate() error {
 	default:
 		bad("SLUICE_LOG_FORMAT", "want text or json, got %q", c.LogFormat)
 	}
-	if len(errs) == 0 {
-		return nil
-	}
-	return fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
+	return errors.Join(errs...)
 }
 
 // Executor returns the executor name, falling back to the host name.

@@ -1,0 +1,340 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-ci/sluice/config"
+)
+
+// getenv returns a getenv function over a fixed map.
+func getenv(t *testing.T, vars map[string]string) func(string) string {
+	t.Helper()
+	return func(k string) string { return vars[k] }
+}
+
+func TestLoadDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(getenv(t, nil))
+	require.NoError(t, err)
+	require.Equal(t, &config.Config{
+		TemporalNamespace: "default",
+		DataDir:           ".sluice",
+		Host:              "127.0.0.1",
+		TemporalPort:      7233,
+		UIPort:            8233,
+		APIAddr:           ":8080",
+		APIURL:            "http://localhost:8080",
+		ExecutorQueues:    []string{"default"},
+		HeartbeatTimeout:  20 * time.Second,
+		MaxAttempts:       3,
+		LivenessTimeout:   15 * time.Second,
+		MemberHeartbeat:   3 * time.Second,
+		LogLevel:          "info",
+		LogFormat:         "text",
+		TemporalLogLevel:  "warn",
+	}, c)
+}
+
+func TestLoadEveryVariable(t *testing.T) {
+	t.Parallel()
+	vars := map[string]string{
+		"TEMPORAL_ADDRESS":               "temporal.example:7233",
+		"TEMPORAL_NAMESPACE":             "ci",
+		"TEMPORAL_TLS":                   "true",
+		"TEMPORAL_TLS_CA":                "/etc/ca.pem",
+		"TEMPORAL_TLS_CERT":              "/etc/cert.pem",
+		"TEMPORAL_TLS_KEY":               "/etc/key.pem",
+		"TEMPORAL_API_KEY":               "key-123",
+		"SLUICE_DATA_DIR":                "/var/lib/sluice",
+		"SLUICE_HOST":                    "0.0.0.0",
+		"SLUICE_TEMPORAL_PORT":           "17233",
+		"SLUICE_UI_PORT":                 "0",
+		"SLUICE_METRICS_PORT":            "9090",
+		"SLUICE_API_ADDR":                "127.0.0.1:9000",
+		"SLUICE_API_URL":                 "https://ci.example",
+		"SLUICE_GITHUB_SECRET":           "gh-secret",
+		"SLUICE_GITLAB_TOKEN":            "gl-token",
+		"SLUICE_EXECUTOR_NAME":           "runner-1",
+		"SLUICE_EXECUTOR_QUEUES":         "default,gpu",
+		"SLUICE_EXECUTOR_LABELS":         "arch=arm64,os=linux",
+		"SLUICE_WORK_DIR":                "/scratch",
+		"SLUICE_KEEP_WORKSPACES":         "true",
+		"SLUICE_BUILD_HEARTBEAT_TIMEOUT": "45s",
+		"SLUICE_BUILD_MAX_ATTEMPTS":      "7",
+		"SLUICE_EXECUTOR_LIVENESS":       "1m",
+		"SLUICE_MEMBER_HEARTBEAT":        "10s",
+		"SLUICE_LOG_LEVEL":               "DEBUG",
+		"SLUICE_LOG_FORMAT":              "json",
+		"SLUICE_TEMPORAL_LOG_LEVEL":      "error",
+	}
+	// The table above must name every variable, so a new field gets a test.
+	for _, f := range config.Fields() {
+		require.Contains(t, vars, f.Env, "TestLoadEveryVariable does not set %s", f.Env)
+	}
+	c, err := config.Load(getenv(t, vars))
+	require.NoError(t, err)
+	require.Equal(t, &config.Config{
+		TemporalAddress:   "temporal.example:7233",
+		TemporalNamespace: "ci",
+		TemporalTLS:       true,
+		TemporalTLSCA:     "/etc/ca.pem",
+		TemporalTLSCert:   "/etc/cert.pem",
+		TemporalTLSKey:    "/etc/key.pem",
+		TemporalAPIKey:    "key-123",
+		DataDir:           "/var/lib/sluice",
+		Host:              "0.0.0.0",
+		TemporalPort:      17233,
+		UIPort:            0,
+		MetricsPort:       9090,
+		APIAddr:           "127.0.0.1:9000",
+		APIURL:            "https://ci.example",
+		GitHubSecret:      "gh-secret",
+		GitLabToken:       "gl-token",
+		ExecutorName:      "runner-1",
+		ExecutorQueues:    []string{"default", "gpu"},
+		ExecutorLabels:    map[string]string{"arch": "arm64", "os": "linux"},
+		WorkDir:           "/scratch",
+		KeepWorkspaces:    true,
+		HeartbeatTimeout:  45 * time.Second,
+		MaxAttempts:       7,
+		LivenessTimeout:   time.Minute,
+		MemberHeartbeat:   10 * time.Second,
+		LogLevel:          "DEBUG",
+		LogFormat:         "json",
+		TemporalLogLevel:  "error",
+	}, c)
+}
+
+func TestLoadIgnoresUnknownVariables(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(getenv(t, map[string]string{"SLUICE_NO_SUCH_THING": "x", "HOME": "/root"}))
+	require.NoError(t, err)
+	require.Equal(t, "default", c.TemporalNamespace)
+}
+
+func TestLoadErrorsNameTheVariable(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		vars map[string]string
+		want string // the variable the error must name
+		msg  string // a fragment of the explanation
+	}{
+		{name: "temporal address without port", vars: map[string]string{"TEMPORAL_ADDRESS": "temporal.example"}, want: "TEMPORAL_ADDRESS", msg: "host:port"},
+		{name: "blank namespace", vars: map[string]string{"TEMPORAL_NAMESPACE": "  "}, want: "TEMPORAL_NAMESPACE", msg: "must not be empty"},
+		{name: "tls cert without key", vars: map[string]string{"TEMPORAL_TLS_CERT": "/etc/cert.pem"}, want: "TEMPORAL_TLS_CERT", msg: "go together"},
+		{name: "tls key without cert", vars: map[string]string{"TEMPORAL_TLS_KEY": "/etc/key.pem"}, want: "TEMPORAL_TLS_CERT", msg: "TEMPORAL_TLS_KEY"},
+		{name: "temporal port too large", vars: map[string]string{"SLUICE_TEMPORAL_PORT": "70000"}, want: "SLUICE_TEMPORAL_PORT", msg: "out of range"},
+		{name: "ui port negative", vars: map[string]string{"SLUICE_UI_PORT": "-1"}, want: "SLUICE_UI_PORT", msg: "out of range"},
+		{name: "metrics port too large", vars: map[string]string{"SLUICE_METRICS_PORT": "65536"}, want: "SLUICE_METRICS_PORT", msg: "out of range"},
+		{name: "port not a number", vars: map[string]string{"SLUICE_TEMPORAL_PORT": "http"}, want: "SLUICE_TEMPORAL_PORT", msg: `"http"`},
+		{name: "tls not a bool", vars: map[string]string{"TEMPORAL_TLS": "maybe"}, want: "TEMPORAL_TLS", msg: `"maybe"`},
+		{name: "keep workspaces not a bool", vars: map[string]string{"SLUICE_KEEP_WORKSPACES": "sometimes"}, want: "SLUICE_KEEP_WORKSPACES", msg: `"sometimes"`},
+		{name: "api addr without port", vars: map[string]string{"SLUICE_API_ADDR": "localhost"}, want: "SLUICE_API_ADDR", msg: "[host]:port"},
+		{name: "api url without scheme", vars: map[string]string{"SLUICE_API_URL": "localhost:8080"}, want: "SLUICE_API_URL", msg: "http(s) URL"},
+		{name: "api url ftp", vars: map[string]string{"SLUICE_API_URL": "ftp://ci.example"}, want: "SLUICE_API_URL", msg: "http(s) URL"},
+		{name: "api url without host", vars: map[string]string{"SLUICE_API_URL": "http://"}, want: "SLUICE_API_URL", msg: "http(s) URL"},
+		{name: "empty queue in list", vars: map[string]string{"SLUICE_EXECUTOR_QUEUES": "default,,gpu"}, want: "SLUICE_EXECUTOR_QUEUES", msg: "empty queue name"},
+		{name: "only separators as queues", vars: map[string]string{"SLUICE_EXECUTOR_QUEUES": ","}, want: "SLUICE_EXECUTOR_QUEUES", msg: "empty queue name"},
+		{name: "label without value", vars: map[string]string{"SLUICE_EXECUTOR_LABELS": "arch"}, want: "SLUICE_EXECUTOR_LABELS", msg: "key=value"},
+		{name: "label with empty key", vars: map[string]string{"SLUICE_EXECUTOR_LABELS": "=arm64"}, want: "SLUICE_EXECUTOR_LABELS", msg: "empty label key"},
+		{name: "heartbeat timeout not a duration", vars: map[string]string{"SLUICE_BUILD_HEARTBEAT_TIMEOUT": "soon"}, want: "SLUICE_BUILD_HEARTBEAT_TIMEOUT", msg: `"soon"`},
+		{name: "heartbeat timeout zero", vars: map[string]string{"SLUICE_BUILD_HEARTBEAT_TIMEOUT": "0s"}, want: "SLUICE_BUILD_HEARTBEAT_TIMEOUT", msg: "positive"},
+		{name: "heartbeat timeout below a second", vars: map[string]string{"SLUICE_BUILD_HEARTBEAT_TIMEOUT": "500ms"}, want: "SLUICE_BUILD_HEARTBEAT_TIMEOUT", msg: "at least 1s"},
+		{name: "liveness not a duration", vars: map[string]string{"SLUICE_EXECUTOR_LIVENESS": "15"}, want: "SLUICE_EXECUTOR_LIVENESS", msg: `"15"`},
+		{name: "liveness negative", vars: map[string]string{"SLUICE_EXECUTOR_LIVENESS": "-5s"}, want: "SLUICE_EXECUTOR_LIVENESS", msg: "positive"},
+		{name: "member heartbeat zero", vars: map[string]string{"SLUICE_MEMBER_HEARTBEAT": "0s"}, want: "SLUICE_MEMBER_HEARTBEAT", msg: "positive"},
+		{name: "member heartbeat not a duration", vars: map[string]string{"SLUICE_MEMBER_HEARTBEAT": "often"}, want: "SLUICE_MEMBER_HEARTBEAT", msg: `"often"`},
+		{name: "liveness under twice the heartbeat", vars: map[string]string{"SLUICE_EXECUTOR_LIVENESS": "5s", "SLUICE_MEMBER_HEARTBEAT": "3s"}, want: "SLUICE_EXECUTOR_LIVENESS", msg: "twice SLUICE_MEMBER_HEARTBEAT"},
+		{name: "max attempts zero", vars: map[string]string{"SLUICE_BUILD_MAX_ATTEMPTS": "0"}, want: "SLUICE_BUILD_MAX_ATTEMPTS", msg: "1-100"},
+		{name: "max attempts too many", vars: map[string]string{"SLUICE_BUILD_MAX_ATTEMPTS": "101"}, want: "SLUICE_BUILD_MAX_ATTEMPTS", msg: "1-100"},
+		{name: "max attempts not a number", vars: map[string]string{"SLUICE_BUILD_MAX_ATTEMPTS": "three"}, want: "SLUICE_BUILD_MAX_ATTEMPTS", msg: `"three"`},
+		{name: "log level unknown", vars: map[string]string{"SLUICE_LOG_LEVEL": "loud"}, want: "SLUICE_LOG_LEVEL", msg: "debug, info, warn or error"},
+		{name: "temporal log level unknown", vars: map[string]string{"SLUICE_TEMPORAL_LOG_LEVEL": "trace"}, want: "SLUICE_TEMPORAL_LOG_LEVEL", msg: "debug, info, warn or error"},
+		{name: "log format unknown", vars: map[string]string{"SLUICE_LOG_FORMAT": "xml"}, want: "SLUICE_LOG_FORMAT", msg: "text or json"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := config.Load(getenv(t, tt.vars))
+			require.Nil(t, c)
+			require.ErrorIs(t, err, config.ErrInvalid)
+			require.ErrorContains(t, err, tt.want+": ")
+			require.ErrorContains(t, err, tt.msg)
+			// Exactly one problem: the one the case provokes.
+			require.Len(t, problems(err), 1, "%v", err)
+		})
+	}
+}
+
+func TestLoadEdgeValuesAreValid(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		vars map[string]string
+	}{
+		{name: "liveness exactly twice the heartbeat", vars: map[string]string{"SLUICE_EXECUTOR_LIVENESS": "6s", "SLUICE_MEMBER_HEARTBEAT": "3s"}},
+		{name: "heartbeat timeout exactly 1s", vars: map[string]string{"SLUICE_BUILD_HEARTBEAT_TIMEOUT": "1s"}},
+		{name: "max attempts bounds low", vars: map[string]string{"SLUICE_BUILD_MAX_ATTEMPTS": "1"}},
+		{name: "max attempts bounds high", vars: map[string]string{"SLUICE_BUILD_MAX_ATTEMPTS": "100"}},
+		{name: "ports at the edges", vars: map[string]string{"SLUICE_TEMPORAL_PORT": "65535", "SLUICE_UI_PORT": "0"}},
+		{name: "temporal address with ipv6 host", vars: map[string]string{"TEMPORAL_ADDRESS": "[::1]:7233"}},
+		{name: "tls cert and key together", vars: map[string]string{"TEMPORAL_TLS_CERT": "c.pem", "TEMPORAL_TLS_KEY": "k.pem"}},
+		{name: "every queue", vars: map[string]string{"SLUICE_EXECUTOR_QUEUES": "*"}},
+		{name: "log level in capitals", vars: map[string]string{"SLUICE_LOG_LEVEL": "WARN", "SLUICE_LOG_FORMAT": "JSON"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := config.Load(getenv(t, tt.vars))
+			require.NoError(t, err)
+		})
+	}
+}
+
+func TestLoadReportsEveryProblemAtOnce(t *testing.T) {
+	t.Parallel()
+	_, err := config.Load(getenv(t, map[string]string{
+		"TEMPORAL_ADDRESS":          "nope",
+		"SLUICE_UI_PORT":            "99999",
+		"SLUICE_TEMPORAL_PORT":      "grpc",
+		"SLUICE_MEMBER_HEARTBEAT":   "sometimes",
+		"SLUICE_BUILD_MAX_ATTEMPTS": "0",
+		"SLUICE_LOG_LEVEL":          "chatty",
+		"SLUICE_LOG_FORMAT":         "yaml",
+		"TEMPORAL_TLS_KEY":          "k.pem",
+	}))
+	require.ErrorIs(t, err, config.ErrInvalid)
+	for _, name := range []string{
+		"TEMPORAL_ADDRESS", "SLUICE_UI_PORT", "SLUICE_TEMPORAL_PORT", "SLUICE_MEMBER_HEARTBEAT",
+		"SLUICE_BUILD_MAX_ATTEMPTS", "SLUICE_LOG_LEVEL", "SLUICE_LOG_FORMAT", "TEMPORAL_TLS_CERT",
+	} {
+		require.ErrorContains(t, err, name+": ")
+	}
+	// One line per problem: a variable that fails to parse is not reported
+	// a second time for the zero value it was left with.
+	require.Len(t, problems(err), 8, "%v", err)
+}
+
+func TestValidateOnAStruct(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(getenv(t, nil))
+	require.NoError(t, err)
+	require.NoError(t, c.Validate())
+
+	c.DataDir = ""
+	c.ExecutorQueues = nil
+	err = c.Validate()
+	require.ErrorIs(t, err, config.ErrInvalid)
+	require.ErrorContains(t, err, "SLUICE_DATA_DIR: must not be empty")
+	require.ErrorContains(t, err, "SLUICE_EXECUTOR_QUEUES: must name at least one queue")
+}
+
+func TestFieldsCoverEveryTaggedField(t *testing.T) {
+	t.Parallel()
+	fields := config.Fields()
+	typ := reflect.TypeFor[config.Config]()
+	var tagged []string
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		env := f.Tag.Get("env")
+		require.NotEmpty(t, env, "field %s has no env tag", f.Name)
+		tagged = append(tagged, env)
+	}
+	got := make([]string, 0, len(fields))
+	seen := map[string]bool{}
+	for _, f := range fields {
+		got = append(got, f.Env)
+		require.False(t, seen[f.Env], "%s listed twice", f.Env)
+		seen[f.Env] = true
+		require.NotEmpty(t, strings.TrimSpace(f.Desc), "%s has no description", f.Env)
+	}
+	require.Equal(t, tagged, got, "Fields lists every variable in declaration order")
+
+	byEnv := map[string]config.Field{}
+	for _, f := range fields {
+		byEnv[f.Env] = f
+	}
+	require.Equal(t, "7233", byEnv["SLUICE_TEMPORAL_PORT"].Default)
+	require.Equal(t, "default", byEnv["SLUICE_EXECUTOR_QUEUES"].Default)
+	require.Empty(t, byEnv["TEMPORAL_ADDRESS"].Default)
+}
+
+func TestMarkdownHasARowPerField(t *testing.T) {
+	t.Parallel()
+	md := config.Markdown()
+	lines := strings.Split(strings.TrimRight(md, "\n"), "\n")
+	fields := config.Fields()
+	require.Len(t, lines, 2+len(fields))
+	require.Equal(t, "| variable | default | meaning |", lines[0])
+	require.Equal(t, "| --- | --- | --- |", lines[1])
+	for i, f := range fields {
+		row := lines[2+i]
+		require.True(t, strings.HasPrefix(row, "| `"+f.Env+"` | "), "row %d: %s", i, row)
+		require.True(t, strings.HasSuffix(row, " | "+f.Desc+" |"), "row %d: %s", i, row)
+		if f.Default == "" {
+			require.Contains(t, row, "| — |")
+		} else {
+			require.Contains(t, row, "| `"+f.Default+"` |")
+		}
+	}
+}
+
+func TestExecutorName(t *testing.T) {
+	t.Parallel()
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	tests := []struct {
+		name string
+		cfg  config.Config
+		want string
+	}{
+		{name: "explicit", cfg: config.Config{ExecutorName: "runner-1"}, want: "runner-1"},
+		{name: "host name fallback", cfg: config.Config{}, want: host},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := tt.cfg.Executor()
+			require.NotEmpty(t, got)
+			require.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestWorkspaces(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		cfg  config.Config
+		want string
+	}{
+		{name: "explicit work dir", cfg: config.Config{WorkDir: "/scratch", DataDir: "/data"}, want: "/scratch"},
+		{name: "under the data dir", cfg: config.Config{DataDir: "/data"}, want: filepath.Join("/data", "work")},
+		{name: "relative default", cfg: config.Config{DataDir: ".sluice"}, want: filepath.Join(".sluice", "work")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tt.want, tt.cfg.Workspaces())
+		})
+	}
+}
+
+// problems splits a Load error into its per-variable problems, one per line.
+func problems(err error) []string {
+	var out []string
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if strings.TrimSpace(line) != "" {
+			out = append(out, line)
+		}
+	}
+	return out
+}
