@@ -74,9 +74,10 @@ tidy: ## go mod tidy and gofmt
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: compose-check
-compose-check: ## validate docker-compose.yml (needs a docker compose plugin; no engine required)
-	@if docker compose version >/dev/null 2>&1; then docker compose config --quiet && echo "docker-compose.yml: ok"; \
-	else echo "docker compose plugin not found: skipping (install Docker Compose v2 to check)"; fi
+compose-check: ## validate docker-compose.yml with docker compose (or docker-compose); no engine needed
+	@if docker compose version >/dev/null 2>&1; then docker compose config --quiet && echo "docker-compose.yml: ok (docker compose)"; \
+	elif command -v docker-compose >/dev/null 2>&1; then docker-compose config --quiet && echo "docker-compose.yml: ok (docker-compose)"; \
+	else echo "no docker compose found: skipping (install the compose plugin, or Debian's docker-compose)"; fi
 
 .PHONY: clean
 clean: ## remove build output and the dev data directory

@@ -1,0 +1,21 @@
+# syntax=docker/dockerfile:1
+# The sluice binary: CLI, controller, executor and API in one image.
+FROM golang:1.26-bookworm AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN --mount=type=cache,target=/go/pkg/mod go mod download
+COPY . .
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/sluice ./starter
+
+FROM debian:bookworm-slim
+# git checks out repositories; tini reaps build processes orphaned by steps.
+RUN apt-get update && apt-get install -y --no-install-recommends git ca-certificates tini \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --create-home --uid 10001 sluice
+COPY --from=build /out/sluice /usr/local/bin/sluice
+USER sluice
+WORKDIR /home/sluice
+ENV SLUICE_DATA_DIR=/home/sluice/data
+ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/sluice"]
+CMD ["--help"]
