@@ -21,6 +21,9 @@ import (
 // maxBody bounds request bodies (webhooks included).
 const maxBody = 5 << 20
 
+// ErrUnauthorized is wrapped by the errors of Deps.Authenticate (HTTP 401).
+var ErrUnauthorized = errors.New("unauthorized")
+
 // Deps are what the handler needs.
 type Deps struct {
 	Service *Service
@@ -46,6 +49,9 @@ type handler struct {
 // CLI uses under /api/v1.
 func NewHandler(d Deps) http.Handler {
 	h := &handler{d: d, svc: d.Service, log: d.Logger}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -119,6 +125,9 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status := http.StatusInternalServerError
 	switch {
+	case errors.Is(err, ErrUnauthorized):
+		status = http.StatusUnauthorized
+		w.Header().Set("WWW-Authenticate", "Bearer")
 	case errors.Is(err, ErrInvalid), errors.Is(err, workflows.ErrBadID):
 		status = http.StatusBadRequest
 	case errors.Is(err, ErrNotFound):
@@ -148,8 +157,12 @@ func decode(r *http.Request, v any) error {
 		switch {
 		case errors.Is(err, io.EOF):
 			return invalid("request body: empty, want a JSON object")
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return invalid("request body: malformed JSON: unexpected end of input")
 		case errors.As(err, &syn):
 			return invalid("request body: malformed JSON at byte %d: %v", syn.Offset, err)
+		case errors.As(err, &typ) && typ.Field == "":
+			return invalid("request body: want a JSON object, got %s", typ.Value)
 		case errors.As(err, &typ):
 			return invalid("request body: field %q: want %s, got %s", typ.Field, typ.Type, typ.Value)
 		case errors.As(err, &tooBig):
@@ -169,7 +182,11 @@ func (h *handler) identity(r *http.Request) (queue.Identity, error) {
 	if h.d.Authenticate == nil {
 		return queue.System(), nil
 	}
-	return h.d.Authenticate(r)
+	id, err := h.d.Authenticate(r)
+	if err != nil {
+		return queue.Identity{}, fmt.Errorf("%w: %w", ErrUnauthorized, err)
+	}
+	return id, nil
 }
 
 func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {

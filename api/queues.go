@@ -223,6 +223,11 @@ func (s *Service) SetExecutorState(ctx context.Context, id queue.Identity, name 
 
 // ScheduleAction pauses, unpauses or triggers a periodic job's schedule.
 func (s *Service) ScheduleAction(ctx context.Context, pipeline, job, action string) error {
+	switch action {
+	case "pause", "unpause", "trigger":
+	default:
+		return invalid("schedule action %q: want pause, unpause or trigger", action)
+	}
 	h := s.Client.ScheduleClient().GetHandle(ctx, workflows.PeriodicScheduleID(pipeline, job))
 	var err error
 	switch action {
