@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -43,6 +44,10 @@ func (o Options) activities() *activities.Activities {
 		Logs:           o.Logs,
 		WorkDir:        o.Config.Workspaces(),
 		KeepWorkspaces: o.Config.KeepWorkspaces,
+		Reporter:       o.Client,
+		// One outbox per member: a controller and an executor may share a
+		// data directory (sluice dev).
+		Outbox: filepath.Join(o.Config.DataDir, "outbox", strings.ReplaceAll(o.Name, "/", "_")),
 	}
 }
 
@@ -59,11 +64,7 @@ func ControllerName() string { return "controller@" + hostname() }
 
 // RegisterController registers the workflows and orchestration activities on w.
 func RegisterController(w worker.Registry, acts *activities.Activities) {
-	w.RegisterWorkflow(workflows.RegistryWorkflow)
-	w.RegisterWorkflow(workflows.PipelineWorkflow)
-	w.RegisterWorkflow(workflows.EventWorkflow)
-	w.RegisterWorkflow(workflows.BuildWorkflow)
-	w.RegisterWorkflow(workflows.PeriodicWorkflow)
+	workflows.Register(w)
 	w.RegisterActivity(acts.ResolveEvent)
 	w.RegisterActivity(acts.TriggerRemote)
 	w.RegisterActivity(acts.SyncSchedules)

@@ -125,3 +125,17 @@ func ParseBuildRef(s string) (BuildRef, error) {
 
 // PeriodicScheduleID is the Temporal Schedule of a periodic job.
 func PeriodicScheduleID(pipeline, job string) string { return "periodic/" + pipeline + "/" + job }
+
+// WorkflowRegistry is where workflows are registered (a worker or a replayer).
+type WorkflowRegistry interface {
+	RegisterWorkflow(w any)
+}
+
+// Register registers every sluice workflow.
+func Register(r WorkflowRegistry) {
+	r.RegisterWorkflow(RegistryWorkflow)
+	r.RegisterWorkflow(PipelineWorkflow)
+	r.RegisterWorkflow(EventWorkflow)
+	r.RegisterWorkflow(BuildWorkflow)
+	r.RegisterWorkflow(PeriodicWorkflow)
+}

@@ -1,0 +1,29 @@
+package workflows
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/worker"
+)
+
+// TestReplayRecordedHistories replays histories recorded from real runs
+// (internal/e2e TestRecordedHistoriesReplay with SLUICE_RECORD_HISTORIES=1)
+// against the current workflow code. A change that would break workflows
+// already running fails here: version it with workflow.GetVersion, or, if no
+// deployment runs the old code, record the histories again.
+func TestReplayRecordedHistories(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob(filepath.Join("testdata", "histories", "*.json"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files, "no recorded histories in testdata/histories")
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			t.Parallel()
+			replayer := worker.NewWorkflowReplayer()
+			Register(replayer)
+			require.NoError(t, replayer.ReplayWorkflowHistoryFromJSONFile(nil, f))
+		})
+	}
+}
