@@ -1,0 +1,157 @@
+package workers
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	namespacepb "go.temporal.io/api/namespace/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"google.golang.org/grpc"
+
+	"github.com/sluice-ci/sluice/activities"
+	"github.com/sluice-ci/sluice/queue"
+	"github.com/sluice-ci/sluice/workflows"
+)
+
+// frontend is a Temporal frontend that only answers what an SDK worker
+// needs to start, and records activity polls. Polls hang until the worker
+// gives up on them (stop), so a poll in flight holds a slot.
+type frontend struct {
+	workflowservice.UnimplementedWorkflowServiceServer
+
+	mu     sync.Mutex
+	active map[string]int // task queue → polls in flight
+	total  map[string]int // task queue → polls ever made
+	ids    map[string]bool
+}
+
+func (f *frontend) GetSystemInfo(context.Context, *workflowservice.GetSystemInfoRequest) (*workflowservice.GetSystemInfoResponse, error) {
+	return &workflowservice.GetSystemInfoResponse{Capabilities: &workflowservice.GetSystemInfoResponse_Capabilities{}}, nil
+}
+
+func (f *frontend) DescribeNamespace(_ context.Context, req *workflowservice.DescribeNamespaceRequest) (*workflowservice.DescribeNamespaceResponse, error) {
+	return &workflowservice.DescribeNamespaceResponse{NamespaceInfo: &namespacepb.NamespaceInfo{Name: req.GetNamespace()}}, nil
+}
+
+func (f *frontend) PollActivityTaskQueue(ctx context.Context, req *workflowservice.PollActivityTaskQueueRequest) (*workflowservice.PollActivityTaskQueueResponse, error) {
+	tq := req.GetTaskQueue().GetName()
+	f.mu.Lock()
+	f.active[tq]++
+	f.total[tq]++
+	f.ids[req.GetIdentity()] = true
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.active[tq]--
+		f.mu.Unlock()
+	}()
+	<-ctx.Done()
+	return &workflowservice.PollActivityTaskQueueResponse{}, nil
+}
+
+func (f *frontend) polls(tq string) (active, total int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.active[tq], f.total[tq]
+}
+
+// setupFrontend serves a fake frontend and returns an SDK client for it.
+func setupFrontend(t *testing.T) (*frontend, client.Client) {
+	t.Helper()
+	f := &frontend{active: map[string]int{}, total: map[string]int{}, ids: map[string]bool{}}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := grpc.NewServer()
+	workflowservice.RegisterWorkflowServiceServer(srv, f)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	c, err := client.NewLazyClient(client.Options{HostPort: lis.Addr().String(), Namespace: "default",
+		Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return f, c
+}
+
+func TestAgentApplyStartsAndStopsQueueWorkers(t *testing.T) {
+	t.Parallel()
+	f, c := setupFrontend(t)
+	ag := NewAgent(AgentOptions{Client: c, Member: queue.Member{Name: "exec-a", Role: queue.RoleExecutor},
+		Activities: &activities.Activities{}, Logger: slog.New(slog.DiscardHandler)})
+	t.Cleanup(ag.stop)
+	tq := workflows.QueueTaskQueue("gpu")
+
+	require.NoError(t, ag.apply(workflows.MemberView{State: queue.StateActive, Slots: map[string]workflows.SlotGrant{"gpu": {Allowed: 1}}}))
+	require.Eventually(t, func() bool { a, _ := f.polls(tq); return a == 1 }, 10*time.Second, 5*time.Millisecond,
+		"the worker polls the queue's task queue")
+	// One slot: the second poller waits for it instead of polling.
+	time.Sleep(100 * time.Millisecond)
+	active, _ := f.polls(tq)
+	require.Equal(t, 1, active)
+	f.mu.Lock()
+	require.True(t, f.ids["exec-a"], "polls carry the member name as identity")
+	f.mu.Unlock()
+
+	require.NoError(t, ag.apply(workflows.MemberView{State: queue.StateActive, Slots: map[string]workflows.SlotGrant{"gpu": {Allowed: 0, Why: "rule 2 is active"}}}))
+	require.Eventually(t, func() bool { a, _ := f.polls(tq); return a == 0 }, 10*time.Second, 5*time.Millisecond,
+		"without slots the worker stops and its poll ends")
+	ok, why := ag.Accepting("gpu")
+	require.False(t, ok)
+	require.Equal(t, "exec-a is not in queue gpu's active rule: rule 2 is active", why)
+}
+
+// waitPolls waits until exactly n polls of tq are in flight, and stay so
+// for a moment: a supplier without slots makes further pollers wait.
+func waitPolls(t *testing.T, f *frontend, tq string, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool { a, _ := f.polls(tq); return a == n }, 10*time.Second, 5*time.Millisecond,
+		"want %d polls of %s in flight", n, tq)
+	time.Sleep(50 * time.Millisecond)
+	a, _ := f.polls(tq)
+	require.Equal(t, n, a, "polls of %s in flight", tq)
+}
+
+func TestAgentQueueWorkersFollowTheView(t *testing.T) {
+	t.Parallel()
+	f, c := setupFrontend(t)
+	ag := NewAgent(AgentOptions{Client: c, Member: queue.Member{Name: "exec-b", Role: queue.RoleExecutor},
+		Activities: &activities.Activities{}, Logger: slog.New(slog.DiscardHandler)})
+	t.Cleanup(ag.stop)
+	gpu, cpu := workflows.QueueTaskQueue("gpu"), workflows.QueueTaskQueue("cpu")
+	view := func(state queue.MemberState, gpuSlots, cpuSlots int) workflows.MemberView {
+		return workflows.MemberView{State: state, Slots: map[string]workflows.SlotGrant{"gpu": {Allowed: gpuSlots}, "cpu": {Allowed: cpuSlots}}}
+	}
+
+	// Inactive: slots granted, but no worker polls.
+	require.NoError(t, ag.apply(view(queue.StateInactive, 2, 1)))
+	waitPolls(t, f, gpu, 0)
+	waitPolls(t, f, cpu, 0)
+
+	// Active: each slot is one poll at most (two pollers per worker).
+	require.NoError(t, ag.apply(view(queue.StateActive, 2, 1)))
+	waitPolls(t, f, gpu, 2)
+	waitPolls(t, f, cpu, 1)
+
+	// cpu leaves the active rule: its worker stops; gpu keeps polling.
+	require.NoError(t, ag.apply(view(queue.StateActive, 2, 0)))
+	waitPolls(t, f, cpu, 0)
+	waitPolls(t, f, gpu, 2)
+
+	// Slots again: a new worker starts for cpu.
+	_, before := f.polls(cpu)
+	require.NoError(t, ag.apply(view(queue.StateActive, 2, 1)))
+	waitPolls(t, f, cpu, 1)
+	_, after := f.polls(cpu)
+	require.Greater(t, after, before)
+
+	// Stopping the agent stops every worker.
+	ag.stop()
+	waitPolls(t, f, gpu, 0)
+	waitPolls(t, f, cpu, 0)
+}
