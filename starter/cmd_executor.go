@@ -72,8 +72,8 @@ func (a *app) executorActionCmd(action, short, state string) *cobra.Command {
 			}
 			return a.print(e, func(w io.Writer) error {
 				note := ""
-				if action == "drain" && e.State == "inactive" {
-					note = " (drained at once: it was running no builds)"
+				if action == "drain" {
+					note = " (it finishes its running builds, takes no new ones, then turns inactive)"
 				}
 				_, err := fmt.Fprintf(w, "executor %s is %s%s\n", e.Name, cliout.Or(e.State, state), note)
 				return err

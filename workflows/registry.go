@@ -304,11 +304,11 @@ func (r *registry) validateMemberState(_ workflow.Context, req SetMemberStateReq
 	return nil
 }
 
+// setMemberState changes a member's state. A draining member turns inactive
+// on its next heartbeat that reports no running build: the counts the
+// registry holds may predate a build that just started.
 func (r *registry) setMemberState(_ workflow.Context, req SetMemberStateRequest) (queue.Member, error) {
 	m := r.st.Members[req.Name]
 	m.State = req.State
-	if m.State == queue.StateDraining && running(m) == 0 {
-		m.State = queue.StateInactive
-	}
 	return *m, nil
 }
