@@ -33,6 +33,12 @@ type Activities struct {
 	WorkDir string
 	// KeepWorkspaces leaves workspaces behind after builds (debugging).
 	KeepWorkspaces bool
+	// Reporter heartbeats and completes build attempts by task token (nil:
+	// the activity's own client).
+	Reporter Reporter
+	// Outbox is the directory where finished attempts' results wait until
+	// Temporal has them ("" keeps them in memory only).
+	Outbox string
 }
 
 // RepoOpener opens a repository location.

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -91,7 +90,14 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 	end := a.Executor.Begin(queueName)
 	defer end()
 
-	hb := newHeartbeater(ctx, name, info.HeartbeatTimeout)
+	// runCtx bounds the checkout and the steps. The heartbeats cancel it
+	// when the build is cancelled or its attempt is given up; a stopping
+	// worker cancels it too. A Temporal server that cannot be reached for a
+	// while does not (see report.go).
+	runCtx, cancelRun := context.WithCancelCause(ctx)
+	defer cancelRun(nil)
+	rep := a.reporter(ctx)
+	hb := newHeartbeater(runCtx, rep, info.TaskToken, name, info.HeartbeatTimeout, cancelRun, a.Logger)
 	defer hb.stop()
 
 	dir := filepath.Join(a.WorkDir, filepath.FromSlash(in.BuildID), "attempt-"+strconv.Itoa(in.Attempt))
@@ -105,31 +111,30 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 			}
 		}()
 	}
-	repo, err := a.Repos.Open(ctx, in.Repo)
-	if err == nil {
-		err = repo.Checkout(ctx, in.SHA, dir)
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			res.Status, res.Reason = runner.StatusAborted, "aborted during checkout"
-			return res, nil
-		}
-		return fail(res, fmt.Sprintf("check out %s at %s: %v", in.Repo, short(in.SHA), err)), nil
-	}
-
 	// A stopping worker interrupts the build at once; the workflow
 	// dispatches it again (ErrTypeExecutorStopped).
-	runCtx, cancelRun := context.WithCancel(ctx)
-	defer cancelRun()
 	var stopped atomic.Bool
 	go func() {
 		select {
 		case <-activity.GetWorkerStopChannel(ctx):
 			stopped.Store(true)
-			cancelRun()
+			cancelRun(errors.New("the executor is stopping"))
 		case <-runCtx.Done():
 		}
 	}()
+
+	repo, err := a.Repos.Open(runCtx, in.Repo)
+	if err == nil {
+		err = repo.Checkout(runCtx, in.SHA, dir)
+	}
+	if err != nil {
+		if runCtx.Err() != nil {
+			res.Status, res.Reason = runner.StatusAborted, "aborted during checkout"
+			return a.finish(ctx, runCtx, rep, hb, &stopped, info.TaskToken, in, res)
+		}
+		return a.finish(ctx, runCtx, rep, hb, &stopped, info.TaskToken, in,
+			fail(res, fmt.Sprintf("check out %s at %s: %v", in.Repo, short(in.SHA), err)))
+	}
 
 	steps := make([]runner.Step, 0, len(in.Steps))
 	for _, s := range in.Steps {
@@ -151,10 +156,25 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 	for _, s := range out.Steps {
 		res.Steps = append(res.Steps, StepResult{Name: s.Name, ExitCode: s.ExitCode, Start: s.Start, End: s.End, Skipped: s.Skipped})
 	}
-	if stopped.Load() && ctx.Err() == nil {
-		return res, temporal.NewApplicationError(fmt.Sprintf("executor %s stopped during build %s", name, in.BuildID), ErrTypeExecutorStopped)
+	return a.finish(ctx, runCtx, rep, hb, &stopped, info.TaskToken, in, res)
+}
+
+// finish ends an attempt that ran (or tried to): an interrupted attempt is
+// an error for the workflow to dispatch again; a result goes to Temporal
+// through the outbox, unless nobody waits for it any more (the attempt is
+// gone or timed out), in which case the SDK's report fails harmlessly.
+func (a *Activities) finish(ctx, runCtx context.Context, rep Reporter, hb *heartbeater, stopped *atomic.Bool,
+	token []byte, in RunBuildInput, res RunBuildResult,
+) (RunBuildResult, error) {
+	hb.stop()
+	cause := context.Cause(runCtx)
+	switch {
+	case stopped.Load() && ctx.Err() == nil:
+		return res, temporal.NewApplicationError(fmt.Sprintf("executor %s stopped during build %s", res.Executor, in.BuildID), ErrTypeExecutorStopped)
+	case ctx.Err() != nil, errors.Is(cause, errAttemptGone), errors.Is(cause, errUnreachable):
+		return res, nil
 	}
-	return res, nil
+	return a.report(ctx, rep, token, in, res)
 }
 
 func fail(res RunBuildResult, reason string) RunBuildResult {
@@ -213,63 +233,6 @@ func buildEnv(in RunBuildInput, dir, executor string) []string {
 		env = append(env, k+"="+vars[k])
 	}
 	return env
-}
-
-// heartbeater records a heartbeat well inside the heartbeat timeout, carrying
-// the current step, until stopped. Recording is also how a cancellation
-// reaches a running activity.
-type heartbeater struct {
-	ctx    context.Context
-	mu     sync.Mutex
-	p      Progress
-	done   chan struct{}
-	wg     sync.WaitGroup
-	period time.Duration
-}
-
-// heartbeatPeriod is how often a running build reports. A cancellation
-// reaches a running activity only with a heartbeat's answer, so this bounds
-// how long `sluice build cancel` takes to kill the steps (the workers' heartbeat
-// throttle is set to match).
-const heartbeatPeriod = time.Second
-
-func newHeartbeater(ctx context.Context, executor string, timeout time.Duration) *heartbeater {
-	period := min(heartbeatPeriod, max(timeout/4, 100*time.Millisecond))
-	h := &heartbeater{ctx: ctx, p: Progress{Executor: executor}, done: make(chan struct{}), period: period}
-	activity.RecordHeartbeat(ctx, h.p)
-	h.wg.Go(h.loop)
-	return h
-}
-
-func (h *heartbeater) loop() {
-	t := time.NewTicker(h.period)
-	defer t.Stop()
-	for {
-		select {
-		case <-h.done:
-			return
-		case <-h.ctx.Done():
-			return
-		case <-t.C:
-			h.mu.Lock()
-			p := h.p
-			h.mu.Unlock()
-			activity.RecordHeartbeat(h.ctx, p)
-		}
-	}
-}
-
-func (h *heartbeater) step(name string) {
-	h.mu.Lock()
-	h.p.Step = name
-	p := h.p
-	h.mu.Unlock()
-	activity.RecordHeartbeat(h.ctx, p)
-}
-
-func (h *heartbeater) stop() {
-	close(h.done)
-	h.wg.Wait()
 }
 
 // IsDeclined reports whether err is an executor's refusal to run a build.

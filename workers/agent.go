@@ -134,6 +134,8 @@ func (ag *Agent) Running() map[string]int {
 // builds are interrupted; their attempts are dispatched again elsewhere.
 func (ag *Agent) Run(ctx context.Context) error {
 	defer ag.stop()
+	// Results a previous run of this member could not deliver before it died.
+	go ag.opts.Activities.DeliverPending(ctx)
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {

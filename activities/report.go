@@ -1,0 +1,323 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+)
+
+// How a build attempt talks to Temporal while it runs and when it ends.
+//
+// The SDK's own paths are too fragile for builds when the Temporal server
+// restarts: activity.RecordHeartbeat cancels the activity as soon as one
+// heartbeat cannot reach the server within the heartbeat throttle (one
+// second on executors, so cancellations arrive fast), which aborted every
+// running build during a two-second server restart; and the SDK reports a
+// result once, giving up after ten seconds, after which the build is
+// dispatched again and runs twice. So RunBuild heartbeats and completes by
+// task token itself: a heartbeat that cannot get through only stops the
+// build once none got through for the whole heartbeat timeout (the server
+// gives the attempt up then), and a result is first written to the
+// executor's outbox, then delivered until Temporal takes it or says the
+// attempt is gone; an executor killed before delivery delivers it when it
+// starts again, within the heartbeat timeout if it is to count.
+
+// Reporter reaches a running build attempt by its activity task token:
+// heartbeats (whose answers carry cancellations) and the completion.
+// client.Client implements it.
+type Reporter interface {
+	RecordActivityHeartbeat(ctx context.Context, taskToken []byte, details ...any) error
+	CompleteActivity(ctx context.Context, taskToken []byte, result any, err error) error
+}
+
+// Causes of a running build's context being cancelled by its heartbeats.
+var (
+	errCancelRequested = errors.New("the build was cancelled")
+	errAttemptGone     = errors.New("Temporal no longer runs this attempt (it timed out and was dispatched again, or the build ended)")
+	errUnreachable     = errors.New("Temporal was unreachable for the whole heartbeat timeout")
+)
+
+func (a *Activities) reporter(ctx context.Context) Reporter {
+	if a.Reporter != nil {
+		return a.Reporter
+	}
+	return activity.GetClient(ctx)
+}
+
+// heartbeatPeriod is how often a running build reports. A cancellation
+// reaches a running build only with a heartbeat's answer, so this bounds how
+// long `sluice build cancel` takes to kill the steps.
+const heartbeatPeriod = time.Second
+
+// heartbeater records a heartbeat by task token every period (and at once
+// when the step changes), carrying the current step, until stopped. It
+// cancels the build (through cancel, with a cause) when the answer says the
+// build was cancelled or the attempt is gone, or when no heartbeat got
+// through for the whole heartbeat timeout.
+type heartbeater struct {
+	ctx     context.Context
+	rep     Reporter
+	token   []byte
+	timeout time.Duration
+	cancel  context.CancelCauseFunc
+	log     *slog.Logger
+	period  time.Duration
+
+	mu     sync.Mutex
+	p      Progress
+	lastOK time.Time
+	failed bool
+
+	kick chan struct{}
+	done chan struct{}
+	once sync.Once
+	wg   sync.WaitGroup
+}
+
+func newHeartbeater(ctx context.Context, rep Reporter, token []byte, executor string, timeout time.Duration,
+	cancel context.CancelCauseFunc, log *slog.Logger,
+) *heartbeater {
+	if timeout <= 0 {
+		timeout = 20 * time.Second
+	}
+	h := &heartbeater{
+		ctx: ctx, rep: rep, token: token, timeout: timeout, cancel: cancel, log: log,
+		period: min(heartbeatPeriod, max(timeout/4, 100*time.Millisecond)),
+		p:      Progress{Executor: executor}, lastOK: time.Now(),
+		kick: make(chan struct{}, 1), done: make(chan struct{}),
+	}
+	h.wg.Go(h.loop)
+	return h
+}
+
+func (h *heartbeater) loop() {
+	t := time.NewTicker(h.period)
+	defer t.Stop()
+	for {
+		h.beat()
+		select {
+		case <-h.done:
+			return
+		case <-h.ctx.Done():
+			return
+		case <-h.kick:
+		case <-t.C:
+		}
+	}
+}
+
+func (h *heartbeater) beat() {
+	h.mu.Lock()
+	p := h.p
+	h.mu.Unlock()
+	ctx, cancel := context.WithTimeout(h.ctx, max(2*h.period, 2*time.Second))
+	err := h.rep.RecordActivityHeartbeat(ctx, h.token, p)
+	cancel()
+	if h.ctx.Err() != nil {
+		return
+	}
+	var canceled *temporal.CanceledError
+	var gone *serviceerror.NotFound
+	switch {
+	case err == nil:
+		h.mu.Lock()
+		h.lastOK = time.Now()
+		if h.failed {
+			h.failed = false
+			h.log.Info("build_heartbeat_ok", "executor", p.Executor)
+		}
+		h.mu.Unlock()
+	case errors.As(err, &canceled), errors.Is(err, activity.ErrActivityPaused), errors.Is(err, activity.ErrActivityReset):
+		h.cancel(errCancelRequested)
+	case errors.As(err, &gone):
+		h.cancel(errAttemptGone)
+	default:
+		h.mu.Lock()
+		silent := time.Since(h.lastOK)
+		first := !h.failed
+		h.failed = true
+		h.mu.Unlock()
+		if silent > h.timeout {
+			h.log.Warn("build_heartbeat_given_up", "executor", p.Executor, "silent", silent.Round(time.Millisecond).String(), "error", err)
+			h.cancel(errUnreachable)
+		} else if first {
+			h.log.Warn("build_heartbeat_failed", "executor", p.Executor, "error", err,
+				"why", "the build keeps running until the heartbeat timeout "+h.timeout.String())
+		}
+	}
+}
+
+func (h *heartbeater) step(name string) {
+	h.mu.Lock()
+	h.p.Step = name
+	h.mu.Unlock()
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (h *heartbeater) stop() {
+	h.once.Do(func() { close(h.done) })
+	h.wg.Wait()
+}
+
+// pendingResult is an outbox entry: a finished attempt's result on its way
+// to Temporal.
+type pendingResult struct {
+	BuildID   string         `json:"build_id"`
+	Attempt   int            `json:"attempt"`
+	TaskToken []byte         `json:"task_token"`
+	Result    RunBuildResult `json:"result"`
+	Saved     time.Time      `json:"saved"`
+}
+
+// report hands a finished attempt's result to Temporal: saved to the outbox
+// first, then delivered until Temporal takes it. It returns
+// activity.ErrResultPending: the SDK must not report the result again.
+func (a *Activities) report(ctx context.Context, rep Reporter, token []byte, in RunBuildInput, res RunBuildResult) (RunBuildResult, error) {
+	p := pendingResult{BuildID: in.BuildID, Attempt: in.Attempt, TaskToken: token, Result: res, Saved: time.Now()}
+	path, err := a.saveResult(p)
+	if err != nil {
+		a.Logger.Warn("build_result_not_saved", "build", in.BuildID, "attempt", in.Attempt, "error", err)
+	}
+	if err := deliver(ctx, rep, p, path, a.Logger); err != nil {
+		a.Logger.Warn("build_result_undelivered", "build", in.BuildID, "attempt", in.Attempt, "error", err,
+			"outbox", path, "why", "the executor is stopping; it delivers the result when it starts again")
+	}
+	return RunBuildResult{}, activity.ErrResultPending
+}
+
+// saveResult writes the entry to the outbox (write, sync, rename); "" when
+// the activities have no outbox.
+func (a *Activities) saveResult(p pendingResult) (string, error) {
+	if a.Outbox == "" {
+		return "", nil
+	}
+	if err := os.MkdirAll(a.Outbox, 0o755); err != nil {
+		return "", fmt.Errorf("create outbox: %w", err)
+	}
+	data, err := json.Marshal(p)
+	if err != nil {
+		return "", fmt.Errorf("encode result: %w", err)
+	}
+	name := strings.ReplaceAll(p.BuildID, "/", "_") + "." + strconv.Itoa(p.Attempt) + ".json"
+	path := filepath.Join(a.Outbox, name)
+	tmp, err := os.CreateTemp(a.Outbox, ".tmp-*")
+	if err != nil {
+		return "", fmt.Errorf("create outbox entry: %w", err)
+	}
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+		return "", fmt.Errorf("write outbox entry %s: %w", path, err)
+	}
+	return path, nil
+}
+
+// deliver completes the attempt with its result until Temporal takes it or
+// answers that the attempt is gone (then nobody waits for the result: the
+// build was dispatched again), and removes the outbox entry. It gives up
+// only when ctx ends, leaving the entry for the next start.
+func deliver(ctx context.Context, rep Reporter, p pendingResult, path string, log *slog.Logger) error {
+	wait := 100 * time.Millisecond
+	warned := false
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := rep.CompleteActivity(cctx, p.TaskToken, p.Result, nil)
+		cancel()
+		var gone *serviceerror.NotFound
+		var bad *serviceerror.InvalidArgument
+		switch {
+		case err == nil:
+			if warned {
+				log.Info("build_result_delivered", "build", p.BuildID, "attempt", p.Attempt, "after", time.Since(p.Saved).Round(time.Millisecond).String())
+			}
+		case errors.As(err, &gone), errors.As(err, &bad):
+			log.Warn("build_result_dropped", "build", p.BuildID, "attempt", p.Attempt, "status", string(p.Result.Status), "error", err,
+				"why", "Temporal no longer waits for this attempt (it was given up after the heartbeat timeout and dispatched again)")
+		default:
+			if ctx.Err() != nil {
+				return fmt.Errorf("deliver the result of build %s attempt %d: %w", p.BuildID, p.Attempt, ctx.Err())
+			}
+			if !warned {
+				warned = true
+				log.Warn("build_result_delivery_failed", "build", p.BuildID, "attempt", p.Attempt, "error", err, "why", "retrying until Temporal answers")
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("deliver the result of build %s attempt %d: %w", p.BuildID, p.Attempt, ctx.Err())
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, 2*time.Second)
+			continue
+		}
+		if path != "" {
+			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				log.Warn("outbox_remove_failed", "path", path, "error", err)
+			}
+		}
+		return nil
+	}
+}
+
+// DeliverPending delivers the results a previous run of this executor saved
+// but could not deliver before it died, until ctx ends. Executors call it
+// when they start.
+func (a *Activities) DeliverPending(ctx context.Context) {
+	if a.Outbox == "" || a.Reporter == nil {
+		return
+	}
+	entries, err := os.ReadDir(a.Outbox)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			a.Logger.Warn("outbox_read_failed", "dir", a.Outbox, "error", err)
+		}
+		return
+	}
+	for _, e := range entries {
+		path := filepath.Join(a.Outbox, e.Name())
+		if strings.HasPrefix(e.Name(), ".tmp-") {
+			_ = os.Remove(path) // a write the previous run did not finish
+			continue
+		}
+		if !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		data, err := os.ReadFile(path)
+		var p pendingResult
+		if err == nil {
+			err = json.Unmarshal(data, &p)
+		}
+		if err != nil {
+			a.Logger.Warn("outbox_entry_unreadable", "path", path, "error", err)
+			_ = os.Remove(path)
+			continue
+		}
+		a.Logger.Info("build_result_redelivering", "build", p.BuildID, "attempt", p.Attempt, "saved", p.Saved)
+		if err := deliver(ctx, a.Reporter, p, path, a.Logger); err != nil {
+			return
+		}
+	}
+}

@@ -1,0 +1,172 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/sluice-ci/sluice/runner"
+)
+
+// fakeReporter answers heartbeats and completions from functions and
+// records the completions it accepted.
+type fakeReporter struct {
+	mu        sync.Mutex
+	heartbeat func() error
+	complete  func() error
+	completed []RunBuildResult
+	beats     int
+}
+
+func (f *fakeReporter) RecordActivityHeartbeat(context.Context, []byte, ...any) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.beats++
+	if f.heartbeat == nil {
+		return nil
+	}
+	return f.heartbeat()
+}
+
+func (f *fakeReporter) CompleteActivity(_ context.Context, _ []byte, result any, _ error) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.complete != nil {
+		if err := f.complete(); err != nil {
+			return err
+		}
+	}
+	f.completed = append(f.completed, result.(RunBuildResult))
+	return nil
+}
+
+func (f *fakeReporter) results() []RunBuildResult {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]RunBuildResult(nil), f.completed...)
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func TestHeartbeaterCauses(t *testing.T) {
+	t.Parallel()
+	unavailable := serviceerror.NewUnavailable("connection refused")
+	tests := []struct {
+		name    string
+		answer  error
+		timeout time.Duration
+		// want is the cause the build is cancelled with; nil: it keeps running.
+		want error
+	}{
+		{name: "healthy", answer: nil, timeout: 400 * time.Millisecond},
+		{name: "cancel requested", answer: temporal.NewCanceledError(), timeout: 400 * time.Millisecond, want: errCancelRequested},
+		{name: "attempt gone", answer: serviceerror.NewNotFound("activity not found"), timeout: 400 * time.Millisecond, want: errAttemptGone},
+		{name: "short outage keeps the build", answer: unavailable, timeout: 5 * time.Second},
+		{name: "outage past the heartbeat timeout", answer: unavailable, timeout: 400 * time.Millisecond, want: errUnreachable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rep := &fakeReporter{heartbeat: func() error { return tt.answer }}
+			ctx, cancel := context.WithCancelCause(t.Context())
+			defer cancel(nil)
+			hb := newHeartbeater(ctx, rep, []byte("token"), "exec", tt.timeout, cancel, discardLogger())
+			hb.step("work")
+			select {
+			case <-ctx.Done():
+			case <-time.After(1500 * time.Millisecond):
+			}
+			hb.stop()
+			if tt.want == nil {
+				require.NoError(t, ctx.Err(), "the build keeps running")
+			} else {
+				require.ErrorIs(t, context.Cause(ctx), tt.want)
+			}
+			rep.mu.Lock()
+			defer rep.mu.Unlock()
+			require.Positive(t, rep.beats)
+		})
+	}
+}
+
+func TestReportDeliversThroughAnOutage(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	down := true
+	rep := &fakeReporter{complete: func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if down {
+			return serviceerror.NewUnavailable("connection refused")
+		}
+		return nil
+	}}
+	a := &Activities{Logger: discardLogger(), Reporter: rep, Outbox: t.TempDir()}
+	go func() {
+		time.Sleep(700 * time.Millisecond)
+		mu.Lock()
+		down = false
+		mu.Unlock()
+	}()
+	res := RunBuildResult{Executor: "exec", Status: runner.StatusSuccess, LogKey: "p/j/1/1"}
+	_, err := a.report(t.Context(), rep, []byte("token"), RunBuildInput{BuildID: "p/j/1", Attempt: 1}, res)
+	require.ErrorIs(t, err, activity.ErrResultPending)
+	require.Equal(t, []RunBuildResult{res}, rep.results())
+	entries, err := os.ReadDir(a.Outbox)
+	require.NoError(t, err)
+	require.Empty(t, entries, "a delivered result leaves the outbox")
+}
+
+func TestDeliverPendingAfterARestart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	// The previous run saved two results and died: one attempt is still
+	// waited for, the other was given up (Temporal answers NotFound).
+	died := &Activities{Logger: discardLogger(), Outbox: dir}
+	kept := RunBuildResult{Executor: "exec", Status: runner.StatusSuccess, LogKey: "p/a/1/1"}
+	_, err := died.saveResult(pendingResult{BuildID: "p/a/1", Attempt: 1, TaskToken: []byte("a"), Result: kept})
+	require.NoError(t, err)
+	_, err = died.saveResult(pendingResult{BuildID: "p/b/1", Attempt: 2, TaskToken: []byte("b"),
+		Result: RunBuildResult{Status: runner.StatusSuccess}})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".tmp-123"), []byte("{"), 0o644))
+
+	calls := 0
+	rep := &fakeReporter{complete: func() error {
+		calls++
+		if calls == 2 {
+			return serviceerror.NewNotFound("activity not found")
+		}
+		return nil
+	}}
+	restarted := &Activities{Logger: discardLogger(), Outbox: dir, Reporter: rep}
+	restarted.DeliverPending(t.Context())
+	require.Equal(t, []RunBuildResult{kept}, rep.results())
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries)
+}
+
+func TestDeliverLeavesTheEntryWhenStopping(t *testing.T) {
+	t.Parallel()
+	rep := &fakeReporter{complete: func() error { return serviceerror.NewUnavailable("down") }}
+	a := &Activities{Logger: discardLogger(), Outbox: t.TempDir(), Reporter: rep}
+	p := pendingResult{BuildID: "p/a/1", Attempt: 1, TaskToken: []byte("a")}
+	path, err := a.saveResult(p)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	err = deliver(ctx, rep, p, path, a.Logger)
+	require.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
+	require.FileExists(t, path)
+}
