@@ -29,7 +29,9 @@ func buildInput(r repoFixture, steps ...pipeline.Command) activities.RunBuildInp
 	}
 }
 
-func step(name, command string) pipeline.Command { return pipeline.Command{Name: name, Command: command} }
+func step(name, command string) pipeline.Command {
+	return pipeline.Command{Name: name, Command: command}
+}
 
 // readEnv parses `env` output written by a step.
 func readEnv(t *testing.T, path string) map[string]string {

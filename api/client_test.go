@@ -182,7 +182,7 @@ func TestClientDecodesResponses(t *testing.T) {
 	_, err = api.NewClient(bad.srv.URL).GetBuild(context.Background(), "app/test/3")
 	require.ErrorContains(t, err, "decode response of GET /api/v1/builds/app%2Ftest%2F3")
 	var ae *api.APIError
-	require.False(t, errors.As(err, &ae), "a decoding failure is not an API answer")
+	require.NotErrorAs(t, err, &ae, "a decoding failure is not an API answer")
 }
 
 func TestClientErrors(t *testing.T) {

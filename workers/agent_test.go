@@ -59,8 +59,10 @@ func withWorker(t *testing.T, ag *Agent, name string, slots int) *fakeWorker {
 // encodedValue is a query answer as the SDK returns it.
 type encodedValue struct{ p *commonpb.Payloads }
 
-func (e encodedValue) HasValue() bool    { return e.p != nil }
-func (e encodedValue) Get(ptr any) error { return converter.GetDefaultDataConverter().FromPayloads(e.p, ptr) }
+func (e encodedValue) HasValue() bool { return e.p != nil }
+func (e encodedValue) Get(ptr any) error {
+	return converter.GetDefaultDataConverter().FromPayloads(e.p, ptr)
+}
 
 func memberAnswer(t *testing.T, m queue.Member) encodedValue {
 	t.Helper()
