@@ -100,11 +100,3 @@ func jobOf(t *testing.T, ev api.Event, job string) workflows.JobOutcome {
 func recordsFile(t *testing.T) string {
 	return filepath.Join(t.TempDir(), "records")
 }
-
-func readFileIfExists(file string) ([]byte, error) {
-	data, err := os.ReadFile(file)
-	if os.IsNotExist(err) {
-		return nil, nil
-	}
-	return data, err
-}
