@@ -98,8 +98,10 @@ type harness struct {
 	gate sync.RWMutex
 
 	executorKills, controllerKills, serverKills atomic.Int64
-	outages                                     []string
-	outMu                                       sync.Mutex
+	// killedAt lists when each executor was SIGKILLed.
+	killedAt map[string][]time.Time
+	outages  []string
+	outMu    sync.Mutex
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -122,7 +124,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 		return err
 	}
 	h := &harness{o: o, out: out, rng: rand.New(rand.NewPCG(o.seed, o.seed>>1|1)), dir: dir,
-		rec: filepath.Join(dir, "records"), begin: time.Now()}
+		rec: filepath.Join(dir, "records"), begin: time.Now(), killedAt: map[string][]time.Time{}}
 	h.logf("chaos: %d events on %d pipelines, %d executors; seed %d; dir %s", o.events, o.pipelines, o.executors, o.seed, dir)
 	for _, k := range []string{"SLUICE_BUILD_HEARTBEAT_TIMEOUT", "SLUICE_EXECUTOR_LIVENESS", "SLUICE_MEMBER_HEARTBEAT", "SLUICE_BUILD_MAX_ATTEMPTS"} {
 		if v := getenv(k); v != "" {
@@ -359,6 +361,9 @@ func (h *harness) chaos(ctx context.Context, totalBuilds int) {
 			down := 2*time.Second + time.Duration(h.rng.Int64N(int64(3*time.Second)))
 			h.executorKills.Add(1)
 			h.logf("SIGKILL executor %s (progress %.0f%%); restart in %s", p.name, 100*h.progress(totalBuilds), down.Round(100*time.Millisecond))
+			h.outMu.Lock()
+			h.killedAt[p.name] = append(h.killedAt[p.name], time.Now())
+			h.outMu.Unlock()
 			p.kill()
 			select {
 			case <-ctx.Done():
@@ -637,6 +642,10 @@ func (h *harness) run(ctx context.Context, bin string) error {
 	}
 	for _, d := range v.Double {
 		h.logf("  COMPLETED TWICE: %s", d)
+		b, _, _ := strings.Cut(d, ":")
+		if why := h.explainDouble(v.FirstEnds[b]); why != "" {
+			h.logf("    %s", why)
+		}
 	}
 	for _, u := range v.Unexpected {
 		h.logf("  UNEXPECTED: %s ran but no started event should have run it", u)
@@ -666,6 +675,22 @@ func (h *harness) run(ctx context.Context, bin string) error {
 		return errors.New(strings.Join(fails, "; "))
 	}
 	return nil
+}
+
+// explainDouble says whether the executor of a build's first completed run
+// was SIGKILLed right after the step wrote its end record: then the step's
+// work was done but the executor had not yet learnt the step had ended
+// (let alone saved the result), the one window in which any executor must
+// run a build again.
+func (h *harness) explainDouble(first record) string {
+	h.outMu.Lock()
+	defer h.outMu.Unlock()
+	for _, at := range h.killedAt[first.Executor] {
+		if d := at.Sub(first.At); d >= 0 && d < 2*time.Second {
+			return fmt.Sprintf("%s was SIGKILLed %s after attempt %d wrote its end record", first.Executor, d.Round(time.Millisecond), first.Attempt)
+		}
+	}
+	return "no executor kill right after the first run's end record: a sluice bug to investigate"
 }
 
 // printProblems reports processes that exited without being killed.

@@ -55,6 +55,8 @@ type verdict struct {
 	Lost []string
 	// Double are builds with more than one end record ("<build>: <attempts>").
 	Double []string
+	// FirstEnds maps each build in Double to its first completed run.
+	FirstEnds map[string]record
 	// Unexpected are build IDs in the records that no event should have run.
 	Unexpected []string
 	// Interrupted counts step runs that started and never ended (their
@@ -103,9 +105,13 @@ func judge(recs []record, expected []string) verdict {
 	for _, b := range expected {
 		want[b] = true
 		var ends []string
+		var first *run
 		for _, x := range runs[b] {
 			if x.ended {
 				ends = append(ends, fmt.Sprintf("attempt %d on %s", x.attempt, x.executor))
+				if first == nil || x.end.Before(first.end) {
+					first = x
+				}
 			}
 		}
 		switch len(ends) {
@@ -116,6 +122,10 @@ func judge(recs []record, expected []string) verdict {
 		default:
 			v.Completed++
 			v.Double = append(v.Double, b+": "+strings.Join(ends, ", "))
+			if v.FirstEnds == nil {
+				v.FirstEnds = map[string]record{}
+			}
+			v.FirstEnds[b] = record{Build: b, Attempt: first.attempt, Kind: "end", At: first.end, Executor: first.executor}
 		}
 		if len(runs[b]) > 1 {
 			v.Retried++
