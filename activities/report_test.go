@@ -136,8 +136,10 @@ func TestDeliverPendingAfterARestart(t *testing.T) {
 	kept := RunBuildResult{Executor: "exec", Status: runner.StatusSuccess, LogKey: "p/a/1/1"}
 	_, err := died.saveResult(pendingResult{BuildID: "p/a/1", Attempt: 1, TaskToken: []byte("a"), Result: kept})
 	require.NoError(t, err)
-	_, err = died.saveResult(pendingResult{BuildID: "p/b/1", Attempt: 2, TaskToken: []byte("b"),
-		Result: RunBuildResult{Status: runner.StatusSuccess}})
+	_, err = died.saveResult(pendingResult{
+		BuildID: "p/b/1", Attempt: 2, TaskToken: []byte("b"),
+		Result: RunBuildResult{Status: runner.StatusSuccess},
+	})
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, ".tmp-123"), []byte("{"), 0o644))
 

@@ -53,10 +53,14 @@ func TestResolveEventSpecProblemsAreResults(t *testing.T) {
 		sha  string
 		want []string
 	}{
-		{name: "spec does not parse", ref: "broken", sha: r.broken,
-			want: []string{"screwdriver.yaml at " + r.broken[:12] + " is invalid:\n"}},
-		{name: "no spec in the commit", ref: "nospec", sha: r.none,
-			want: []string{"screwdriver.yaml not found in " + r.dir + " at " + r.none[:12]}},
+		{
+			name: "spec does not parse", ref: "broken", sha: r.broken,
+			want: []string{"screwdriver.yaml at " + r.broken[:12] + " is invalid:\n"},
+		},
+		{
+			name: "no spec in the commit", ref: "nospec", sha: r.none,
+			want: []string{"screwdriver.yaml not found in " + r.dir + " at " + r.none[:12]},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -83,14 +87,23 @@ func TestResolveEventChangedFiles(t *testing.T) {
 		want []string
 	}{
 		{name: "not wanted", in: activities.ResolveEventInput{SHA: r.second, Before: r.first}},
-		{name: "diff from before", in: activities.ResolveEventInput{SHA: r.second, Before: r.first, WantChanges: true},
-			want: []string{"docs/guide.md", "src/app.go"}},
-		{name: "commit's own diff", in: activities.ResolveEventInput{Ref: "feature", WantChanges: true},
-			want: []string{"README"}},
-		{name: "across several commits", in: activities.ResolveEventInput{SHA: r.feature, Before: r.first, WantChanges: true},
-			want: []string{"README", "docs/guide.md", "src/app.go"}},
-		{name: "known by the trigger", in: activities.ResolveEventInput{SHA: r.second, Before: r.first, WantChanges: true,
-			ChangedFiles: []string{"given.txt"}}, want: []string{"given.txt"}},
+		{
+			name: "diff from before", in: activities.ResolveEventInput{SHA: r.second, Before: r.first, WantChanges: true},
+			want: []string{"docs/guide.md", "src/app.go"},
+		},
+		{
+			name: "commit's own diff", in: activities.ResolveEventInput{Ref: "feature", WantChanges: true},
+			want: []string{"README"},
+		},
+		{
+			name: "across several commits", in: activities.ResolveEventInput{SHA: r.feature, Before: r.first, WantChanges: true},
+			want: []string{"README", "docs/guide.md", "src/app.go"},
+		},
+		{
+			name: "known by the trigger",
+			in:   activities.ResolveEventInput{SHA: r.second, Before: r.first, WantChanges: true, ChangedFiles: []string{"given.txt"}},
+			want: []string{"given.txt"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

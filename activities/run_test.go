@@ -259,10 +259,14 @@ func TestRunBuildRefusals(t *testing.T) {
 		want    string
 		claimed bool
 	}{
-		{name: "executor declines", decline: "exec-t is draining", typ: activities.ErrTypeDeclined,
-			want: "executor exec-t declined build app/main/7: exec-t is draining"},
-		{name: "build refuses the claim", refuse: errors.New("build collapsed into app/main/8"), typ: activities.ErrTypeSuperseded,
-			want: "build app/main/7 refused executor exec-t: build collapsed into app/main/8", claimed: true},
+		{
+			name: "executor declines", decline: "exec-t is draining", typ: activities.ErrTypeDeclined,
+			want: "executor exec-t declined build app/main/7: exec-t is draining",
+		},
+		{
+			name: "build refuses the claim", refuse: errors.New("build collapsed into app/main/8"), typ: activities.ErrTypeSuperseded,
+			want: "build app/main/7 refused executor exec-t: build collapsed into app/main/8", claimed: true,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -42,8 +42,10 @@ func newFakeAPI(t *testing.T, status int, body string) *fakeAPI {
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		data, _ := io.ReadAll(r.Body)
 		f.mu.Lock()
-		f.reqs = append(f.reqs, seen{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery,
-			Auth: r.Header.Get("Authorization"), ContentType: r.Header.Get("Content-Type"), Body: string(data)})
+		f.reqs = append(f.reqs, seen{
+			Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery,
+			Auth: r.Header.Get("Authorization"), ContentType: r.Header.Get("Content-Type"), Body: string(data),
+		})
 		f.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(f.status)
@@ -77,42 +79,70 @@ func TestClientPathsAreEscaped(t *testing.T) {
 		path   string
 		query  string
 	}{
-		{name: "get build", call: func(c *api.Client) error { _, err := c.GetBuild(ctx, "app/test/3"); return err },
-			method: http.MethodGet, path: "/api/v1/builds/app%2Ftest%2F3"},
-		{name: "get build with prefix", call: func(c *api.Client) error { _, err := c.GetBuild(ctx, "build/app/deploy@prod/3.2"); return err },
-			method: http.MethodGet, path: "/api/v1/builds/app%2Fdeploy@prod%2F3.2"},
-		{name: "cancel build", call: func(c *api.Client) error { return c.CancelBuild(ctx, "build/app/test/3") },
-			method: http.MethodPost, path: "/api/v1/builds/app%2Ftest%2F3/cancel"},
-		{name: "get pipeline", call: func(c *api.Client) error { _, err := c.GetPipeline(ctx, "a b/c"); return err },
-			method: http.MethodGet, path: "/api/v1/pipelines/a%20b%2Fc"},
-		{name: "delete pipeline", call: func(c *api.Client) error { return c.DeletePipeline(ctx, "app") },
-			method: http.MethodDelete, path: "/api/v1/pipelines/app"},
-		{name: "list events", call: func(c *api.Client) error { _, err := c.ListEvents(ctx, "app", 5); return err },
-			method: http.MethodGet, path: "/api/v1/pipelines/app/events", query: "limit=5"},
-		{name: "get event", call: func(c *api.Client) error { _, err := c.GetEvent(ctx, "event/app/12"); return err },
-			method: http.MethodGet, path: "/api/v1/events/app/12"},
-		{name: "cancel event", call: func(c *api.Client) error { return c.CancelEvent(ctx, "app/12") },
-			method: http.MethodPost, path: "/api/v1/events/app/12/cancel"},
+		{
+			name: "get build", call: func(c *api.Client) error { _, err := c.GetBuild(ctx, "app/test/3"); return err },
+			method: http.MethodGet, path: "/api/v1/builds/app%2Ftest%2F3",
+		},
+		{
+			name: "get build with prefix", call: func(c *api.Client) error { _, err := c.GetBuild(ctx, "build/app/deploy@prod/3.2"); return err },
+			method: http.MethodGet, path: "/api/v1/builds/app%2Fdeploy@prod%2F3.2",
+		},
+		{
+			name: "cancel build", call: func(c *api.Client) error { return c.CancelBuild(ctx, "build/app/test/3") },
+			method: http.MethodPost, path: "/api/v1/builds/app%2Ftest%2F3/cancel",
+		},
+		{
+			name: "get pipeline", call: func(c *api.Client) error { _, err := c.GetPipeline(ctx, "a b/c"); return err },
+			method: http.MethodGet, path: "/api/v1/pipelines/a%20b%2Fc",
+		},
+		{
+			name: "delete pipeline", call: func(c *api.Client) error { return c.DeletePipeline(ctx, "app") },
+			method: http.MethodDelete, path: "/api/v1/pipelines/app",
+		},
+		{
+			name: "list events", call: func(c *api.Client) error { _, err := c.ListEvents(ctx, "app", 5); return err },
+			method: http.MethodGet, path: "/api/v1/pipelines/app/events", query: "limit=5",
+		},
+		{
+			name: "get event", call: func(c *api.Client) error { _, err := c.GetEvent(ctx, "event/app/12"); return err },
+			method: http.MethodGet, path: "/api/v1/events/app/12",
+		},
+		{
+			name: "cancel event", call: func(c *api.Client) error { return c.CancelEvent(ctx, "app/12") },
+			method: http.MethodPost, path: "/api/v1/events/app/12/cancel",
+		},
 		{name: "restart event", call: func(c *api.Client) error {
 			_, err := c.RestartEvent(ctx, "app/12", api.RestartEventRequest{From: "test"})
 			return err
 		}, method: http.MethodPost, path: "/api/v1/events/app/12/restart"},
-		{name: "log steps", call: func(c *api.Client) error { _, err := c.LogSteps(ctx, "app/test/3/1"); return err },
-			method: http.MethodGet, path: "/api/v1/builds/app%2Ftest%2F3%2F1/logs"},
-		{name: "read log", call: func(c *api.Client) error { _, err := c.ReadLog(ctx, "app/test/3/1", "make test", 10, 0); return err },
-			method: http.MethodGet, path: "/api/v1/builds/app%2Ftest%2F3%2F1/logs/make%20test", query: "offset=10&length=0"},
-		{name: "queue status", call: func(c *api.Client) error { _, err := c.QueueStatus(ctx, "gpu"); return err },
-			method: http.MethodGet, path: "/api/v1/queues/gpu/status"},
+		{
+			name: "log steps", call: func(c *api.Client) error { _, err := c.LogSteps(ctx, "app/test/3/1"); return err },
+			method: http.MethodGet, path: "/api/v1/builds/app%2Ftest%2F3%2F1/logs",
+		},
+		{
+			name: "read log", call: func(c *api.Client) error { _, err := c.ReadLog(ctx, "app/test/3/1", "make test", 10, 0); return err },
+			method: http.MethodGet, path: "/api/v1/builds/app%2Ftest%2F3%2F1/logs/make%20test", query: "offset=10&length=0",
+		},
+		{
+			name: "queue status", call: func(c *api.Client) error { _, err := c.QueueStatus(ctx, "gpu"); return err },
+			method: http.MethodGet, path: "/api/v1/queues/gpu/status",
+		},
 		{name: "update queue", call: func(c *api.Client) error {
 			_, err := c.UpdateQueue(ctx, api.QueueRequest{Name: "g/pu", Rules: []string{"run-on=any"}})
 			return err
 		}, method: http.MethodPut, path: "/api/v1/queues/g%2Fpu"},
-		{name: "delete queue", call: func(c *api.Client) error { return c.DeleteQueue(ctx, "gpu") },
-			method: http.MethodDelete, path: "/api/v1/queues/gpu"},
-		{name: "executor action", call: func(c *api.Client) error { _, err := c.ExecutorAction(ctx, "exec/a", "drain"); return err },
-			method: http.MethodPost, path: "/api/v1/executors/exec%2Fa/drain"},
-		{name: "schedule action", call: func(c *api.Client) error { return c.ScheduleAction(ctx, "app", "nightly build", "pause") },
-			method: http.MethodPost, path: "/api/v1/pipelines/app/jobs/nightly%20build/schedule/pause"},
+		{
+			name: "delete queue", call: func(c *api.Client) error { return c.DeleteQueue(ctx, "gpu") },
+			method: http.MethodDelete, path: "/api/v1/queues/gpu",
+		},
+		{
+			name: "executor action", call: func(c *api.Client) error { _, err := c.ExecutorAction(ctx, "exec/a", "drain"); return err },
+			method: http.MethodPost, path: "/api/v1/executors/exec%2Fa/drain",
+		},
+		{
+			name: "schedule action", call: func(c *api.Client) error { return c.ScheduleAction(ctx, "app", "nightly build", "pause") },
+			method: http.MethodPost, path: "/api/v1/pipelines/app/jobs/nightly%20build/schedule/pause",
+		},
 		{name: "list builds", call: func(c *api.Client) error {
 			_, err := c.ListBuilds(ctx, api.BuildFilter{Pipeline: "app", Job: "a&b", Status: workflows.StatusFailure, Limit: 3})
 			return err
@@ -169,8 +199,10 @@ func TestClientSendsBodyAndToken(t *testing.T) {
 func TestClientDecodesResponses(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-	want := api.Build{ID: "app/test/3", Pipeline: "app", Job: "test", Event: "app/3", Status: workflows.StatusRunning,
-		Queue: "default", Executor: "exec-a", Attempts: 1, StartTime: start, LogKey: "app/test/3/1"}
+	want := api.Build{
+		ID: "app/test/3", Pipeline: "app", Job: "test", Event: "app/3", Status: workflows.StatusRunning,
+		Queue: "default", Executor: "exec-a", Attempts: 1, StartTime: start, LogKey: "app/test/3/1",
+	}
 	data, err := json.Marshal(want)
 	require.NoError(t, err)
 	f := newFakeAPI(t, http.StatusOK, string(data))
@@ -194,8 +226,10 @@ func TestClientErrors(t *testing.T) {
 		want     string
 		notFound bool
 	}{
-		{name: "json error body", status: http.StatusBadRequest, body: `{"error": "invalid request: sha \"x\": want 4 to 64 hex digits"}`,
-			want: `invalid request: sha "x": want 4 to 64 hex digits`},
+		{
+			name: "json error body", status: http.StatusBadRequest, body: `{"error": "invalid request: sha \"x\": want 4 to 64 hex digits"}`,
+			want: `invalid request: sha "x": want 4 to 64 hex digits`,
+		},
 		{name: "not found", status: http.StatusNotFound, body: `{"error": "not found: pipeline app"}`, want: "not found: pipeline app", notFound: true},
 		{name: "forbidden", status: http.StatusForbidden, body: `{"error": "user \"bob\" may not define queues"}`, want: `user "bob" may not define queues`},
 		{name: "not json", status: http.StatusBadGateway, body: `<html>bad gateway</html>`, want: "GET /api/v1/pipelines/app: 502 Bad Gateway"},

@@ -390,8 +390,10 @@ func (h *handler) listBuilds(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	f := BuildFilter{Pipeline: q.Get("pipeline"), Job: q.Get("job"), Event: q.Get("event"), Queue: q.Get("queue"),
-		Status: workflows.Status(strings.ToUpper(q.Get("status"))), Limit: limit}
+	f := BuildFilter{
+		Pipeline: q.Get("pipeline"), Job: q.Get("job"), Event: q.Get("event"), Queue: q.Get("queue"),
+		Status: workflows.Status(strings.ToUpper(q.Get("status"))), Limit: limit,
+	}
 	bs, err := h.svc.ListBuilds(r.Context(), f)
 	if err != nil {
 		h.fail(w, r, err)

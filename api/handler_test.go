@@ -37,11 +37,15 @@ func TestReadyz(t *testing.T) {
 		want   map[string]string
 	}{
 		{name: "no readiness check", status: http.StatusOK, want: map[string]string{"status": "ready"}},
-		{name: "temporal answers", ready: func(context.Context) error { return nil }, status: http.StatusOK,
-			want: map[string]string{"status": "ready"}},
-		{name: "temporal unavailable", ready: func(context.Context) error { return errors.New("dial tcp 127.0.0.1:7233: connection refused") },
+		{
+			name: "temporal answers", ready: func(context.Context) error { return nil }, status: http.StatusOK,
+			want: map[string]string{"status": "ready"},
+		},
+		{
+			name: "temporal unavailable", ready: func(context.Context) error { return errors.New("dial tcp 127.0.0.1:7233: connection refused") },
 			status: http.StatusServiceUnavailable,
-			want:   map[string]string{"status": "unavailable", "error": "dial tcp 127.0.0.1:7233: connection refused"}},
+			want:   map[string]string{"status": "unavailable", "error": "dial tcp 127.0.0.1:7233: connection refused"},
+		},
 		{name: "check has a deadline", ready: func(ctx context.Context) error {
 			if _, ok := ctx.Deadline(); !ok {
 				return errors.New("no deadline")
@@ -131,20 +135,34 @@ func TestBadJSONNamesTheField(t *testing.T) {
 	tests := []struct {
 		name, method, path, body, want string
 	}{
-		{name: "pipeline repo a number", method: http.MethodPost, path: "/api/v1/pipelines",
-			body: `{"name": "app", "repo": 5}`, want: `request body: field "repo": want string, got number`},
-		{name: "event pr a string", method: http.MethodPost, path: "/api/v1/pipelines/app/events",
-			body: `{"pr": "12"}`, want: `request body: field "pr": want int, got string`},
-		{name: "event force a string", method: http.MethodPost, path: "/api/v1/pipelines/app/events",
-			body: `{"force": "yes"}`, want: `request body: field "force": want bool, got string`},
-		{name: "queue rules a string", method: http.MethodPost, path: "/api/v1/queues",
-			body: `{"name": "gpu", "rules": "run-on=any"}`, want: `request body: field "rules": want []string, got string`},
-		{name: "restart from a number", method: http.MethodPost, path: "/api/v1/events/app/3/restart",
-			body: `{"from": 1}`, want: `request body: field "from": want string, got number`},
-		{name: "patch branch an object", method: http.MethodPatch, path: "/api/v1/pipelines/app",
-			body: `{"branch": {}}`, want: `request body: field "branch": want string, got object`},
-		{name: "unknown field among known ones", method: http.MethodPost, path: "/api/v1/pipelines",
-			body: `{"name": "app", "repo": "/src", "brnach": "main"}`, want: `request body: unknown field "brnach"`},
+		{
+			name: "pipeline repo a number", method: http.MethodPost, path: "/api/v1/pipelines",
+			body: `{"name": "app", "repo": 5}`, want: `request body: field "repo": want string, got number`,
+		},
+		{
+			name: "event pr a string", method: http.MethodPost, path: "/api/v1/pipelines/app/events",
+			body: `{"pr": "12"}`, want: `request body: field "pr": want int, got string`,
+		},
+		{
+			name: "event force a string", method: http.MethodPost, path: "/api/v1/pipelines/app/events",
+			body: `{"force": "yes"}`, want: `request body: field "force": want bool, got string`,
+		},
+		{
+			name: "queue rules a string", method: http.MethodPost, path: "/api/v1/queues",
+			body: `{"name": "gpu", "rules": "run-on=any"}`, want: `request body: field "rules": want []string, got string`,
+		},
+		{
+			name: "restart from a number", method: http.MethodPost, path: "/api/v1/events/app/3/restart",
+			body: `{"from": 1}`, want: `request body: field "from": want string, got number`,
+		},
+		{
+			name: "patch branch an object", method: http.MethodPatch, path: "/api/v1/pipelines/app",
+			body: `{"branch": {}}`, want: `request body: field "branch": want string, got object`,
+		},
+		{
+			name: "unknown field among known ones", method: http.MethodPost, path: "/api/v1/pipelines",
+			body: `{"name": "app", "repo": "/src", "brnach": "main"}`, want: `request body: unknown field "brnach"`,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -293,8 +311,10 @@ func TestStartEventReachesThePipeline(t *testing.T) {
 				got = o.Args[0].(workflows.StartEventRequest)
 				return workflows.StartEventResult{Event: workflows.EventRef{Pipeline: "app", Number: 4}}, nil
 			})
-			h := newHandler(t, api.Deps{Service: newService(t, tc),
-				Authenticate: func(*http.Request) (queue.Identity, error) { return alice, nil }})
+			h := newHandler(t, api.Deps{
+				Service:      newService(t, tc),
+				Authenticate: func(*http.Request) (queue.Identity, error) { return alice, nil },
+			})
 			ev := decodeBody[api.EventStarted](t, call(t, h, http.MethodPost, "/api/v1/pipelines/app/events", tt.body, nil), http.StatusCreated)
 			require.Equal(t, api.EventStarted{ID: "app/4", Pipeline: "app", Number: 4}, ev)
 			require.Equal(t, tt.want, got.Trigger)
@@ -346,22 +366,36 @@ func TestQueueDefinitionsReportEveryProblem(t *testing.T) {
 		name, method, path, body string
 		want                     []string
 	}{
-		{name: "no rules", method: http.MethodPost, path: "/api/v1/queues", body: `{"name": "gpu"}`,
-			want: []string{`queue "gpu": rules: at least one rule is required`}},
-		{name: "empty rule list", method: http.MethodPut, path: "/api/v1/queues/gpu", body: `{"rules": []}`,
-			want: []string{`queue "gpu": rules: at least one rule is required`}},
-		{name: "every bad rule", method: http.MethodPost, path: "/api/v1/queues",
+		{
+			name: "no rules", method: http.MethodPost, path: "/api/v1/queues", body: `{"name": "gpu"}`,
+			want: []string{`queue "gpu": rules: at least one rule is required`},
+		},
+		{
+			name: "empty rule list", method: http.MethodPut, path: "/api/v1/queues/gpu", body: `{"rules": []}`,
+			want: []string{`queue "gpu": rules: at least one rule is required`},
+		},
+		{
+			name: "every bad rule", method: http.MethodPost, path: "/api/v1/queues",
 			body: `{"name": "gpu", "rules": ["run-on=executors", "run-on=moon", "max-parallel=2", "run-on=any,max-parallel=lots,min-gap=soon"]}`,
-			want: []string{`rule 2 ("run-on=moon")`, `rule 3 ("max-parallel=2")`, `rule 4 ("run-on=any,max-parallel=lots,min-gap=soon")`, "max-parallel", "min-gap"}},
-		{name: "bad rule on update", method: http.MethodPut, path: "/api/v1/queues/gpu", body: `{"rules": ["run-on=nowhere"]}`,
-			want: []string{`queue "gpu"`, `rule 1 ("run-on=nowhere")`}},
-		{name: "bad queue name", method: http.MethodPost, path: "/api/v1/queues", body: `{"name": "GPU queue!", "rules": ["run-on=any"]}`,
-			want: []string{`GPU queue!`}},
-		{name: "empty and repeated roles", method: http.MethodPost, path: "/api/v1/queues",
+			want: []string{`rule 2 ("run-on=moon")`, `rule 3 ("max-parallel=2")`, `rule 4 ("run-on=any,max-parallel=lots,min-gap=soon")`, "max-parallel", "min-gap"},
+		},
+		{
+			name: "bad rule on update", method: http.MethodPut, path: "/api/v1/queues/gpu", body: `{"rules": ["run-on=nowhere"]}`,
+			want: []string{`queue "gpu"`, `rule 1 ("run-on=nowhere")`},
+		},
+		{
+			name: "bad queue name", method: http.MethodPost, path: "/api/v1/queues", body: `{"name": "GPU queue!", "rules": ["run-on=any"]}`,
+			want: []string{`GPU queue!`},
+		},
+		{
+			name: "empty and repeated roles", method: http.MethodPost, path: "/api/v1/queues",
 			body: `{"name": "gpu", "rules": ["run-on=any"], "use_roles": ["dev", "", "dev"]}`,
-			want: []string{"use role 2 is empty", `use role "dev" is listed twice`}},
-		{name: "rename through update", method: http.MethodPut, path: "/api/v1/queues/gpu", body: `{"name": "cpu", "rules": ["run-on=any"]}`,
-			want: []string{`name "cpu" in the body differs from "gpu" in the path; queues cannot be renamed`}},
+			want: []string{"use role 2 is empty", `use role "dev" is listed twice`},
+		},
+		{
+			name: "rename through update", method: http.MethodPut, path: "/api/v1/queues/gpu", body: `{"name": "cpu", "rules": ["run-on=any"]}`,
+			want: []string{`name "cpu" in the body differs from "gpu" in the path; queues cannot be renamed`},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -384,15 +418,23 @@ func TestQueuePermissions(t *testing.T) {
 		who                      queue.Identity
 		want                     string
 	}{
-		{name: "create", method: http.MethodPost, path: "/api/v1/queues", body: `{"name": "gpu", "rules": ["run-on=any"]}`,
-			who: bob, want: `user "bob" may not define queues: missing privilege "define-queues"`},
-		{name: "create with bad rules still forbidden", method: http.MethodPost, path: "/api/v1/queues", body: `{"name": "gpu", "rules": ["nonsense"]}`,
-			who: bob, want: `missing privilege "define-queues"`},
-		{name: "update", method: http.MethodPut, path: "/api/v1/queues/default", body: `{"rules": ["run-on=any"]}`,
-			who: bob, want: `user "bob" may not define queues`},
+		{
+			name: "create", method: http.MethodPost, path: "/api/v1/queues", body: `{"name": "gpu", "rules": ["run-on=any"]}`,
+			who: bob, want: `user "bob" may not define queues: missing privilege "define-queues"`,
+		},
+		{
+			name: "create with bad rules still forbidden", method: http.MethodPost, path: "/api/v1/queues", body: `{"name": "gpu", "rules": ["nonsense"]}`,
+			who: bob, want: `missing privilege "define-queues"`,
+		},
+		{
+			name: "update", method: http.MethodPut, path: "/api/v1/queues/default", body: `{"rules": ["run-on=any"]}`,
+			who: bob, want: `user "bob" may not define queues`,
+		},
 		{name: "delete", method: http.MethodDelete, path: "/api/v1/queues/gpu", who: bob, want: `user "bob" may not define queues`},
-		{name: "anonymous create", method: http.MethodPost, path: "/api/v1/queues", body: `{"name": "gpu", "rules": ["run-on=any"]}`,
-			who: anonymous, want: "anonymous user may not define queues"},
+		{
+			name: "anonymous create", method: http.MethodPost, path: "/api/v1/queues", body: `{"name": "gpu", "rules": ["run-on=any"]}`,
+			who: anonymous, want: "anonymous user may not define queues",
+		},
 		{name: "anonymous delete", method: http.MethodDelete, path: "/api/v1/queues/gpu", who: anonymous, want: "anonymous user may not define queues"},
 	}
 	for _, tt := range tests {
@@ -431,12 +473,18 @@ func TestExecutorActions(t *testing.T) {
 		want   string
 		state  string
 	}{
-		{name: "without manage-executors", who: bob, path: "/api/v1/executors/exec-a/drain", status: http.StatusForbidden,
-			want: `user "bob" lacks the manage-executors privilege`},
-		{name: "anonymous", who: queue.Identity{}, path: "/api/v1/executors/exec-a/deactivate", status: http.StatusForbidden,
-			want: "lacks the manage-executors privilege"},
-		{name: "unknown executor", who: admin, path: "/api/v1/executors/exec-z/activate", status: http.StatusNotFound,
-			want: "no such member: exec-z"},
+		{
+			name: "without manage-executors", who: bob, path: "/api/v1/executors/exec-a/drain", status: http.StatusForbidden,
+			want: `user "bob" lacks the manage-executors privilege`,
+		},
+		{
+			name: "anonymous", who: queue.Identity{}, path: "/api/v1/executors/exec-a/deactivate", status: http.StatusForbidden,
+			want: "lacks the manage-executors privilege",
+		},
+		{
+			name: "unknown executor", who: admin, path: "/api/v1/executors/exec-z/activate", status: http.StatusNotFound,
+			want: "no such member: exec-z",
+		},
 		{name: "drain", who: admin, path: "/api/v1/executors/exec-a/drain", status: http.StatusOK, state: "draining"},
 		{name: "deactivate", who: admin, path: "/api/v1/executors/exec-a/deactivate", status: http.StatusOK, state: "inactive"},
 		{name: "activate", who: admin, path: "/api/v1/executors/exec-a/activate", status: http.StatusOK, state: "active"},
@@ -446,8 +494,10 @@ func TestExecutorActions(t *testing.T) {
 			t.Parallel()
 			tc := newMockClient(t)
 			onUpdate(t, tc, workflows.RegistryID, workflows.UpdateSetMemberState, registryMemberState)
-			h := newHandler(t, api.Deps{Service: newService(t, tc),
-				Authenticate: func(*http.Request) (queue.Identity, error) { return tt.who, nil }})
+			h := newHandler(t, api.Deps{
+				Service:      newService(t, tc),
+				Authenticate: func(*http.Request) (queue.Identity, error) { return tt.who, nil },
+			})
 			rec := call(t, h, http.MethodPost, tt.path, "", nil)
 			if tt.status != http.StatusOK {
 				require.Contains(t, errorOf(t, rec, tt.status), tt.want)

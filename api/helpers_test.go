@@ -41,8 +41,10 @@ func newHandler(t *testing.T, deps api.Deps) http.Handler {
 // newService returns a Service over c (nil: no Temporal at all).
 func newService(t *testing.T, c client.Client) *api.Service {
 	t.Helper()
-	return &api.Service{Client: c, Namespace: "default", Liveness: 15 * time.Second,
-		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return testNow }}
+	return &api.Service{
+		Client: c, Namespace: "default", Liveness: 15 * time.Second,
+		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return testNow },
+	}
 }
 
 // newMockClient returns a Temporal client mock that fails the test on

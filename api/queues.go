@@ -46,8 +46,10 @@ func (s *Service) requireQueue(ctx context.Context, name string) error {
 
 func (s *Service) queueView(q queue.Queue, members []queue.Member, now time.Time) Queue {
 	plan := queue.Evaluate(q, members, now, s.Liveness)
-	v := Queue{Name: q.Name, Description: q.Description, UseRoles: q.UseRoles, ActiveRule: plan.RuleIndex,
-		Why: plan.Why, Slots: plan.Slots, Busy: plan.Busy}
+	v := Queue{
+		Name: q.Name, Description: q.Description, UseRoles: q.UseRoles, ActiveRule: plan.RuleIndex,
+		Why: plan.Why, Slots: plan.Slots, Busy: plan.Busy,
+	}
 	for _, r := range q.Rules {
 		v.Rules = append(v.Rules, r.String())
 	}
@@ -167,8 +169,10 @@ func (s *Service) QueueStatus(ctx context.Context, name string) (QueueStatus, er
 		if slots == 0 && used == 0 && !m.Live(now, s.Liveness) {
 			continue
 		}
-		st.Members = append(st.Members, QueueMember{Name: m.Name, Role: string(m.Role), State: string(m.State),
-			Live: m.Live(now, s.Liveness), Used: used, Slots: slots, Free: max(0, slots-used)})
+		st.Members = append(st.Members, QueueMember{
+			Name: m.Name, Role: string(m.Role), State: string(m.State),
+			Live: m.Live(now, s.Liveness), Used: used, Slots: slots, Free: max(0, slots-used),
+		})
 	}
 	sort.Slice(st.Members, func(i, j int) bool { return st.Members[i].Name < st.Members[j].Name })
 	base := fmt.Sprintf("WorkflowType = 'BuildWorkflow' AND ExecutionStatus = 'Running' AND %s = %s", workflows.SAQueue.GetName(), quote(name))

@@ -174,8 +174,10 @@ func (s *Service) CreatePipeline(ctx context.Context, id queue.Identity, req Cre
 	if err != nil {
 		return Pipeline{}, err
 	}
-	cfg := workflows.PipelineConfig{Name: req.Name, Repo: req.Repo, Branch: req.Branch, Queue: req.Queue,
-		Dispatch: s.Dispatch, Creator: id.User, CreatedAt: s.now().UTC()}
+	cfg := workflows.PipelineConfig{
+		Name: req.Name, Repo: req.Repo, Branch: req.Branch, Queue: req.Queue,
+		Dispatch: s.Dispatch, Creator: id.User, CreatedAt: s.now().UTC(),
+	}
 	_, err = s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       workflows.PipelineWorkflowID(req.Name),
 		TaskQueue:                workflows.ControllerTaskQueue,
@@ -236,9 +238,11 @@ func (s *Service) GetPipeline(ctx context.Context, name string) (Pipeline, error
 	if err := v.Get(&info); err != nil {
 		return Pipeline{}, fmt.Errorf("decode pipeline %s: %w", name, err)
 	}
-	p := Pipeline{Name: info.Config.Name, Repo: info.Config.Repo, RepoKind: scm.Kind(info.Config.Repo), Branch: info.Config.Branch,
+	p := Pipeline{
+		Name: info.Config.Name, Repo: info.Config.Repo, RepoKind: scm.Kind(info.Config.Repo), Branch: info.Config.Branch,
 		Queue: info.Config.Queue, Events: info.Events, LastSHA: info.LastSHA, Subscriptions: info.Subscriptions,
-		Periodic: info.Periodic, CreatedAt: info.Config.CreatedAt}
+		Periodic: info.Periodic, CreatedAt: info.Config.CreatedAt,
+	}
 	jobs := make([]string, 0, len(info.Lanes.Jobs))
 	for j := range info.Lanes.Jobs {
 		jobs = append(jobs, j)
@@ -430,9 +434,11 @@ func (s *Service) GetEvent(ctx context.Context, ref workflows.EventRef) (Event, 
 		}
 		return builds[i].ID < builds[j].ID
 	})
-	return Event{ID: ref.String(), Pipeline: ref.Pipeline, Number: ref.Number, SHA: st.SHA, Status: st.Status, Reason: st.Reason,
+	return Event{
+		ID: ref.String(), Pipeline: ref.Pipeline, Number: ref.Number, SHA: st.SHA, Status: st.Status, Reason: st.Reason,
 		Trigger: st.Trigger, StartFrom: st.StartFrom, Parent: st.Parent, Jobs: st.Jobs, Builds: builds,
-		Warnings: st.Warnings, StartTime: st.StartTime, EndTime: st.EndTime}, nil
+		Warnings: st.Warnings, StartTime: st.StartTime, EndTime: st.EndTime,
+	}, nil
 }
 
 // ListEvents lists a pipeline's most recent events.
@@ -451,9 +457,11 @@ func (s *Service) ListEvents(ctx context.Context, name string, limit int) ([]Eve
 			continue
 		}
 		sa := ex.GetSearchAttributes()
-		out = append(out, Event{ID: ref.String(), Pipeline: ref.Pipeline, Number: ref.Number,
+		out = append(out, Event{
+			ID: ref.String(), Pipeline: ref.Pipeline, Number: ref.Number,
 			SHA: saString(sa, workflows.SASHA.GetName()), Status: workflows.Status(saString(sa, workflows.SAStatus.GetName())),
-			StartTime: ex.GetStartTime().AsTime(), EndTime: closeTime(ex)})
+			StartTime: ex.GetStartTime().AsTime(), EndTime: closeTime(ex),
+		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Number > out[j].Number })
 	return out, nil
@@ -544,7 +552,8 @@ func buildFromVisibility(ex *workflowpb.WorkflowExecutionInfo) (Build, bool) {
 		return Build{}, false
 	}
 	sa := ex.GetSearchAttributes()
-	b := Build{ID: ref.String(), Pipeline: ref.Pipeline, Job: ref.Job, Event: ref.EventRef().String(),
+	b := Build{
+		ID: ref.String(), Pipeline: ref.Pipeline, Job: ref.Job, Event: ref.EventRef().String(),
 		Status:     workflows.Status(saString(sa, workflows.SAStatus.GetName())),
 		Queue:      saString(sa, workflows.SAQueue.GetName()),
 		Executor:   saString(sa, workflows.SAExecutor.GetName()),
@@ -591,10 +600,12 @@ func (s *Service) GetBuild(ctx context.Context, ref workflows.BuildRef) (Build, 
 		b.Status, b.Reason = workflows.StatusAborted, "build workflow ended without a result: "+err.Error()
 		return b, nil
 	}
-	b := Build{ID: st.ID, Pipeline: ref.Pipeline, Job: ref.Job, Event: ref.EventRef().String(), Status: st.Status,
+	b := Build{
+		ID: st.ID, Pipeline: ref.Pipeline, Job: ref.Job, Event: ref.EventRef().String(), Status: st.Status,
 		Reason: st.Reason, Queue: st.Queue, Priority: st.Priority, Executor: st.Executor, SHA: st.SHA,
 		Attempts: len(st.Attempts), CreateTime: st.CreateTime, QueuedTime: st.QueuedTime, StartTime: st.StartTime,
-		EndTime: st.EndTime, WaitUntil: st.WaitUntil, CollapsedInto: st.CollapsedInto, AttemptList: st.Attempts, Steps: st.Steps}
+		EndTime: st.EndTime, WaitUntil: st.WaitUntil, CollapsedInto: st.CollapsedInto, AttemptList: st.Attempts, Steps: st.Steps,
+	}
 	if n := len(st.Attempts); n > 0 {
 		b.LogKey = activities.LogKey(st.ID, st.Attempts[n-1].Number)
 	}

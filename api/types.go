@@ -172,8 +172,10 @@ type Executor struct {
 }
 
 func executorOf(m queue.Member, now time.Time, liveness time.Duration) Executor {
-	return Executor{Name: m.Name, Role: string(m.Role), Host: m.Host, Labels: m.Labels, Queues: m.Queues,
-		State: string(m.State), Live: m.Live(now, liveness), LastSeen: m.LastSeen, Running: m.Running}
+	return Executor{
+		Name: m.Name, Role: string(m.Role), Host: m.Host, Labels: m.Labels, Queues: m.Queues,
+		State: string(m.State), Live: m.Live(now, liveness), LastSeen: m.LastSeen, Running: m.Running,
+	}
 }
 
 // WebhookResult answers a webhook delivery.

@@ -56,30 +56,54 @@ func TestWebhookRefusals(t *testing.T) {
 		status   int
 		want     string
 	}{
-		{name: "github missing signature", provider: "github", secret: "s3cret", hdr: githubHeaders("push", ""), body: pushBody,
-			status: http.StatusUnauthorized, want: "X-Hub-Signature-256"},
-		{name: "github wrong signature", provider: "github", secret: "s3cret", hdr: githubHeaders("push", sign("other", pushBody)), body: pushBody,
-			status: http.StatusUnauthorized, want: "signature"},
-		{name: "github signature of another body", provider: "github", secret: "s3cret", hdr: githubHeaders("push", sign("s3cret", "{}")), body: pushBody,
-			status: http.StatusUnauthorized, want: "signature"},
-		{name: "github signature not hex", provider: "github", secret: "s3cret", hdr: githubHeaders("push", "sha256=zz"), body: pushBody,
-			status: http.StatusUnauthorized, want: "not hex"},
-		{name: "github malformed body", provider: "github", hdr: githubHeaders("push", ""), body: `{"ref": `,
-			status: http.StatusBadRequest, want: "github push"},
-		{name: "github signed malformed body", provider: "github", secret: "s3cret", hdr: githubHeaders("push", sign("s3cret", "not json")), body: "not json",
-			status: http.StatusBadRequest, want: "github push"},
-		{name: "github push without ref", provider: "github", hdr: githubHeaders("push", ""), body: `{"after": "` + pushSHA + `"}`,
-			status: http.StatusBadRequest, want: "ref"},
-		{name: "github missing event header", provider: "github", hdr: http.Header{}, body: pushBody,
-			status: http.StatusBadRequest, want: "X-GitHub-Event"},
-		{name: "gitlab wrong token", provider: "gitlab", secret: "tok", hdr: http.Header{"X-Gitlab-Event": {"Push Hook"}, "X-Gitlab-Token": {"nope"}},
-			body: gitlabPushBody, status: http.StatusUnauthorized, want: "X-Gitlab-Token"},
-		{name: "gitlab missing token", provider: "gitlab", secret: "tok", hdr: http.Header{"X-Gitlab-Event": {"Push Hook"}},
-			body: gitlabPushBody, status: http.StatusUnauthorized, want: "X-Gitlab-Token"},
-		{name: "gitlab malformed body", provider: "gitlab", hdr: http.Header{"X-Gitlab-Event": {"Push Hook"}}, body: `[`,
-			status: http.StatusBadRequest, want: "gitlab"},
-		{name: "gitlab missing event header", provider: "gitlab", hdr: http.Header{}, body: gitlabPushBody,
-			status: http.StatusBadRequest, want: "X-Gitlab-Event"},
+		{
+			name: "github missing signature", provider: "github", secret: "s3cret", hdr: githubHeaders("push", ""), body: pushBody,
+			status: http.StatusUnauthorized, want: "X-Hub-Signature-256",
+		},
+		{
+			name: "github wrong signature", provider: "github", secret: "s3cret", hdr: githubHeaders("push", sign("other", pushBody)), body: pushBody,
+			status: http.StatusUnauthorized, want: "signature",
+		},
+		{
+			name: "github signature of another body", provider: "github", secret: "s3cret", hdr: githubHeaders("push", sign("s3cret", "{}")), body: pushBody,
+			status: http.StatusUnauthorized, want: "signature",
+		},
+		{
+			name: "github signature not hex", provider: "github", secret: "s3cret", hdr: githubHeaders("push", "sha256=zz"), body: pushBody,
+			status: http.StatusUnauthorized, want: "not hex",
+		},
+		{
+			name: "github malformed body", provider: "github", hdr: githubHeaders("push", ""), body: `{"ref": `,
+			status: http.StatusBadRequest, want: "github push",
+		},
+		{
+			name: "github signed malformed body", provider: "github", secret: "s3cret", hdr: githubHeaders("push", sign("s3cret", "not json")), body: "not json",
+			status: http.StatusBadRequest, want: "github push",
+		},
+		{
+			name: "github push without ref", provider: "github", hdr: githubHeaders("push", ""), body: `{"after": "` + pushSHA + `"}`,
+			status: http.StatusBadRequest, want: "ref",
+		},
+		{
+			name: "github missing event header", provider: "github", hdr: http.Header{}, body: pushBody,
+			status: http.StatusBadRequest, want: "X-GitHub-Event",
+		},
+		{
+			name: "gitlab wrong token", provider: "gitlab", secret: "tok", hdr: http.Header{"X-Gitlab-Event": {"Push Hook"}, "X-Gitlab-Token": {"nope"}},
+			body: gitlabPushBody, status: http.StatusUnauthorized, want: "X-Gitlab-Token",
+		},
+		{
+			name: "gitlab missing token", provider: "gitlab", secret: "tok", hdr: http.Header{"X-Gitlab-Event": {"Push Hook"}},
+			body: gitlabPushBody, status: http.StatusUnauthorized, want: "X-Gitlab-Token",
+		},
+		{
+			name: "gitlab malformed body", provider: "gitlab", hdr: http.Header{"X-Gitlab-Event": {"Push Hook"}}, body: `[`,
+			status: http.StatusBadRequest, want: "gitlab",
+		},
+		{
+			name: "gitlab missing event header", provider: "gitlab", hdr: http.Header{}, body: gitlabPushBody,
+			status: http.StatusBadRequest, want: "X-Gitlab-Event",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -111,9 +135,11 @@ func TestWebhookIgnoredEvents(t *testing.T) {
 		{name: "github ping", provider: "github", hdr: githubHeaders("ping", ""), body: `{"zen": "Keep it logically awesome."}`, want: "github ping event"},
 		{name: "signed github ping", provider: "github", secret: "s3cret", hdr: githubHeaders("ping", sign("s3cret", `{"zen": "x"}`)), body: `{"zen": "x"}`, want: "ping"},
 		{name: "github issues", provider: "github", hdr: githubHeaders("issues", ""), body: `{}`, want: `github event "issues" is not handled`},
-		{name: "github branch deleted", provider: "github", hdr: githubHeaders("push", ""),
+		{
+			name: "github branch deleted", provider: "github", hdr: githubHeaders("push", ""),
 			body: `{"ref": "refs/heads/old", "after": "0000000000000000000000000000000000000000", "deleted": true, "repository": {"full_name": "acme/app"}}`,
-			want: "deletes refs/heads/old"},
+			want: "deletes refs/heads/old",
+		},
 		{name: "gitlab unknown event", provider: "gitlab", hdr: http.Header{"X-Gitlab-Event": {"Wiki Page Hook"}}, body: `{}`, want: "Wiki Page Hook"},
 	}
 	for _, tt := range tests {

@@ -37,12 +37,16 @@ func TestSettings(t *testing.T) {
 		wantErr string
 	}{
 		{name: "defaults", want: Settings{CollapseBuilds: true, Timeout: 90 * time.Minute, BlockedBySameJob: true, ManualStartEnabled: true, Priority: 3}},
-		{name: "bools as bools", lines: []string{"screwdriver.cd/collapseBuilds: false", "screwdriver.cd/blockedBySameJob: false", "screwdriver.cd/manualStartEnabled: false", "screwdriver.cd/virtualJob: true"},
+		{
+			name: "bools as bools", lines: []string{"screwdriver.cd/collapseBuilds: false", "screwdriver.cd/blockedBySameJob: false", "screwdriver.cd/manualStartEnabled: false", "screwdriver.cd/virtualJob: true"},
 			want: with(func(s *Settings) {
 				s.CollapseBuilds, s.BlockedBySameJob, s.ManualStartEnabled, s.VirtualJob = false, false, false, true
-			})},
-		{name: "bools as strings", lines: []string{`screwdriver.cd/collapseBuilds: "false"`, `screwdriver.cd/virtualJob: "TRUE"`},
-			want: with(func(s *Settings) { s.CollapseBuilds, s.VirtualJob = false, true })},
+			}),
+		},
+		{
+			name: "bools as strings", lines: []string{`screwdriver.cd/collapseBuilds: "false"`, `screwdriver.cd/virtualJob: "TRUE"`},
+			want: with(func(s *Settings) { s.CollapseBuilds, s.VirtualJob = false, true }),
+		},
 		{name: "timeout number", lines: []string{"screwdriver.cd/timeout: 30"}, want: with(func(s *Settings) { s.Timeout = 30 * time.Minute })},
 		{name: "timeout string", lines: []string{`screwdriver.cd/timeout: "120"`}, want: with(func(s *Settings) { s.Timeout = 2 * time.Hour })},
 		{name: "wait time", lines: []string{"screwdriver.cd/blockedBySameJobWaitTime: 5"}, want: with(func(s *Settings) { s.BlockedBySameJobWaitTime = 5 * time.Minute })},
@@ -50,8 +54,10 @@ func TestSettings(t *testing.T) {
 		{name: "delay", lines: []string{"sluice.dev/delay: 5m"}, want: with(func(s *Settings) { s.Delay = 5 * time.Minute })},
 		{name: "priority", lines: []string{"sluice.dev/priority: 1"}, want: with(func(s *Settings) { s.Priority = 1 })},
 		{name: "priority string", lines: []string{`sluice.dev/priority: "5"`}, want: with(func(s *Settings) { s.Priority = 5 })},
-		{name: "periodic", lines: []string{"screwdriver.cd/buildPeriodically: H 4 * * *"},
-			want: with(func(s *Settings) { s.BuildPeriodically, s.PeriodicCron = "H 4 * * *", mustExpand("H 4 * * *", "main") })},
+		{
+			name: "periodic", lines: []string{"screwdriver.cd/buildPeriodically: H 4 * * *"},
+			want: with(func(s *Settings) { s.BuildPeriodically, s.PeriodicCron = "H 4 * * *", mustExpand("H 4 * * *", "main") }),
+		},
 		{name: "bad bool", lines: []string{"screwdriver.cd/collapseBuilds: maybe"}, wantErr: `Job "main": annotation "screwdriver.cd/collapseBuilds" must be a boolean (true or false), got "maybe"`},
 		{name: "non-numeric timeout", lines: []string{"screwdriver.cd/timeout: soon"}, wantErr: `annotation "screwdriver.cd/timeout" must be a whole number of minutes between 1 and 1000000, got "soon"`},
 		{name: "zero timeout", lines: []string{"screwdriver.cd/timeout: 0"}, wantErr: `"screwdriver.cd/timeout" must be a whole number`},

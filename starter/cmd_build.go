@@ -227,8 +227,10 @@ each piece of log is a JSON line {"step","offset","text"}.`,
 			if a.output == "json" {
 				sink = &cliout.JSONSink{W: a.stdout}
 			}
-			f := &cliout.LogFollower{Build: argv[0], Source: src, Sink: sink, Step: step, Follow: follow,
-				Wait: func(ctx context.Context) error { return sleep(ctx, followInterval) }, FinalGrace: 6}
+			f := &cliout.LogFollower{
+				Build: argv[0], Source: src, Sink: sink, Step: step, Follow: follow,
+				Wait: func(ctx context.Context) error { return sleep(ctx, followInterval) }, FinalGrace: 6,
+			}
 			err := f.Run(cmd.Context())
 			if errors.Is(err, context.Canceled) {
 				return interrupted("stopped following logs")

@@ -58,7 +58,8 @@ stderr and exits 1.`,
 			}
 			ctx := cmd.Context()
 			started, err := a.client().StartEvent(ctx, argv[0], api.StartEventRequest{
-				SHA: s.SHA, Branch: s.Branch, Type: s.Type, Ref: s.Ref, PR: s.PR, StartFrom: s.StartFrom, Force: force})
+				SHA: s.SHA, Branch: s.Branch, Type: s.Type, Ref: s.Ref, PR: s.PR, StartFrom: s.StartFrom, Force: force,
+			})
 			if err != nil {
 				return err
 			}
@@ -124,15 +125,21 @@ func eventExit(ev api.Event) error {
 }
 
 func cliBuild(b api.Build) cliout.Build {
-	return cliout.Build{ID: b.ID, Job: b.Job, Status: string(b.Status), Reason: b.Reason, Queue: b.Queue,
-		Executor: b.Executor, Start: b.StartTime, End: b.EndTime}
+	return cliout.Build{
+		ID: b.ID, Job: b.Job, Status: string(b.Status), Reason: b.Reason, Queue: b.Queue,
+		Executor: b.Executor, Start: b.StartTime, End: b.EndTime,
+	}
 }
 
 func cliEvent(ev api.Event) cliout.Event {
-	out := cliout.Event{ID: ev.ID, Status: string(ev.Status), Reason: ev.Reason, SHA: ev.SHA,
-		Trigger: cliout.Trigger{Kind: string(ev.Trigger.Kind), Branch: ev.Trigger.Branch, Ref: ev.Trigger.Ref,
-			PR: ev.Trigger.PR, Remote: ev.Trigger.Remote, Sender: ev.Trigger.Sender},
-		StartFrom: ev.StartFrom, Parent: ev.Parent, Start: ev.StartTime, End: ev.EndTime, Warnings: ev.Warnings}
+	out := cliout.Event{
+		ID: ev.ID, Status: string(ev.Status), Reason: ev.Reason, SHA: ev.SHA,
+		Trigger: cliout.Trigger{
+			Kind: string(ev.Trigger.Kind), Branch: ev.Trigger.Branch, Ref: ev.Trigger.Ref,
+			PR: ev.Trigger.PR, Remote: ev.Trigger.Remote, Sender: ev.Trigger.Sender,
+		},
+		StartFrom: ev.StartFrom, Parent: ev.Parent, Start: ev.StartTime, End: ev.EndTime, Warnings: ev.Warnings,
+	}
 	for _, j := range ev.Jobs {
 		out.Jobs = append(out.Jobs, cliout.Job{Name: j.Job, Status: string(j.Status), Reason: j.Reason, Builds: j.Builds})
 	}

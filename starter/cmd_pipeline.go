@@ -19,8 +19,10 @@ import (
 
 // pipelineCommands are the pipeline subcommands that talk to the API.
 func (a *app) pipelineCommands() []*cobra.Command {
-	return []*cobra.Command{a.pipelineCreateCmd(), a.pipelineListCmd(), a.pipelineShowCmd(),
-		a.pipelineUpdateCmd(), a.pipelineDeleteCmd()}
+	return []*cobra.Command{
+		a.pipelineCreateCmd(), a.pipelineListCmd(), a.pipelineShowCmd(),
+		a.pipelineUpdateCmd(), a.pipelineDeleteCmd(),
+	}
 }
 
 // repoLocation makes a local --repo path absolute: the server resolves paths
@@ -60,7 +62,8 @@ absolute before it is sent (the server reads it on its own file system).
 				}
 			}
 			p, err := a.client().CreatePipeline(cmd.Context(), api.CreatePipelineRequest{
-				Name: argv[0], Repo: loc, Branch: branch, Queue: queueName})
+				Name: argv[0], Repo: loc, Branch: branch, Queue: queueName,
+			})
 			if err != nil {
 				return err
 			}

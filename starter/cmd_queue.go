@@ -58,8 +58,10 @@ queue to these roles (default: every authenticated user).
 			if err != nil {
 				return err
 			}
-			q, err := a.client().CreateQueue(cmd.Context(), api.QueueRequest{Name: name, Description: desc,
-				Rules: canon, UseRoles: cliout.Roles(roles)})
+			q, err := a.client().CreateQueue(cmd.Context(), api.QueueRequest{
+				Name: name, Description: desc,
+				Rules: canon, UseRoles: cliout.Roles(roles),
+			})
 			if err != nil {
 				return err
 			}
@@ -116,13 +118,17 @@ them: everyone may use the queue). Changes take effect without restarts.
 			if cur == nil {
 				return fmt.Errorf("queue %q does not exist (see sluice queue list)", name)
 			}
-			next, err := cliout.MergeQueue(cliout.QueueDef{Name: cur.Name, Description: cur.Description, Rules: cur.Rules,
-				UseRoles: cur.UseRoles}, ch)
+			next, err := cliout.MergeQueue(cliout.QueueDef{
+				Name: cur.Name, Description: cur.Description, Rules: cur.Rules,
+				UseRoles: cur.UseRoles,
+			}, ch)
 			if err != nil {
 				return err
 			}
-			q, err := c.UpdateQueue(cmd.Context(), api.QueueRequest{Name: next.Name, Description: next.Description,
-				Rules: next.Rules, UseRoles: next.UseRoles})
+			q, err := c.UpdateQueue(cmd.Context(), api.QueueRequest{
+				Name: next.Name, Description: next.Description,
+				Rules: next.Rules, UseRoles: next.UseRoles,
+			})
 			if err != nil {
 				return err
 			}

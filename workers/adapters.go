@@ -78,8 +78,10 @@ func (t Temporal) StartRemote(ctx context.Context, remote, fromEvent string) ([]
 		for _, ex := range resp.GetExecutions() {
 			name := strings.TrimPrefix(ex.GetExecution().GetWorkflowId(), "pipeline/")
 			res, err := StartEvent(ctx, t.Client, name, workflows.StartEventRequest{
-				Trigger: workflows.Trigger{Kind: workflows.TriggerRemote, Remote: remote, Sender: fromEvent,
-					DeliveryID: "remote:" + fromEvent + ":" + remote},
+				Trigger: workflows.Trigger{
+					Kind: workflows.TriggerRemote, Remote: remote, Sender: fromEvent,
+					DeliveryID: "remote:" + fromEvent + ":" + remote,
+				},
 				Creator: fromEvent,
 			})
 			if err != nil {

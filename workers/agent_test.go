@@ -97,19 +97,31 @@ func TestAgentAcceptingReasons(t *testing.T) {
 		why    string
 	}{
 		{name: "queue not served", ok: false, why: "exec-a does not serve queue gpu"},
-		{name: "inactive", view: &workflows.MemberView{State: queue.StateInactive, Slots: map[string]workflows.SlotGrant{"gpu": {Allowed: 2}}},
-			ok: false, why: "exec-a is inactive"},
-		{name: "draining", view: &workflows.MemberView{State: queue.StateDraining, Slots: map[string]workflows.SlotGrant{"gpu": {Allowed: 2}}},
-			ok: false, why: "exec-a is draining"},
-		{name: "no slots in the active rule", view: &workflows.MemberView{State: queue.StateActive,
-			Slots: map[string]workflows.SlotGrant{"gpu": {Allowed: 0, Why: "rule 1 (run-on=controller) is active: 1 live controller"}}},
-			ok: false, why: "exec-a is not in queue gpu's active rule: rule 1 (run-on=controller) is active: 1 live controller"},
+		{
+			name: "inactive", view: &workflows.MemberView{State: queue.StateInactive, Slots: map[string]workflows.SlotGrant{"gpu": {Allowed: 2}}},
+			ok: false, why: "exec-a is inactive",
+		},
+		{
+			name: "draining", view: &workflows.MemberView{State: queue.StateDraining, Slots: map[string]workflows.SlotGrant{"gpu": {Allowed: 2}}},
+			ok: false, why: "exec-a is draining",
+		},
+		{
+			name: "no slots in the active rule", view: &workflows.MemberView{
+				State: queue.StateActive,
+				Slots: map[string]workflows.SlotGrant{"gpu": {Allowed: 0, Why: "rule 1 (run-on=controller) is active: 1 live controller"}},
+			},
+			ok: false, why: "exec-a is not in queue gpu's active rule: rule 1 (run-on=controller) is active: 1 live controller",
+		},
 		{name: "slots and the registry agrees", worker: 2, member: &queue.Member{Name: "exec-a", State: queue.StateActive}, ok: true},
 		{name: "registry has no state yet", worker: 2, member: &queue.Member{Name: "exec-a"}, ok: true},
-		{name: "registry says deactivated", worker: 2, member: &queue.Member{Name: "exec-a", State: queue.StateInactive},
-			ok: false, why: "exec-a is inactive"},
-		{name: "registry says draining", worker: 2, member: &queue.Member{Name: "exec-a", State: queue.StateDraining},
-			ok: false, why: "exec-a is draining"},
+		{
+			name: "registry says deactivated", worker: 2, member: &queue.Member{Name: "exec-a", State: queue.StateInactive},
+			ok: false, why: "exec-a is inactive",
+		},
+		{
+			name: "registry says draining", worker: 2, member: &queue.Member{Name: "exec-a", State: queue.StateDraining},
+			ok: false, why: "exec-a is draining",
+		},
 		{name: "registry unreachable trusts the last heartbeat", worker: 2, qerr: errors.New("connection refused"), ok: true},
 	}
 	for _, tt := range tests {

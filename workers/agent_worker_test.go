@@ -72,8 +72,10 @@ func setupFrontend(t *testing.T) (*frontend, client.Client) {
 	workflowservice.RegisterWorkflowServiceServer(srv, f)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
-	c, err := client.NewLazyClient(client.Options{HostPort: lis.Addr().String(), Namespace: "default",
-		Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	c, err := client.NewLazyClient(client.Options{
+		HostPort: lis.Addr().String(), Namespace: "default",
+		Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+	})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	return f, c
@@ -82,8 +84,10 @@ func setupFrontend(t *testing.T) (*frontend, client.Client) {
 func TestAgentApplyStartsAndStopsQueueWorkers(t *testing.T) {
 	t.Parallel()
 	f, c := setupFrontend(t)
-	ag := NewAgent(AgentOptions{Client: c, Member: queue.Member{Name: "exec-a", Role: queue.RoleExecutor},
-		Activities: &activities.Activities{}, Logger: slog.New(slog.DiscardHandler)})
+	ag := NewAgent(AgentOptions{
+		Client: c, Member: queue.Member{Name: "exec-a", Role: queue.RoleExecutor},
+		Activities: &activities.Activities{}, Logger: slog.New(slog.DiscardHandler),
+	})
 	t.Cleanup(ag.stop)
 	tq := workflows.QueueTaskQueue("gpu")
 
@@ -120,8 +124,10 @@ func waitPolls(t *testing.T, f *frontend, tq string, n int) {
 func TestAgentQueueWorkersFollowTheView(t *testing.T) {
 	t.Parallel()
 	f, c := setupFrontend(t)
-	ag := NewAgent(AgentOptions{Client: c, Member: queue.Member{Name: "exec-b", Role: queue.RoleExecutor},
-		Activities: &activities.Activities{}, Logger: slog.New(slog.DiscardHandler)})
+	ag := NewAgent(AgentOptions{
+		Client: c, Member: queue.Member{Name: "exec-b", Role: queue.RoleExecutor},
+		Activities: &activities.Activities{}, Logger: slog.New(slog.DiscardHandler),
+	})
 	t.Cleanup(ag.stop)
 	gpu, cpu := workflows.QueueTaskQueue("gpu"), workflows.QueueTaskQueue("cpu")
 	view := func(state queue.MemberState, gpuSlots, cpuSlots int) workflows.MemberView {

@@ -114,8 +114,10 @@ func RunExecutor(ctx context.Context, o Options) error {
 	}
 	agent := NewAgent(AgentOptions{
 		Client: o.Client,
-		Member: queue.Member{Name: o.Name, Role: queue.RoleExecutor, Host: hostname(),
-			Labels: o.Config.ExecutorLabels, Queues: o.Config.ExecutorQueues},
+		Member: queue.Member{
+			Name: o.Name, Role: queue.RoleExecutor, Host: hostname(),
+			Labels: o.Config.ExecutorLabels, Queues: o.Config.ExecutorQueues,
+		},
 		Interval:   o.Config.MemberHeartbeat,
 		Activities: o.activities(),
 		Logger:     o.Logger,

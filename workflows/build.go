@@ -291,9 +291,11 @@ func (b *build) setStatus(ctx workflow.Context, s Status, reason string, until t
 
 // summary is the memo form of the build's record.
 func (b *build) summary() BuildSummary {
-	return BuildSummary{Reason: b.state.Reason, Executor: b.state.Executor, Attempts: len(b.state.Attempts),
+	return BuildSummary{
+		Reason: b.state.Reason, Executor: b.state.Executor, Attempts: len(b.state.Attempts),
 		QueuedTime: b.state.QueuedTime, StartTime: b.state.StartTime, EndTime: b.state.EndTime,
-		WaitUntil: b.state.WaitUntil, CollapsedInto: b.state.CollapsedInto}
+		WaitUntil: b.state.WaitUntil, CollapsedInto: b.state.CollapsedInto,
+	}
 }
 
 // finish records the outcome and frees the build's place in its lane.

@@ -61,8 +61,10 @@ type jobRun struct {
 // job stops its downstream jobs, and each of them says why.
 func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 	e := &eventRun{in: in, jobs: map[string]*jobRun{}, succeeded: map[string]bool{}}
-	e.state = EventState{Event: in.Event, Status: StatusRunning, Trigger: in.Trigger, StartFrom: in.StartFrom,
-		Parent: in.Parent, StartTime: workflow.Now(ctx), SHA: in.Trigger.SHA}
+	e.state = EventState{
+		Event: in.Event, Status: StatusRunning, Trigger: in.Trigger, StartFrom: in.StartFrom,
+		Parent: in.Parent, StartTime: workflow.Now(ctx), SHA: in.Trigger.SHA,
+	}
 	if err := workflow.SetQueryHandler(ctx, QueryEvent, func() (EventState, error) { return e.snapshot(), nil }); err != nil {
 		return e.state, fmt.Errorf("register event query: %w", err)
 	}

@@ -583,16 +583,20 @@ jobs:
 			trigger: Trigger{Kind: TriggerCommit, Branch: "main", Before: "b4"},
 			changed: []string{"api/main.go", "web/docs/index.md"},
 			wantRan: []string{"api", "all"},
-			wantResolve: activities.ResolveEventInput{Pipeline: "app", Repo: "/src/app", Ref: "main", Before: "b4",
-				WantChanges: true},
+			wantResolve: activities.ResolveEventInput{
+				Pipeline: "app", Repo: "/src/app", Ref: "main", Before: "b4",
+				WantChanges: true,
+			},
 		},
 		{
 			name:    "commit touching the web",
 			trigger: Trigger{Kind: TriggerCommit, Branch: "main", ChangedFiles: []string{"web/app.js"}},
 			changed: []string{"web/app.js"},
 			wantRan: []string{"web", "all"},
-			wantResolve: activities.ResolveEventInput{Pipeline: "app", Repo: "/src/app", Ref: "main",
-				ChangedFiles: []string{"web/app.js"}, WantChanges: true},
+			wantResolve: activities.ResolveEventInput{
+				Pipeline: "app", Repo: "/src/app", Ref: "main",
+				ChangedFiles: []string{"web/app.js"}, WantChanges: true,
+			},
 		},
 		{
 			name:        "commit on another branch",
@@ -685,8 +689,10 @@ jobs:
 		Image: "golang:1.26", Steps: []pipeline.Command{{Name: "test", Command: "go test"}},
 		Environment: map[string]string{"GO": "1.26"}, Timeout: 15 * time.Minute,
 		Dispatch: Dispatch{HeartbeatTimeout: time.Minute, MaxAttempts: 7},
-		Lane: LaneRequest{Build: ref, Collapse: false, BlockedBySameJob: false, BlockedBy: []string{"~lint"},
-			FreezeWindows: []string{"* 0-6 ? * *"}, Delay: 5 * time.Minute, Force: true},
+		Lane: LaneRequest{
+			Build: ref, Collapse: false, BlockedBySameJob: false, BlockedBy: []string{"~lint"},
+			FreezeWindows: []string{"* 0-6 ? * *"}, Delay: 5 * time.Minute, Force: true,
+		},
 	}, deploy[0].Input)
 	lint := h.runsOf("lint")[0].Input
 	require.Equal(t, queue.DefaultQueueName, lint.Queue)

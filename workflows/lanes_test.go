@@ -59,8 +59,10 @@ func timedFx(b BuildRef, s Status, reason string, until time.Time) LaneEffect {
 }
 
 func collapseFx(b, into BuildRef) LaneEffect {
-	return LaneEffect{Build: b, Msg: LaneMessage{Kind: LaneCollapse, Status: StatusCollapsed,
-		Into: into.String(), Reason: "collapsed into build " + into.String()}}
+	return LaneEffect{Build: b, Msg: LaneMessage{
+		Kind: LaneCollapse, Status: StatusCollapsed,
+		Into: into.String(), Reason: "collapsed into build " + into.String(),
+	}}
 }
 
 // laneOp is one call on a Lanes value and the effects it must return.

@@ -66,8 +66,10 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 	log := workflow.GetLogger(ctx)
 
 	if err := workflow.SetQueryHandler(ctx, QueryPipeline, func() (PipelineInfo, error) {
-		return PipelineInfo{Config: p.cfg, Events: p.st.NextEvent - 1, Lanes: p.st.Lanes,
-			Subscriptions: p.st.Subscriptions, Periodic: p.st.Periodic, LastSHA: p.st.LastSHA}, nil
+		return PipelineInfo{
+			Config: p.cfg, Events: p.st.NextEvent - 1, Lanes: p.st.Lanes,
+			Subscriptions: p.st.Subscriptions, Periodic: p.st.Periodic, LastSHA: p.st.LastSHA,
+		}, nil
 	}); err != nil {
 		return fmt.Errorf("register pipeline query: %w", err)
 	}
@@ -171,8 +173,10 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 			p.st.Lanes.Release(batch.Event)
 			for _, req := range batch.Requests {
 				if p.deleted {
-					effects = append(effects, LaneEffect{Build: req.Build, Msg: LaneMessage{Kind: LaneAbort, Status: StatusAborted,
-						Reason: fmt.Sprintf("pipeline %s was deleted", p.cfg.Name)}})
+					effects = append(effects, LaneEffect{Build: req.Build, Msg: LaneMessage{
+						Kind: LaneAbort, Status: StatusAborted,
+						Reason: fmt.Sprintf("pipeline %s was deleted", p.cfg.Name),
+					}})
 					continue
 				}
 				p.st.Lanes.Add(req, now)

@@ -211,8 +211,10 @@ func TestPipelineConfigureAndDeleteValidation(t *testing.T) {
 	t.Parallel()
 	h := newPipelineHarness(t)
 	badConf := updateAt(h.env, time.Minute, UpdateConfigure, PipelineConfig{Name: "app"})
-	goodConf := updateAt(h.env, 2*time.Minute, UpdateConfigure, PipelineConfig{Repo: "/src/other", Branch: "dev", Queue: "gpu",
-		Dispatch: Dispatch{HeartbeatTimeout: time.Minute, MaxAttempts: 5}})
+	goodConf := updateAt(h.env, 2*time.Minute, UpdateConfigure, PipelineConfig{
+		Repo: "/src/other", Branch: "dev", Queue: "gpu",
+		Dispatch: Dispatch{HeartbeatTimeout: time.Minute, MaxAttempts: 5},
+	})
 	h.enqueue(3*time.Minute, lreqFor(appBuild("test", 1)))
 	del := updateAt(h.env, 4*time.Minute, UpdateDelete, "")
 	delAgain := updateAt(h.env, 5*time.Minute, UpdateDelete, "")
@@ -221,8 +223,10 @@ func TestPipelineConfigureAndDeleteValidation(t *testing.T) {
 
 	require.ErrorContains(t, badConf.Rejected, "repo must not be empty")
 	require.NoError(t, goodConf.Err)
-	require.Equal(t, PipelineConfig{Name: "app", Repo: "/src/other", Branch: "dev", Queue: "gpu",
-		Dispatch: Dispatch{HeartbeatTimeout: time.Minute, MaxAttempts: 5}}, goodConf.Value)
+	require.Equal(t, PipelineConfig{
+		Name: "app", Repo: "/src/other", Branch: "dev", Queue: "gpu",
+		Dispatch: Dispatch{HeartbeatTimeout: time.Minute, MaxAttempts: 5},
+	}, goodConf.Value)
 	require.NoError(t, del.Err)
 	require.Equal(t, 0, del.Value) // the only build was granted, nothing waited
 	require.ErrorIs(t, delAgain.Rejected, ErrPipelineDeleted)
@@ -358,8 +362,10 @@ func TestPipelineFreezeWindowTimer(t *testing.T) {
 
 	msgs := h.rec.laneMessages()
 	require.Equal(t, []LaneMessage{
-		{Kind: LaneStatus, Status: StatusFrozen, Until: open,
-			Reason: "frozen until 2026-11-23T07:00:00Z by freeze window `" + nightWindow + "`"},
+		{
+			Kind: LaneStatus, Status: StatusFrozen, Until: open,
+			Reason: "frozen until 2026-11-23T07:00:00Z by freeze window `" + nightWindow + "`",
+		},
 		grantMsg,
 	}, msgs[frozen.WorkflowID()])
 	require.Equal(t, []LaneMessage{grantMsg}, msgs[forcedBuild.WorkflowID()])

@@ -22,8 +22,10 @@ const (
 )
 
 // BuildStatuses are the statuses a build can have, in lifecycle order.
-var BuildStatuses = []string{StatusCreated, StatusQueued, StatusBlocked, StatusFrozen, StatusRunning,
-	StatusSuccess, StatusFailure, StatusAborted, StatusCollapsed}
+var BuildStatuses = []string{
+	StatusCreated, StatusQueued, StatusBlocked, StatusFrozen, StatusRunning,
+	StatusSuccess, StatusFailure, StatusAborted, StatusCollapsed,
+}
 
 // Final reports whether a build, job or event status is final.
 func Final(status string) bool {

@@ -105,7 +105,8 @@ func TestOutcome(t *testing.T) {
 		},
 		{
 			name: "failing builds with reasons, skipped jobs left out",
-			ev: Event{ID: "app/2", Status: "FAILURE",
+			ev: Event{
+				ID: "app/2", Status: "FAILURE",
 				Jobs: []Job{
 					{Name: "a", Status: "SUCCESS", Builds: []string{"app/a/2"}},
 					{Name: "b", Status: "FAILURE", Builds: []string{"app/b/2"}},
@@ -115,7 +116,8 @@ func TestOutcome(t *testing.T) {
 				Builds: []Build{
 					{ID: "app/a/2", Job: "a", Status: "SUCCESS"},
 					{ID: "app/b/2", Job: "b", Status: "FAILURE", Reason: "step test\nexited 2"},
-				}},
+				},
+			},
 			wantCode: 1,
 			wantSum:  "event app/2 FAILURE: app/b/2 FAILURE (step test exited 2); app/c/2 ABORTED (cancelled)",
 		},

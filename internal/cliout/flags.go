@@ -188,8 +188,10 @@ func MergeQueue(cur QueueDef, ch QueueChange) (QueueDef, error) {
 	if ch.Description == nil && !ch.RulesSet && !ch.RolesSet {
 		return cur, fmt.Errorf("%w: give --description, --rule or --use-role", ErrNothingToChange)
 	}
-	next := QueueDef{Name: cur.Name, Description: cur.Description,
-		Rules: slices.Clone(cur.Rules), UseRoles: slices.Clone(cur.UseRoles)}
+	next := QueueDef{
+		Name: cur.Name, Description: cur.Description,
+		Rules: slices.Clone(cur.Rules), UseRoles: slices.Clone(cur.UseRoles),
+	}
 	if ch.Description != nil {
 		next.Description = *ch.Description
 	}

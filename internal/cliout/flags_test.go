@@ -90,13 +90,21 @@ func TestEventStartValidate(t *testing.T) {
 		{name: "defaults", in: EventStart{}},
 		{name: "full commit", in: EventStart{Type: "commit", SHA: "abc123", Branch: "main", StartFrom: "test"}},
 		{name: "pr", in: EventStart{Type: "pr", PR: 4}},
-		{name: "bad type", in: EventStart{Type: "foo"},
-			wantErr: []string{`--type "foo": want commit, pr, pr-closed, release, tag or manual`}},
-		{name: "everything wrong at once", in: EventStart{Type: "tag", SHA: "xyz", PR: -1, StartFrom: "a b"},
-			wantErr: []string{`--sha "xyz": want 4 to 64 hex digits`, "--pr -1: want a pull request number (1 or more)",
-				"--ref: a tag event needs the tag or release name", `--start-from "a b": not a job name`}},
-		{name: "pr without number", in: EventStart{Type: "pr-closed"},
-			wantErr: []string{"--pr: a pr-closed event needs the pull request number"}},
+		{
+			name: "bad type", in: EventStart{Type: "foo"},
+			wantErr: []string{`--type "foo": want commit, pr, pr-closed, release, tag or manual`},
+		},
+		{
+			name: "everything wrong at once", in: EventStart{Type: "tag", SHA: "xyz", PR: -1, StartFrom: "a b"},
+			wantErr: []string{
+				`--sha "xyz": want 4 to 64 hex digits`, "--pr -1: want a pull request number (1 or more)",
+				"--ref: a tag event needs the tag or release name", `--start-from "a b": not a job name`,
+			},
+		},
+		{
+			name: "pr without number", in: EventStart{Type: "pr-closed"},
+			wantErr: []string{"--pr: a pr-closed event needs the pull request number"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -122,12 +130,18 @@ func TestRules(t *testing.T) {
 		want    []string
 		wantErr []string
 	}{
-		{name: "canonical form", in: []string{"run-on=executors, max-parallel=4,labels=pool=gpu", "run-on=any"},
-			want: []string{"run-on=executors,max-parallel=4,min-gap=0s,labels=pool=gpu", "run-on=any,max-parallel=1,min-gap=0s"}},
-		{name: "every bad rule named", in: []string{"max-parallel=2", "run-on=any", "run-on=moon,min-gap=fast"},
-			wantErr: []string{`--rule "max-parallel=2": run-on is required`,
+		{
+			name: "canonical form", in: []string{"run-on=executors, max-parallel=4,labels=pool=gpu", "run-on=any"},
+			want: []string{"run-on=executors,max-parallel=4,min-gap=0s,labels=pool=gpu", "run-on=any,max-parallel=1,min-gap=0s"},
+		},
+		{
+			name: "every bad rule named", in: []string{"max-parallel=2", "run-on=any", "run-on=moon,min-gap=fast"},
+			wantErr: []string{
+				`--rule "max-parallel=2": run-on is required`,
 				`--rule "run-on=moon,min-gap=fast": run-on="moon" must be one of controller, executors, any`,
-				`min-gap="fast" is not a duration`}},
+				`min-gap="fast" is not a duration`,
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -164,16 +178,26 @@ func TestMergeQueue(t *testing.T) {
 		wantErr string
 	}{
 		{name: "nothing", wantErr: "nothing to change: give --description, --rule or --use-role"},
-		{name: "description only keeps rules and roles", ch: QueueChange{Description: &desc},
-			want: QueueDef{Name: "gpu", Description: "fast GPUs", Rules: cur.Rules, UseRoles: cur.UseRoles}},
-		{name: "clear description", ch: QueueChange{Description: &empty},
-			want: QueueDef{Name: "gpu", Rules: cur.Rules, UseRoles: cur.UseRoles}},
-		{name: "rules replace", ch: QueueChange{RulesSet: true, Rules: []string{"run-on=any,max-parallel=2"}},
-			want: QueueDef{Name: "gpu", Description: "GPUs", Rules: []string{"run-on=any,max-parallel=2,min-gap=0s"}, UseRoles: cur.UseRoles}},
-		{name: "roles cleared", ch: QueueChange{RolesSet: true, UseRoles: []string{""}},
-			want: QueueDef{Name: "gpu", Description: "GPUs", Rules: cur.Rules}},
-		{name: "roles replaced and deduplicated", ch: QueueChange{RolesSet: true, UseRoles: []string{"a", " b", "a"}},
-			want: QueueDef{Name: "gpu", Description: "GPUs", Rules: cur.Rules, UseRoles: []string{"a", "b"}}},
+		{
+			name: "description only keeps rules and roles", ch: QueueChange{Description: &desc},
+			want: QueueDef{Name: "gpu", Description: "fast GPUs", Rules: cur.Rules, UseRoles: cur.UseRoles},
+		},
+		{
+			name: "clear description", ch: QueueChange{Description: &empty},
+			want: QueueDef{Name: "gpu", Rules: cur.Rules, UseRoles: cur.UseRoles},
+		},
+		{
+			name: "rules replace", ch: QueueChange{RulesSet: true, Rules: []string{"run-on=any,max-parallel=2"}},
+			want: QueueDef{Name: "gpu", Description: "GPUs", Rules: []string{"run-on=any,max-parallel=2,min-gap=0s"}, UseRoles: cur.UseRoles},
+		},
+		{
+			name: "roles cleared", ch: QueueChange{RolesSet: true, UseRoles: []string{""}},
+			want: QueueDef{Name: "gpu", Description: "GPUs", Rules: cur.Rules},
+		},
+		{
+			name: "roles replaced and deduplicated", ch: QueueChange{RolesSet: true, UseRoles: []string{"a", " b", "a"}},
+			want: QueueDef{Name: "gpu", Description: "GPUs", Rules: cur.Rules, UseRoles: []string{"a", "b"}},
+		},
 		{name: "bad rule", ch: QueueChange{RulesSet: true, Rules: []string{"run-on=x"}}, wantErr: `--rule "run-on=x"`},
 		{name: "no rules", ch: QueueChange{RulesSet: true}, wantErr: "--rule: at least one rule is required"},
 	}

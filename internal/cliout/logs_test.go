@@ -62,14 +62,16 @@ func run(t *testing.T, src *fakeLogs, step string, follow bool) (string, int, er
 	t.Helper()
 	var out strings.Builder
 	waits := 0
-	f := &LogFollower{Build: "app/test/3", Source: src, Sink: &TextSink{W: &out}, Step: step, Follow: follow, FinalGrace: 2,
+	f := &LogFollower{
+		Build: "app/test/3", Source: src, Sink: &TextSink{W: &out}, Step: step, Follow: follow, FinalGrace: 2,
 		Wait: func(context.Context) error {
 			waits++
 			if waits > 50 {
 				return errors.New("too many polls")
 			}
 			return nil
-		}}
+		},
+	}
 	err := f.Run(context.Background())
 	return out.String(), waits, err
 }
@@ -86,23 +88,37 @@ func TestLogFollowerOnce(t *testing.T) {
 		want    string
 		wantErr string
 	}{
-		{name: "one step without header, read in chunks", state: final,
+		{
+			name: "one step without header, read in chunks", state: final,
 			logs: map[string][]fakeStep{"app/test/3/1": {{"test", "line one\nline two\n", true}}},
-			want: "line one\nline two\n"},
-		{name: "several steps with headers", state: final, logs: twoSteps,
-			want: "==> step setup <==\ninstalling\ndone\n\n==> step test <==\nok\n"},
+			want: "line one\nline two\n",
+		},
+		{
+			name: "several steps with headers", state: final, logs: twoSteps,
+			want: "==> step setup <==\ninstalling\ndone\n\n==> step test <==\nok\n",
+		},
 		{name: "one step chosen", state: final, logs: twoSteps, step: "test", want: "ok\n"},
-		{name: "running build: what is there so far", state: LogState{Key: "app/test/3/1", Status: "RUNNING"},
-			logs: map[string][]fakeStep{"app/test/3/1": {{"test", "partial", false}}}, want: "partial"},
-		{name: "unknown step", state: final, logs: twoSteps, step: "deploy",
-			wantErr: `build app/test/3 has no step "deploy" (steps: setup, test)`},
-		{name: "no attempt yet", state: LogState{Status: "QUEUED", Reason: "waiting for a slot on queue default: 1/1 busy"},
+		{
+			name: "running build: what is there so far", state: LogState{Key: "app/test/3/1", Status: "RUNNING"},
+			logs: map[string][]fakeStep{"app/test/3/1": {{"test", "partial", false}}}, want: "partial",
+		},
+		{
+			name: "unknown step", state: final, logs: twoSteps, step: "deploy",
+			wantErr: `build app/test/3 has no step "deploy" (steps: setup, test)`,
+		},
+		{
+			name: "no attempt yet", state: LogState{Status: "QUEUED", Reason: "waiting for a slot on queue default: 1/1 busy"},
 			logs:    map[string][]fakeStep{},
-			wantErr: "build app/test/3 has no logs yet (status QUEUED: waiting for a slot on queue default: 1/1 busy)"},
-		{name: "attempt without logs", state: LogState{Key: "app/test/3/1", Status: "RUNNING"},
-			logs: map[string][]fakeStep{}, wantErr: "build app/test/3 has no logs yet (status RUNNING)"},
-		{name: "ended without logs", state: LogState{Final: true, Status: "ABORTED", Reason: "cancelled"},
-			logs: map[string][]fakeStep{}, wantErr: "build app/test/3 has no logs (status ABORTED: cancelled)"},
+			wantErr: "build app/test/3 has no logs yet (status QUEUED: waiting for a slot on queue default: 1/1 busy)",
+		},
+		{
+			name: "attempt without logs", state: LogState{Key: "app/test/3/1", Status: "RUNNING"},
+			logs: map[string][]fakeStep{}, wantErr: "build app/test/3 has no logs yet (status RUNNING)",
+		},
+		{
+			name: "ended without logs", state: LogState{Final: true, Status: "ABORTED", Reason: "cancelled"},
+			logs: map[string][]fakeStep{}, wantErr: "build app/test/3 has no logs (status ABORTED: cancelled)",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -215,8 +231,10 @@ func TestLogFollowerStopsWhenWaitFails(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	src := &fakeLogs{states: []LogState{{Status: "QUEUED"}}, logs: []map[string][]fakeStep{{}}, readMax: 8}
-	f := &LogFollower{Build: "b", Source: src, Sink: &TextSink{W: &strings.Builder{}}, Follow: true,
-		Wait: func(ctx context.Context) error { return ctx.Err() }}
+	f := &LogFollower{
+		Build: "b", Source: src, Sink: &TextSink{W: &strings.Builder{}}, Follow: true,
+		Wait: func(ctx context.Context) error { return ctx.Err() },
+	}
 	require.ErrorIs(t, f.Run(ctx), context.Canceled)
 }
 

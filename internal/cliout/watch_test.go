@@ -43,10 +43,14 @@ func TestWatchRender(t *testing.T) {
 
 func TestWatchFinishedAndEmpty(t *testing.T) {
 	t.Parallel()
-	ev := Event{ID: "app/8", Status: "FAILURE", Reason: "test FAILURE", Start: t0.Add(-time.Minute), End: t0,
+	ev := Event{
+		ID: "app/8", Status: "FAILURE", Reason: "test FAILURE", Start: t0.Add(-time.Minute), End: t0,
 		Jobs: []Job{{Name: "deploy", Status: "SKIPPED", Reason: "not run: requires test"}},
-		Builds: []Build{{ID: "app/test/8", Job: "test", Status: "FAILURE", Reason: "step t exited 1",
-			Start: t0.Add(-time.Minute), End: t0}}}
+		Builds: []Build{{
+			ID: "app/test/8", Job: "test", Status: "FAILURE", Reason: "step t exited 1",
+			Start: t0.Add(-time.Minute), End: t0,
+		}},
+	}
 	v := Watch(ev, WatchOptions{Now: t0.Add(time.Hour)})
 	require.Equal(t, "event app/8  FAILURE  -  -  1m00s  (test FAILURE)", v.Lines[0])
 	require.Contains(t, v.Lines[2], "deploy  SKIPPED  -      [                    ]  not run: requires test")

@@ -298,8 +298,13 @@ func allocate(host string, frontend, ui, metricsPort int) (portSet, error) {
 		preferred int
 	}
 	wants := []want{
-		{&p.history, frontend + 1}, {&p.matching, frontend + 2}, {&p.worker, frontend + 3},
-		{&p.mFrontend, frontend - 300}, {&p.mHistory, frontend - 299}, {&p.mMatching, frontend - 298}, {&p.mWorker, frontend - 297},
+		{&p.history, frontend + 1},
+		{&p.matching, frontend + 2},
+		{&p.worker, frontend + 3},
+		{&p.mFrontend, frontend - 300},
+		{&p.mHistory, frontend - 299},
+		{&p.mMatching, frontend - 298},
+		{&p.mWorker, frontend - 297},
 	}
 	if frontend == 0 {
 		for i := range wants {

@@ -58,8 +58,10 @@ func (w syncBuffer) Write(b []byte) (int, error) {
 // startDev runs `sluice dev` and waits until /readyz answers 200.
 func startDev(t *testing.T, dataDir string, temporalPort, apiPort, uiPort int) *devProcess {
 	t.Helper()
-	d := &devProcess{t: t, out: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{}), dataDir: dataDir,
-		apiURL: fmt.Sprintf("http://127.0.0.1:%d", apiPort), uiURL: fmt.Sprintf("http://127.0.0.1:%d", uiPort)}
+	d := &devProcess{
+		t: t, out: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{}), dataDir: dataDir,
+		apiURL: fmt.Sprintf("http://127.0.0.1:%d", apiPort), uiURL: fmt.Sprintf("http://127.0.0.1:%d", uiPort),
+	}
 	d.cmd = exec.Command(testenv.Binary(t), "dev", "--data-dir", dataDir,
 		"--temporal-port", strconv.Itoa(temporalPort), "--ui-port", strconv.Itoa(uiPort),
 		"--api-addr", fmt.Sprintf("127.0.0.1:%d", apiPort))

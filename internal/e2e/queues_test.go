@@ -92,8 +92,10 @@ func TestNoExecutor(t *testing.T) {
 	t.Parallel()
 	e := server.NewEnv(t, testenv.Options{})
 	ctx := e.Context()
-	_, err := e.API.CreateQueue(ctx, api.QueueRequest{Name: "idle", Description: "executors only",
-		Rules: []string{"run-on=executors,max-parallel=4"}})
+	_, err := e.API.CreateQueue(ctx, api.QueueRequest{
+		Name: "idle", Description: "executors only",
+		Rules: []string{"run-on=executors,max-parallel=4"},
+	})
 	require.NoError(t, err)
 	rec := recordsFile(t)
 	ev := startParallel(t, e, "noexec", 10, "idle", rec, "echo built; sleep 1")
@@ -190,7 +192,8 @@ func TestFallbackToController(t *testing.T) {
 	e := server.NewEnv(t, testenv.Options{})
 	ctx := e.Context()
 	_, err := e.API.CreateQueue(ctx, api.QueueRequest{Name: "fb", Rules: []string{
-		"run-on=executors,max-parallel=4", "run-on=controller,max-parallel=1,min-gap=5s"}})
+		"run-on=executors,max-parallel=4", "run-on=controller,max-parallel=1,min-gap=5s",
+	}})
 	require.NoError(t, err)
 	var execs []*testenv.Process
 	for _, name := range []string{"fb-1", "fb-2"} {

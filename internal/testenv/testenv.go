@@ -145,11 +145,13 @@ func (s *Server) NewEnv(t testing.TB, opts Options) *Env {
 		Dispatch: workflows.Dispatch{HeartbeatTimeout: cfg.HeartbeatTimeout, MaxAttempts: cfg.MaxAttempts},
 		Repos:    activities.CachedRepos(filepath.Join(dir, "git")), Logger: e.Logger,
 	}
-	srv := httptest.NewServer(api.NewHandler(api.Deps{Service: e.Service, Logs: e.Logs, Logger: e.Logger,
+	srv := httptest.NewServer(api.NewHandler(api.Deps{
+		Service: e.Service, Logs: e.Logs, Logger: e.Logger,
 		Ready: func(ctx context.Context) error {
 			_, err := e.Client.CheckHealth(ctx, &client.CheckHealthRequest{})
 			return err
-		}}))
+		},
+	}))
 	e.APIURL = srv.URL
 	e.API = api.NewClient(srv.URL)
 	cfg.APIURL = srv.URL
