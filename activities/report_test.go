@@ -2,7 +2,6 @@ package activities
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -169,6 +168,7 @@ func TestDeliverLeavesTheEntryWhenStopping(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	err = deliver(ctx, rep, p, path, a.Logger)
-	require.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+
 	require.FileExists(t, path)
 }

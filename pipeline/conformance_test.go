@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -82,7 +81,8 @@ func requireErrorMentions(t *testing.T, err error, expected string) {
 	t.Helper()
 	require.Error(t, err)
 	var verr *ValidationError
-	require.True(t, errors.As(err, &verr), "error is a *ValidationError")
+	require.ErrorAs(t, err, &verr, "error is a *ValidationError")
+
 	require.ErrorIs(t, err, ErrInvalidSpec)
 	got := err.Error()
 	expected = strings.TrimPrefix(expected, "Error: ")

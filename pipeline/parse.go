@@ -183,8 +183,6 @@ type stageDef struct {
 	teardown    *rawJob
 }
 
-var topLevelKeys = []string{"annotations", "jobs", "shared", "cache", "stages", "parameters", "version", "childPipelines", "subscribe"}
-
 func (p *parser) build(root *value) *Spec {
 	spec := &Spec{Jobs: map[string]*Job{}}
 	if root.kind != kMap {

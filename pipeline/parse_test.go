@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -63,7 +62,7 @@ jobs:
 		steps: [{x: y}]
 `, "\t", "    ")))
 	var verr *ValidationError
-	require.True(t, errors.As(err, &verr))
+	require.ErrorAs(t, err, &verr)
 	msgs := err.Error()
 	for _, want := range []string{
 		`"jobs.build.freezeWindows[0]" with value "* * * * *" is not a valid freeze window`,
@@ -80,7 +79,7 @@ jobs:
 		require.NotEmpty(t, p.Job, "problem %q names its job", p.Message)
 		require.Contains(t, p.Message, p.Job, "the message itself names the job")
 	}
-	require.Equal(t, strings.Count(msgs, "\n")+1, len(verr.Problems), "one line per problem")
+	require.Len(t, verr.Problems, strings.Count(msgs, "\n")+1, "one line per problem")
 }
 
 func TestParseProblems(t *testing.T) {
@@ -235,7 +234,8 @@ jobs:
 			STR: "007"
 `)
 	env := spec.Jobs["main"].Permutations[0].Environment
-	require.Equal(t, `{"z":1,"a":[true,null,1.5e-7,"q\"<"]}`, env["OBJ"], "JSON.stringify: key order kept, no HTML escaping")
+	require.Equal(t, `{"z":1,"a":[true,null,1.5e-7,"q\"<"]}`, env["OBJ"], "JSON.stringify: key order kept, no HTML escaping") //nolint:testifylint // the exact bytes are the point: JSONEq would ignore key order and escaping
+
 	require.Equal(t, "1e+21", env["BIG"])
 	require.Equal(t, "0.000001", env["SMALL"])
 	require.Equal(t, "-7", env["INT"])

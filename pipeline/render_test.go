@@ -3,7 +3,6 @@ package pipeline
 import (
 	"bytes"
 	"encoding/json"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -66,7 +65,7 @@ jobs:
 	require.NoError(t, Render(&mermaid, spec, FormatMermaid))
 	require.Contains(t, dot.String(), `"~tag:/^v\"<x>/" -> "main"`)
 	require.Contains(t, mermaid.String(), `(["~tag:/^v#quot;#lt;x#gt;/"])`)
-	require.False(t, strings.Contains(mermaid.String(), `v"<`))
+	require.NotContains(t, mermaid.String(), `v"<`)
 }
 
 func TestRenderUnknownFormat(t *testing.T) {

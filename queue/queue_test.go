@@ -2,7 +2,6 @@ package queue_test
 
 import (
 	"encoding/json"
-	"errors"
 	"testing"
 	"time"
 
@@ -87,8 +86,8 @@ func TestValidationErrorIsNotForbidden(t *testing.T) {
 	t.Parallel()
 	err := queue.Queue{Name: "gpu"}.Validate()
 	require.Error(t, err)
-	require.False(t, errors.Is(err, queue.ErrForbidden))
-	require.False(t, errors.Is(err, queue.ErrInvalidName))
+	require.NotErrorIs(t, err, queue.ErrForbidden)
+	require.NotErrorIs(t, err, queue.ErrInvalidName)
 }
 
 func TestDefaultQueue(t *testing.T) {

@@ -62,7 +62,7 @@ func checkHook(t *testing.T, hook *Hook, err error) {
 	if hook.SHA != "" && !commitSHA.MatchString(hook.SHA) || hook.Before != "" && !commitSHA.MatchString(hook.Before) {
 		t.Fatalf("hook with a malformed sha: %+v", hook)
 	}
-	if hook.SHA == "" && !(hook.Provider == ProviderGitHub && hook.Kind == HookRelease) {
+	if hook.SHA == "" && (hook.Provider != ProviderGitHub || hook.Kind != HookRelease) {
 		t.Fatalf("hook without sha: %+v", hook)
 	}
 }

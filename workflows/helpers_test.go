@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"io"
 	"log/slog"
 	"sync"
 	"testing"
@@ -133,7 +132,8 @@ func (o *recordingOutbound) ExecuteChildWorkflow(ctx workflow.Context, childWork
 func newEnv(t *testing.T, register ...func(*testsuite.TestWorkflowEnvironment)) (*testsuite.TestWorkflowEnvironment, *recorder) {
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
-	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	s.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+
 	env := s.NewTestWorkflowEnvironment()
 	env.SetStartTime(wfT0)
 	env.SetTestTimeout(20 * time.Second)
@@ -183,13 +183,6 @@ type updateResult struct {
 	Value    any
 	Err      error
 	Done     bool
-}
-
-// update sends an update and returns where its outcome will be recorded.
-func update(env *testsuite.TestWorkflowEnvironment, name string, arg any) *updateResult {
-	res := &updateResult{}
-	sendUpdate(env, res, name, arg)
-	return res
 }
 
 // updateAt sends an update d after the start.

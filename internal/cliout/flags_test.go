@@ -1,7 +1,6 @@
 package cliout
 
 import (
-	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -214,7 +213,7 @@ func TestMergeQueue(t *testing.T) {
 		})
 	}
 	_, err := MergeQueue(cur, QueueChange{})
-	require.True(t, errors.Is(err, ErrNothingToChange))
+	require.ErrorIs(t, err, ErrNothingToChange)
 }
 
 func TestRepoLocation(t *testing.T) {
