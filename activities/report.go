@@ -32,7 +32,11 @@ import (
 // gives the attempt up then), and a result is first written to the
 // executor's outbox, then delivered until Temporal takes it or says the
 // attempt is gone; an executor killed before delivery delivers it when it
-// starts again, within the heartbeat timeout if it is to count.
+// starts again, within the heartbeat timeout if it is to count. What is
+// left is the moment between a step's last action and the executor saving
+// the result (the step's exit, the last log shipment; milliseconds): an
+// executor killed then cannot know the work was done, and the build runs
+// again after the heartbeat timeout.
 
 // Reporter reaches a running build attempt by its activity task token:
 // heartbeats (whose answers carry cancellations) and the completion.
@@ -45,8 +49,8 @@ type Reporter interface {
 // Causes of a running build's context being cancelled by its heartbeats.
 var (
 	errCancelRequested = errors.New("the build was cancelled")
-	errAttemptGone     = errors.New("Temporal no longer runs this attempt (it timed out and was dispatched again, or the build ended)")
-	errUnreachable     = errors.New("Temporal was unreachable for the whole heartbeat timeout")
+	errAttemptGone     = errors.New("the Temporal server no longer runs this attempt (it timed out and was dispatched again, or the build ended)")
+	errUnreachable     = errors.New("the Temporal server was unreachable for the whole heartbeat timeout")
 )
 
 func (a *Activities) reporter(ctx context.Context) Reporter {
@@ -256,7 +260,7 @@ func deliver(ctx context.Context, rep Reporter, p pendingResult, path string, lo
 			}
 		case errors.As(err, &gone), errors.As(err, &bad):
 			log.Warn("build_result_dropped", "build", p.BuildID, "attempt", p.Attempt, "status", string(p.Result.Status), "error", err,
-				"why", "Temporal no longer waits for this attempt (it was given up after the heartbeat timeout and dispatched again)")
+				"why", "Temporal no longer waits for this attempt: it has the result already, or gave the attempt up after the heartbeat timeout and dispatched the build again")
 		default:
 			if ctx.Err() != nil {
 				return fmt.Errorf("deliver the result of build %s attempt %d: %w", p.BuildID, p.Attempt, ctx.Err())

@@ -30,17 +30,18 @@ func NewClient(baseURL string) *Client {
 	return &Client{BaseURL: strings.TrimRight(baseURL, "/"), HTTP: &http.Client{Timeout: 60 * time.Second}}
 }
 
-// APIError is an error the API answered with.
-type APIError struct {
+// Error is an error the API answered with: the HTTP status and the
+// message of its ErrorBody (or the method, path and status when it had none).
+type Error struct {
 	Status  int
 	Message string
 }
 
-func (e *APIError) Error() string { return e.Message }
+func (e *Error) Error() string { return e.Message }
 
 // IsNotFound reports whether err is a 404 from the API.
 func IsNotFound(err error) bool {
-	var ae *APIError
+	var ae *Error
 	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
 }
 
@@ -75,9 +76,9 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	if resp.StatusCode >= 300 {
 		var eb ErrorBody
 		if json.Unmarshal(data, &eb) == nil && eb.Error != "" {
-			return &APIError{Status: resp.StatusCode, Message: eb.Error}
+			return &Error{Status: resp.StatusCode, Message: eb.Error}
 		}
-		return &APIError{Status: resp.StatusCode, Message: fmt.Sprintf("%s %s: %s", method, path, resp.Status)}
+		return &Error{Status: resp.StatusCode, Message: fmt.Sprintf("%s %s: %s", method, path, resp.Status)}
 	}
 	if out == nil {
 		return nil

@@ -213,7 +213,7 @@ func TestClientDecodesResponses(t *testing.T) {
 	bad := newFakeAPI(t, http.StatusOK, `{"id": 12}`)
 	_, err = api.NewClient(bad.srv.URL).GetBuild(context.Background(), "app/test/3")
 	require.ErrorContains(t, err, "decode response of GET /api/v1/builds/app%2Ftest%2F3")
-	var ae *api.APIError
+	var ae *api.Error
 	require.NotErrorAs(t, err, &ae, "a decoding failure is not an API answer")
 }
 
@@ -242,7 +242,7 @@ func TestClientErrors(t *testing.T) {
 			t.Parallel()
 			f := newFakeAPI(t, tt.status, tt.body)
 			_, err := api.NewClient(f.srv.URL).GetPipeline(context.Background(), "app")
-			var ae *api.APIError
+			var ae *api.Error
 			require.ErrorAs(t, err, &ae)
 			require.Equal(t, tt.status, ae.Status)
 			require.Equal(t, tt.want, ae.Message)
@@ -268,7 +268,7 @@ func TestClientUnreachableServer(t *testing.T) {
 
 // TestClientAgainstTheHandler runs the client against the real handler: the
 // client's escaping and the handler's routing agree, and the handler's
-// errors come back as APIErrors.
+// errors come back as *api.Error.
 func TestClientAgainstTheHandler(t *testing.T) {
 	t.Parallel()
 	h := newHandler(t, api.Deps{
@@ -285,7 +285,7 @@ func TestClientAgainstTheHandler(t *testing.T) {
 	ctx := context.Background()
 	c := api.NewClient(srv.URL)
 
-	var ae *api.APIError
+	var ae *api.Error
 	err := c.Ready(ctx)
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, http.StatusServiceUnavailable, ae.Status)

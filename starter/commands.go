@@ -47,7 +47,7 @@ const maxTransient = 10
 // transient reports whether a polling error may go away by itself: the API
 // did not answer, or answered 5xx. 4xx answers are final.
 func transient(err error) bool {
-	var ae *api.APIError
+	var ae *api.Error
 	if errors.As(err, &ae) {
 		return ae.Status >= http.StatusInternalServerError
 	}

@@ -32,7 +32,7 @@ func (s serverLogger) log(level slog.Level, msg string, tags []tag.Tag) {
 	for _, t := range tags {
 		attrs = append(attrs, slog.Any(t.Key(), tagValue(t.Value())))
 	}
-	s.l.LogAttrs(context.Background(), level, msg, attrs...)
+	s.l.LogAttrs(context.Background(), level, msg, attrs...) //nolint:sloglint // adapter: the messages are the Temporal server's own
 }
 
 func tagValue(v any) any {

@@ -287,7 +287,7 @@ func Binary(t testing.TB) string {
 		cmd := exec.Command("go", "build", "-o", binPath, "./starter")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("build sluice: %v\n%s", err, out)
+			binErr = fmt.Errorf("build sluice: %w\n%s", err, out)
 		}
 	})
 	require.NoError(t, binErr)
