@@ -46,6 +46,7 @@ type options struct {
 	controllerRestarts           int
 	serverRestarts               int
 	killEvery                    time.Duration
+	killAfterEnd                 time.Duration
 	eventEvery                   time.Duration
 	deadline                     time.Duration
 	seed                         uint64
@@ -63,6 +64,8 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.IntVar(&o.serverRestarts, "server-restarts", 2, "times to SIGKILL and restart the Temporal server")
 	fs.DurationVar(&o.killEvery, "kill-every", 9*time.Second, "mean time between executor kills")
 	fs.DurationVar(&o.eventEvery, "event-every", 500*time.Millisecond, "time between event starts")
+	fs.DurationVar(&o.killAfterEnd, "kill-after-end", 0,
+		"aim executor kills this long after a step's end record (the window before its result reaches Temporal); 0: random times")
 	fs.DurationVar(&o.deadline, "deadline", 15*time.Minute, "give up (and fail) after this long")
 	fs.Uint64Var(&o.seed, "seed", 0, "random seed (0: from the clock)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (logs, records, databases) even on success")
@@ -358,9 +361,19 @@ func (h *harness) chaos(ctx context.Context, totalBuilds int) {
 		}
 		if time.Now().After(nextKill) {
 			p := h.executors[h.rng.IntN(len(h.executors))]
+			how := ""
+			if h.o.killAfterEnd > 0 {
+				// Aim at the moment a step has just ended: the executor is
+				// between the step's end and Temporal having the result.
+				if name, at, ok := h.nextEnd(ctx, 15*time.Second); ok {
+					p = h.executor(name)
+					time.Sleep(time.Until(at.Add(h.o.killAfterEnd)))
+					how = fmt.Sprintf(", %s after a step's end record", time.Since(at).Round(time.Millisecond))
+				}
+			}
 			down := 2*time.Second + time.Duration(h.rng.Int64N(int64(3*time.Second)))
 			h.executorKills.Add(1)
-			h.logf("SIGKILL executor %s (progress %.0f%%); restart in %s", p.name, 100*h.progress(totalBuilds), down.Round(100*time.Millisecond))
+			h.logf("SIGKILL executor %s (progress %.0f%%%s); restart in %s", p.name, 100*h.progress(totalBuilds), how, down.Round(100*time.Millisecond))
 			h.outMu.Lock()
 			h.killedAt[p.name] = append(h.killedAt[p.name], time.Now())
 			h.outMu.Unlock()
@@ -376,6 +389,44 @@ func (h *harness) chaos(ctx context.Context, totalBuilds int) {
 			nextKill = time.Now().Add(time.Duration(half + h.rng.Int64N(2*half+1)))
 		}
 	}
+}
+
+// executor returns the executor process of that name.
+func (h *harness) executor(name string) *proc {
+	for _, p := range h.executors {
+		if p.name == name {
+			return p
+		}
+	}
+	return h.executors[0]
+}
+
+// nextEnd waits for the next end record written from now on and returns
+// its executor and time.
+func (h *harness) nextEnd(ctx context.Context, limit time.Duration) (string, time.Time, bool) {
+	since := time.Now()
+	deadline := since.Add(limit)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if data, err := os.ReadFile(h.rec); err == nil {
+			lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+			for i := len(lines) - 1; i >= 0; i-- {
+				f := strings.Fields(lines[i])
+				if len(f) != 5 || f[2] != "end" {
+					continue
+				}
+				ns, err := strconv.ParseInt(f[3], 10, 64)
+				if err != nil {
+					continue
+				}
+				if at := time.Unix(0, ns); at.After(since) {
+					return f[4], at, true
+				}
+				break
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return "", time.Time{}, false
 }
 
 // restart SIGKILLs p and starts it again after a random downtime, holding
@@ -657,6 +708,7 @@ func (h *harness) run(ctx context.Context, bin string) error {
 	outages := strings.Join(h.outages, ", ")
 	h.outMu.Unlock()
 	h.logf("outages: %s", outages)
+	h.logf("executor logs: %s", h.logCounts())
 	h.printProblems()
 
 	fmt.Fprintf(h.out, "chaos events=%d completed=%d lost=%d double_completions=%d executor_kills=%d controller_restarts=%d server_restarts=%d\n",
@@ -691,6 +743,32 @@ func (h *harness) explainDouble(first record) string {
 		}
 	}
 	return "no executor kill right after the first run's end record: a sluice bug to investigate"
+}
+
+// logMessages are the executors' messages about reaching Temporal that the
+// run counts.
+var logMessages = []string{
+	"build_heartbeat_failed", "build_heartbeat_given_up", "build_result_delivery_failed",
+	"build_result_delivered", "build_result_redelivering", "build_result_dropped",
+}
+
+// logCounts counts logMessages in the executors' logs.
+func (h *harness) logCounts() string {
+	counts := map[string]int{}
+	for _, p := range h.executors {
+		data, err := os.ReadFile(p.log)
+		if err != nil {
+			continue
+		}
+		for _, m := range logMessages {
+			counts[m] += strings.Count(string(data), "msg="+m+" ")
+		}
+	}
+	parts := make([]string, 0, len(logMessages))
+	for _, m := range logMessages {
+		parts = append(parts, fmt.Sprintf("%s=%d", m, counts[m]))
+	}
+	return strings.Join(parts, " ")
 }
 
 // printProblems reports processes that exited without being killed.
