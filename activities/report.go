@@ -255,7 +255,7 @@ func deliver(ctx context.Context, rep Reporter, p pendingResult, path string, lo
 		var bad *serviceerror.InvalidArgument
 		switch {
 		case err == nil:
-			if warned {
+			if warned || time.Since(p.Saved) > time.Second {
 				log.Info("build_result_delivered", "build", p.BuildID, "attempt", p.Attempt, "after", time.Since(p.Saved).Round(time.Millisecond).String())
 			}
 		case errors.As(err, &gone), errors.As(err, &bad):
