@@ -170,7 +170,7 @@ func (r *dirRepo) walk(ctx context.Context, dest string) (string, error) {
 		if err := r.hashEntry(e, dest, content); err != nil {
 			return "", err
 		}
-		fmt.Fprintf(tree, "%s %s\x00%x\n", e.mode, e.rel, content.Sum(nil))
+		_, _ = fmt.Fprintf(tree, "%s %s\x00%x\n", e.mode, e.rel, content.Sum(nil)) // a hash.Hash's Write never fails
 	}
 	return hex.EncodeToString(tree.Sum(nil))[:snapshotSHALen], nil
 }
@@ -322,45 +322,80 @@ func (r *dirRepo) Checkout(ctx context.Context, sha, dir string) (err error) {
 			cleanup()
 		}
 	}()
-	src := filepath.Join(r.snapshots, full)
-	err = filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+	if err := copyTree(ctx, filepath.Join(r.snapshots, full), dir); err != nil {
+		return fmt.Errorf("checkout %s of %s into %s: %w", full, r.root, dir, err)
+	}
+	return nil
+}
+
+// copyTree copies the directory from into the existing directory to,
+// keeping symbolic links and the owner's execute bit. Both trees are opened
+// as os.Root, so a link swapped in during the copy cannot redirect it
+// outside either of them.
+func copyTree(ctx context.Context, from, to string) error {
+	src, err := os.OpenRoot(from)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = src.Close() }()
+	dst, err := os.OpenRoot(to)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = dst.Close() }()
+	return fs.WalkDir(src.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil || rel == "." {
-			return err
+		if p == "." {
+			return nil
 		}
-		dst := filepath.Join(dir, rel)
+		name := filepath.FromSlash(p)
 		switch t := d.Type(); {
 		case t.IsDir():
-			return os.MkdirAll(dst, 0o755)
+			return dst.MkdirAll(name, 0o755)
 		case t&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
+			target, err := src.Readlink(name)
 			if err != nil {
 				return err
 			}
-			return os.Symlink(target, dst)
+			return dst.Symlink(target, name)
 		case t.IsRegular():
 			info, err := d.Info()
 			if err != nil {
 				return err
 			}
-			mode := "100644"
+			perm := os.FileMode(0o644)
 			if info.Mode().Perm()&0o100 != 0 {
-				mode = "100755"
+				perm = 0o755
 			}
-			return copyFile(p, dst, mode, io.Discard)
+			return copyInRoots(src, dst, name, perm)
 		}
 		return nil
 	})
+}
+
+// copyInRoots copies the regular file name of src into a new file of dst.
+func copyInRoots(src, dst *os.Root, name string, perm os.FileMode) (err error) {
+	in, err := src.Open(name)
 	if err != nil {
-		return fmt.Errorf("checkout %s of %s into %s: %w", full, r.root, dir, err)
+		return err
 	}
-	return nil
+	defer func() { _ = in.Close() }()
+	out, err := dst.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	_, err = io.Copy(out, in)
+	return err
 }
 
 // ChangedFiles implements Repo: a plain directory has no history, so it

@@ -13,7 +13,7 @@ import (
 const (
 	gitlabEventHeader    = "X-Gitlab-Event"
 	gitlabDeliveryHeader = "X-Gitlab-Event-UUID"
-	gitlabTokenHeader    = "X-Gitlab-Token"
+	gitlabTokenHeader    = "X-Gitlab-Token" //nolint:gosec // G101: the header's name, not a credential
 )
 
 // GitLab event names (X-Gitlab-Event).

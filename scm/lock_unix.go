@@ -21,7 +21,7 @@ type fileLock struct {
 // lockFile takes an exclusive lock on path (created if needed), polling until
 // it is free or ctx ends.
 func lockFile(ctx context.Context, path string) (*fileLock, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open lock %s: %w", path, err)
 	}
