@@ -99,14 +99,17 @@ func NewHandler(d Deps) http.Handler {
 
 func (h *handler) recover(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer func() {
-			if v := recover(); v != nil {
-				h.log.ErrorContext(r.Context(), "api_panic", "path", r.URL.Path, "panic", fmt.Sprint(v))
-				writeError(w, http.StatusInternalServerError, "internal error")
-			}
-		}()
+		defer h.recovered(w, r)
 		next.ServeHTTP(w, r)
 	})
+}
+
+// recovered, deferred, turns a panic of the request's handler into a 500.
+func (h *handler) recovered(w http.ResponseWriter, r *http.Request) {
+	if v := recover(); v != nil {
+		h.log.ErrorContext(r.Context(), "api_panic", "path", r.URL.Path, "panic", fmt.Sprint(v))
+		writeError(w, http.StatusInternalServerError, "internal error")
+	}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

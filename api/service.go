@@ -674,7 +674,7 @@ func (s *Service) list(ctx context.Context, query string, limit int) ([]*workflo
 	var token []byte
 	for len(out) < limit {
 		resp, err := s.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Namespace: s.Namespace, Query: query, NextPageToken: token, PageSize: int32(min(limit-len(out), 1000)),
+			Namespace: s.Namespace, Query: query, NextPageToken: token, PageSize: int32(min(limit-len(out), 1000)), //nolint:gosec // G115: at most 1000
 		})
 		if err != nil {
 			return nil, fmt.Errorf("list workflows (%s): %w", query, err)
