@@ -157,7 +157,9 @@ func writeBuild(w io.Writer, b api.Build, now time.Time) error {
 		return err
 	}
 	if len(b.AttemptList) > 0 {
-		fmt.Fprintln(w, "\nattempts:")
+		if _, err := fmt.Fprintln(w, "\nattempts:"); err != nil {
+			return err
+		}
 		t := cliout.NewTable(w, "#", "EXECUTOR", "START", "END", "DURATION", "OUTCOME")
 		for _, at := range b.AttemptList {
 			t.Row(strconv.Itoa(at.Number), cliout.Or(at.Executor, cliout.Dash), cliout.AgoOr(at.Start, now),
@@ -168,7 +170,9 @@ func writeBuild(w io.Writer, b api.Build, now time.Time) error {
 		}
 	}
 	if len(b.Steps) > 0 {
-		fmt.Fprintln(w, "\nsteps:")
+		if _, err := fmt.Fprintln(w, "\nsteps:"); err != nil {
+			return err
+		}
 		t := cliout.NewTable(w, "STEP", "EXIT", "DURATION")
 		for _, s := range b.Steps {
 			exit := strconv.Itoa(s.ExitCode)

@@ -87,7 +87,7 @@ stderr and exits 1.`,
 // printStarted prints a started event's ID (text) or the answer (JSON).
 func (a *app) printStarted(ev api.EventStarted) error {
 	if ev.Duplicate && a.output != "json" {
-		fmt.Fprintf(a.stderr, "sluice: event %s was already started by this request\n", ev.ID)
+		_, _ = fmt.Fprintf(a.stderr, "sluice: event %s was already started by this request\n", ev.ID) // a notice: nowhere to report its failure
 	}
 	return a.print(ev, func(w io.Writer) error {
 		_, err := fmt.Fprintln(w, ev.ID)
@@ -235,7 +235,9 @@ func writeEvent(w io.Writer, ev api.Event, now time.Time) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	fmt.Fprintln(w)
+	if _, err := fmt.Fprintln(w); err != nil {
+		return err
+	}
 	t := cliout.NewTable(w, "ID", "JOB", "STATUS", "QUEUE", "EXECUTOR", "STARTED", "DURATION", "REASON")
 	for _, r := range rows {
 		t.Row(cliout.Or(r.ID, cliout.Dash), r.Label, cliout.Status(r.Status), cliout.Or(r.Queue, cliout.Dash),

@@ -144,7 +144,9 @@ func writePipeline(w io.Writer, p api.Pipeline, now time.Time) error {
 		return err
 	}
 	if len(p.Periodic) > 0 {
-		fmt.Fprintln(w, "\nperiodic jobs:")
+		if _, err := fmt.Fprintln(w, "\nperiodic jobs:"); err != nil {
+			return err
+		}
 		t := cliout.NewTable(w, "JOB", "CRON (UTC)")
 		for _, j := range slices.Sorted(maps.Keys(p.Periodic)) {
 			t.Row(j, p.Periodic[j])
@@ -154,7 +156,9 @@ func writePipeline(w io.Writer, p api.Pipeline, now time.Time) error {
 		}
 	}
 	if len(p.Lanes) > 0 {
-		fmt.Fprintln(w, "\nlanes:")
+		if _, err := fmt.Fprintln(w, "\nlanes:"); err != nil {
+			return err
+		}
 		t := cliout.NewTable(w, "JOB", "ACTIVE", "WAITING")
 		for _, l := range p.Lanes {
 			t.Row(l.Job, cliout.List(l.Active), cliout.List(l.Waiting))

@@ -248,11 +248,17 @@ func writeQueueStatus(w io.Writer, st api.QueueStatus) error {
 	if err := f.Write(w); err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "\nrules:")
-	for i := range st.Rules {
-		fmt.Fprintf(w, "  %s\n", ruleLine(st.Queue, i))
+	if _, err := fmt.Fprintln(w, "\nrules:"); err != nil {
+		return err
 	}
-	fmt.Fprintln(w, "\nmembers:")
+	for i := range st.Rules {
+		if _, err := fmt.Fprintf(w, "  %s\n", ruleLine(st.Queue, i)); err != nil {
+			return err
+		}
+	}
+	if _, err := fmt.Fprintln(w, "\nmembers:"); err != nil {
+		return err
+	}
 	if len(st.Members) == 0 {
 		_, err := fmt.Fprintln(w, "  none: no live member serves this queue")
 		return err

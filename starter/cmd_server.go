@@ -104,7 +104,8 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 	if err != nil {
 		return fmt.Errorf("open the log store: %w", err)
 	}
-	ln, err := net.Listen("tcp", cfg.APIAddr)
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", cfg.APIAddr)
 	if err != nil {
 		return fmt.Errorf("SLUICE_API_ADDR %s: %w", cfg.APIAddr, err)
 	}
@@ -114,7 +115,8 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 	if stack != nil && stack.UIURL() != "" {
 		ui = stack.UIURL() + "/namespaces/" + cfg.TemporalNamespace + "/workflows"
 	}
-	fmt.Fprintf(a.stdout, `sluice is running. Stop it with Ctrl-C.
+	// The banner is for whoever watches; the stack runs on without it.
+	_, _ = fmt.Fprintf(a.stdout, `sluice is running. Stop it with Ctrl-C.
   API:       %s   (health %s/healthz)
   Web UI:    %s
   Temporal:  %s (namespace %s)
@@ -272,7 +274,8 @@ SLUICE_DATA_DIR/logs: give every API replica the same volume.`,
 			if err != nil {
 				return fmt.Errorf("open the log store: %w", err)
 			}
-			ln, err := net.Listen("tcp", cfg.APIAddr)
+			var lc net.ListenConfig
+			ln, err := lc.Listen(cmd.Context(), "tcp", cfg.APIAddr)
 			if err != nil {
 				return fmt.Errorf("SLUICE_API_ADDR %s: %w", cfg.APIAddr, err)
 			}
@@ -312,7 +315,8 @@ Temporal cluster instead (see the README's scaling section).`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "Temporal is running on %s (namespace %s); Web UI %s. Stop it with Ctrl-C.\n",
+			// The banner is for whoever watches; the server runs on without it.
+			_, _ = fmt.Fprintf(a.stdout, "Temporal is running on %s (namespace %s); Web UI %s. Stop it with Ctrl-C.\n",
 				stack.FrontendAddress(), cfg.TemporalNamespace, orDisabled(stack.UIURL()))
 			<-cmd.Context().Done()
 			return stack.Stop()

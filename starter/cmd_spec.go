@@ -35,9 +35,13 @@ func newPipelineValidateCmd() *cobra.Command {
 					printSpecError(errOut, file, err)
 					continue
 				}
-				fmt.Fprintf(out, "%s: ok\n", file)
+				if _, err := fmt.Fprintf(out, "%s: ok\n", file); err != nil {
+					return err
+				}
 				for _, w := range spec.Warnings {
-					fmt.Fprintf(out, "%s: warning: %s\n", file, w)
+					if _, err := fmt.Fprintf(out, "%s: warning: %s\n", file, w); err != nil {
+						return err
+					}
 				}
 			}
 			if invalid > 0 {
@@ -90,14 +94,16 @@ func parseSpecFile(file string) (*pipeline.Spec, error) {
 	return spec, nil
 }
 
-// printSpecError prints every problem of a spec error, one "FILE: error: ..." line each.
+// printSpecError prints every problem of a spec error, one "FILE: error: ..."
+// line each, on stderr: the command fails anyway, so a failed write is not
+// reported.
 func printSpecError(w io.Writer, file string, err error) {
 	var verr *pipeline.ValidationError
 	if errors.As(err, &verr) {
 		for _, p := range verr.Problems {
-			fmt.Fprintf(w, "%s: error: %s\n", file, p.Message)
+			_, _ = fmt.Fprintf(w, "%s: error: %s\n", file, p.Message)
 		}
 		return
 	}
-	fmt.Fprintf(w, "%s: error: %v\n", file, err)
+	_, _ = fmt.Fprintf(w, "%s: error: %v\n", file, err)
 }

@@ -54,7 +54,7 @@ func exitCode(err error) int {
 // run builds the command tree and executes it with args.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	a := &app{getenv: getenv, stdout: stdout, stderr: stderr, flags: map[string]string{}, flagOf: map[string]string{}}
-	root := a.rootCmd()
+	root := a.rootCmd() //nolint:contextcheck // rootCmd only builds the command tree; ExecuteContext hands ctx to each command through cmd.Context()
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

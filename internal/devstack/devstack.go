@@ -91,7 +91,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		opts.ServerLogLevel = slog.LevelWarn
 	}
 
-	ports, err := allocate(opts.Host, opts.FrontendPort, opts.UIPort, opts.MetricsPort)
+	ports, err := allocate(ctx, opts.Host, opts.FrontendPort, opts.UIPort, opts.MetricsPort)
 	if err != nil {
 		return nil, err
 	}
@@ -179,14 +179,17 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 
 // Stop shuts the UI and the server down.
 func (s *Stack) Stop() error {
+	var uiErr error
 	if s.ui != nil {
 		s.ui.Stop()
-		<-s.uiDone
+		if err := <-s.uiDone; err != nil {
+			uiErr = fmt.Errorf("devstack: ui server: %w", err)
+		}
 	}
 	if err := s.server.Stop(); err != nil {
-		return fmt.Errorf("devstack: stop server: %w", err)
+		return errors.Join(uiErr, fmt.Errorf("devstack: stop server: %w", err))
 	}
-	return nil
+	return uiErr
 }
 
 func (s *Stack) startUI(opts Options, port int) error {
@@ -242,10 +245,11 @@ type portSet struct {
 
 // allocate checks the fixed ports are free (a clear error beats the UI
 // server's log.Fatal) and picks free ports for the internal services.
-func allocate(host string, frontend, ui, metricsPort int) (portSet, error) {
+func allocate(ctx context.Context, host string, frontend, ui, metricsPort int) (portSet, error) {
 	var p portSet
+	var lc net.ListenConfig
 	check := func(name string, port int) error {
-		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		l, err := lc.Listen(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 		if err != nil {
 			return fmt.Errorf("devstack: %s port %d on %s is not available: %w", name, port, host, err)
 		}
@@ -286,7 +290,7 @@ func allocate(host string, frontend, ui, metricsPort int) (portSet, error) {
 		if _, dup := held[port]; dup {
 			return false
 		}
-		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		l, err := lc.Listen(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 		if err != nil {
 			return false
 		}
@@ -317,7 +321,7 @@ func allocate(host string, frontend, ui, metricsPort int) (portSet, error) {
 			*w.dst = w.preferred
 			continue
 		}
-		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		l, err := lc.Listen(ctx, "tcp", net.JoinHostPort(host, "0"))
 		if err != nil {
 			return p, fmt.Errorf("devstack: find a free port on %s: %w", host, err)
 		}
