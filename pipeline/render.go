@@ -77,7 +77,8 @@ func dotQuote(s string) string {
 // RenderDOT writes the graph as a Graphviz digraph.
 func RenderDOT(w io.Writer, spec *Spec) error {
 	bw := bufio.NewWriter(w)
-	p := func(format string, args ...any) { fmt.Fprintf(bw, format, args...) }
+	// bw keeps the first write error for Flush, which reports it.
+	p := func(format string, args ...any) { _, _ = fmt.Fprintf(bw, format, args...) }
 	p("digraph pipeline {\n")
 	p("  rankdir=LR;\n")
 	p("  graph [fontname=\"Helvetica\"];\n")
@@ -139,7 +140,8 @@ func mermaidLabel(s string) string {
 // RenderMermaid writes the graph as a Mermaid flowchart.
 func RenderMermaid(w io.Writer, spec *Spec) error {
 	bw := bufio.NewWriter(w)
-	p := func(format string, args ...any) { fmt.Fprintf(bw, format, args...) }
+	// bw keeps the first write error for Flush, which reports it.
+	p := func(format string, args ...any) { _, _ = fmt.Fprintf(bw, format, args...) }
 	ids := make(map[string]string, len(spec.Graph.Nodes))
 	for i, n := range spec.Graph.Nodes {
 		ids[n.Name] = fmt.Sprintf("n%d", i)

@@ -39,7 +39,26 @@ func main() {
 	}
 }
 
-func run(in io.Reader, out io.Writer, label string, top int) error {
+// printer writes the report as it goes and keeps the first write error.
+type printer struct {
+	w   io.Writer
+	err error
+}
+
+func (p *printer) printf(format string, args ...any) {
+	if p.err == nil {
+		_, p.err = fmt.Fprintf(p.w, format, args...)
+	}
+}
+
+func (p *printer) print(s string) {
+	if p.err == nil {
+		_, p.err = io.WriteString(p.w, s)
+	}
+}
+
+func run(in io.Reader, w io.Writer, label string, top int) error {
+	out := &printer{w: w}
 	output := map[string][]string{} // package/test -> output lines
 	var tests, pkgs []result
 	failed := 0
@@ -49,7 +68,7 @@ func run(in io.Reader, out io.Writer, label string, top int) error {
 		line := sc.Bytes()
 		var ev event
 		if err := json.Unmarshal(line, &ev); err != nil || ev.Action == "" {
-			fmt.Fprintln(out, string(line)) // build errors and other plain text
+			out.print(string(line) + "\n") // build errors and other plain text
 			continue
 		}
 		key := ev.Package + " " + ev.Test
@@ -57,18 +76,18 @@ func run(in io.Reader, out io.Writer, label string, top int) error {
 		case "output":
 			output[key] = append(output[key], ev.Output)
 		case "build-output":
-			fmt.Fprint(out, ev.Output)
+			out.print(ev.Output)
 		case "build-fail":
 			failed++
 		case "pass", "fail", "skip":
 			if ev.Test == "" {
 				pkgs = append(pkgs, result{ev.Package, ev.Elapsed})
 				status := map[string]string{"pass": "ok  ", "fail": "FAIL", "skip": "?   "}[ev.Action]
-				fmt.Fprintf(out, "%s\t%s\t%.1fs\n", status, ev.Package, ev.Elapsed)
+				out.printf("%s\t%s\t%.1fs\n", status, ev.Package, ev.Elapsed)
 				if ev.Action == "fail" {
 					failed++
 					for _, l := range output[key] {
-						fmt.Fprint(out, l)
+						out.print(l)
 					}
 				}
 				continue
@@ -78,9 +97,9 @@ func run(in io.Reader, out io.Writer, label string, top int) error {
 			}
 			if ev.Action == "fail" {
 				failed++
-				fmt.Fprintf(out, "--- FAIL: %s (%s)\n", ev.Test, ev.Package)
+				out.printf("--- FAIL: %s (%s)\n", ev.Test, ev.Package)
 				for _, l := range output[key] {
-					fmt.Fprint(out, "    "+l)
+					out.print("    " + l)
 				}
 			}
 			delete(output, key)
@@ -94,19 +113,22 @@ func run(in io.Reader, out io.Writer, label string, top int) error {
 	}
 	byTime(pkgs)
 	byTime(tests)
-	fmt.Fprintf(out, "\n-- %s: slowest packages\n", label)
+	out.printf("\n-- %s: slowest packages\n", label)
 	for i, r := range pkgs {
 		if i == top {
 			break
 		}
-		fmt.Fprintf(out, "  %7.1fs  %s\n", r.elapsed, r.name)
+		out.printf("  %7.1fs  %s\n", r.elapsed, r.name)
 	}
-	fmt.Fprintf(out, "-- %s: slowest tests\n", label)
+	out.printf("-- %s: slowest tests\n", label)
 	for i, r := range tests {
 		if i == top {
 			break
 		}
-		fmt.Fprintf(out, "  %7.1fs  %s\n", r.elapsed, r.name)
+		out.printf("  %7.1fs  %s\n", r.elapsed, r.name)
+	}
+	if out.err != nil {
+		return fmt.Errorf("write the report: %w", out.err)
 	}
 	if failed > 0 {
 		return fmt.Errorf("%s: %d failures", label, failed)
