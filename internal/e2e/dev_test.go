@@ -40,8 +40,9 @@ func freePort(t *testing.T) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	port := l.Addr().(*net.TCPAddr).Port
+	require.NoError(t, l.Close())
+	return port
 }
 
 type syncBuffer struct {
@@ -89,7 +90,7 @@ func startDev(t *testing.T, dataDir string, temporalPort, apiPort, uiPort int) *
 	for {
 		resp, err := http.Get(d.apiURL + "/readyz")
 		if err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				break
 			}
@@ -147,7 +148,7 @@ func TestDevRestartSurvival(t *testing.T) {
 
 	resp, err := http.Get(dev.uiURL + "/")
 	require.NoError(t, err)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, "the Temporal Web UI answers")
 
 	rec := filepath.Join(dir, "records")

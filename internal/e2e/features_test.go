@@ -44,7 +44,7 @@ func TestGitHubWebhook(t *testing.T) {
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		var res api.WebhookResult
 		require.NoError(t, json.NewDecoder(resp.Body).Decode(&res))
 		return resp.StatusCode, res

@@ -37,7 +37,7 @@ func readSpans(t *testing.T, file string) []span {
 		return nil
 	}
 	require.NoError(t, err)
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	open := map[string]*span{}
 	var out []span
 	sc := bufio.NewScanner(f)

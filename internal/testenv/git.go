@@ -51,7 +51,7 @@ func (r *Repo) Head() string {
 
 func (r *Repo) git(args ...string) string {
 	r.t.Helper()
-	cmd := exec.Command("git", args...)
+	cmd := exec.CommandContext(r.t.Context(), "git", args...)
 	cmd.Dir = r.Dir
 	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=sluice-test", "GIT_AUTHOR_EMAIL=test@sluice.invalid",
 		"GIT_COMMITTER_NAME=sluice-test", "GIT_COMMITTER_EMAIL=test@sluice.invalid", "GIT_CONFIG_NOSYSTEM=1")

@@ -284,7 +284,7 @@ func Binary(t testing.TB) string {
 		binPath = filepath.Join(dir, "sluice")
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..")
-		cmd := exec.Command("go", "build", "-o", binPath, "./starter")
+		cmd := exec.CommandContext(t.Context(), "go", "build", "-o", binPath, "./starter")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("build sluice: %w\n%s", err, out)
@@ -307,7 +307,9 @@ func (e *Env) StartExecutor(opts ExecutorOptions) *Process {
 		queues = []string{"default"}
 	}
 	dataDir := filepath.Join(e.Dir, "executors", opts.Name)
-	cmd := exec.Command(bin, "worker", "--role", "executor")
+	cmd := exec.CommandContext(e.t.Context(), bin, "worker", "--role", "executor")
+	// The test's end kills the executor and its builds, as Kill does.
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.Env = append(os.Environ(),
 		"TEMPORAL_ADDRESS="+e.Server.Address(),
 		"TEMPORAL_NAMESPACE="+e.Namespace,
