@@ -384,7 +384,7 @@ func (w *remoteWriter) retry(what string, attempt func() (done bool, err error))
 		}
 		w.log.Warn("log shipping attempt failed", "op", what, "attempt", n, "retry_in", backoff, "error", err)
 		// Jitter in [backoff/2, backoff].
-		sleep := backoff/2 + rand.N(backoff/2+1)
+		sleep := backoff/2 + rand.N(backoff/2+1) //nolint:gosec // G404: retry jitter, not security
 		t := time.NewTimer(sleep)
 		select {
 		case <-t.C:
