@@ -222,8 +222,8 @@ func (s *Spec) StartJobs(kind EventKind, ref, defaultBranch string) []string {
 // parents (sd@p:j).
 func (s *Spec) RemoteTriggers() []string {
 	var out []string
-	for _, j := range s.Jobs {
-		for _, r := range j.Requires {
+	for _, name := range s.JobOrder {
+		for _, r := range s.Jobs[name].Requires {
 			req, err := ParseRequire(r)
 			if err == nil && req.Kind == RequireRemote {
 				name := strings.TrimPrefix(r, "~")

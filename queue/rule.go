@@ -204,7 +204,10 @@ func (r Rule) problems() []error {
 	if r.MinGap < 0 {
 		bad("min-gap must not be negative (got %s)", r.MinGap)
 	}
-	for _, k := range slices.Sorted(maps.Keys(r.Labels)) {
+	// Sorted keys: a fixed order.
+	//workflowcheck:ignore
+	keys := slices.Sorted(maps.Keys(r.Labels))
+	for _, k := range keys {
 		if msg := labelProblem(k, r.Labels[k]); msg != "" {
 			bad("label %q=%q: %s", k, r.Labels[k], msg)
 		}
@@ -235,6 +238,8 @@ func (r Rule) Selects(m Member, queue string) bool {
 	if !m.Serves(queue) {
 		return false
 	}
+	// Order-independent: every label must match.
+	//workflowcheck:ignore
 	for k, v := range r.Labels {
 		if got, ok := m.Labels[k]; !ok || got != v {
 			return false
@@ -267,6 +272,8 @@ func (r Rule) detail() string {
 }
 
 func (r Rule) labelList() string {
+	// Sorted keys: a fixed order.
+	//workflowcheck:ignore
 	keys := slices.Sorted(maps.Keys(r.Labels))
 	parts := make([]string, len(keys))
 	for i, k := range keys {

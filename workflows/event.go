@@ -239,11 +239,12 @@ func (e *eventRun) checkQueues(starts []string, defined []queue.Queue) []string 
 			q, ok := byName[name]
 			switch {
 			case !ok:
-				known := make([]string, 0, len(byName))
-				for n := range byName {
-					known = append(known, n)
+				known := make([]string, 0, len(defined))
+				for _, q := range defined {
+					known = append(known, q.Name)
 				}
 				sort.Strings(known)
+				known = slices.Compact(known)
 				problems = append(problems, fmt.Sprintf("job %s names queue %q, which does not exist (queues: %s)", job, name, strings.Join(known, ", ")))
 			default:
 				if err := queue.CanUse(id, q); err != nil {

@@ -114,6 +114,8 @@ func (l *Lanes) Release(event int) {
 // in force at now, or 0.
 func (l *Lanes) heldBy(event int, now time.Time) int {
 	oldest := 0
+	// Order-independent: the oldest match wins.
+	//workflowcheck:ignore
 	for e, deadline := range l.Pending {
 		if e < event && now.Before(deadline) && (oldest == 0 || e < oldest) {
 			oldest = e
@@ -136,6 +138,8 @@ func (l *Lanes) lane(job string) *Lane {
 
 func (l *Lanes) sortedJobs() []string {
 	jobs := make([]string, 0, len(l.Jobs))
+	// Collected, then sorted.
+	//workflowcheck:ignore
 	for j := range l.Jobs {
 		jobs = append(jobs, j)
 	}
@@ -243,6 +247,8 @@ func (l *Lanes) AbortAll(reason string) []LaneEffect {
 // when it frees they all collapse into the latest. Builds held for an earlier
 // event take no part until the hold lifts.
 func (l *Lanes) Evaluate(now time.Time) []LaneEffect {
+	// Order-independent: every expired hold goes.
+	//workflowcheck:ignore
 	for e, deadline := range l.Pending {
 		if !now.Before(deadline) {
 			delete(l.Pending, e) // the event never reported; stop waiting for it
@@ -394,6 +400,8 @@ func (l *Lanes) NextWake(now time.Time) time.Time {
 			wake = t
 		}
 	}
+	// Order-independent: the earliest wins.
+	//workflowcheck:ignore
 	for _, deadline := range l.Pending {
 		consider(deadline)
 	}
@@ -415,6 +423,8 @@ func (l *Lanes) NextWake(now time.Time) time.Time {
 // Len counts the builds the lanes hold.
 func (l *Lanes) Len() int {
 	n := 0
+	// Order-independent: a sum.
+	//workflowcheck:ignore
 	for _, ln := range l.Jobs {
 		n += len(ln.Active) + len(ln.Waiting)
 	}

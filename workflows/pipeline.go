@@ -376,7 +376,8 @@ func (p *pipelineRun) applySync(ctx workflow.Context, s SpecSync) {
 			workflow.GetLogger(ctx).Warn("subscriptions_upsert_failed", "error", err)
 		}
 	}
-	if !maps.Equal(s.Periodic, p.st.Periodic) {
+	same := maps.Equal(s.Periodic, p.st.Periodic) //workflowcheck:ignore (maps.Equal does not depend on the order)
+	if !same {
 		if err := p.syncSchedules(ctx, s.Periodic); err != nil {
 			workflow.GetLogger(ctx).Warn("schedule_sync_failed", "pipeline", p.cfg.Name, "error", err)
 			return

@@ -174,6 +174,8 @@ func RegistryWorkflow(ctx workflow.Context, in RegistryInput) error {
 }
 
 func (r *registry) queues() []queue.Queue {
+	// Collected, then sorted by name (the map's key).
+	//workflowcheck:ignore
 	out := slices.Collect(maps.Values(r.st.Queues))
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -181,6 +183,8 @@ func (r *registry) queues() []queue.Queue {
 
 func (r *registry) members() []queue.Member {
 	out := make([]queue.Member, 0, len(r.st.Members))
+	// Collected, then sorted by name (the map's key).
+	//workflowcheck:ignore
 	for _, m := range r.st.Members {
 		out = append(out, *m)
 	}
@@ -214,6 +218,8 @@ func (r *registry) heartbeat(ctx workflow.Context, hb Heartbeat) (MemberView, er
 	if m.State == queue.StateDraining && running(m) == 0 {
 		m.State = queue.StateInactive
 	}
+	// Order-independent: every member silent for too long goes.
+	//workflowcheck:ignore
 	for name, other := range r.st.Members {
 		if now.Sub(other.LastSeen) > forgetMembersAfter {
 			delete(r.st.Members, name)
@@ -237,6 +243,8 @@ func (r *registry) heartbeat(ctx workflow.Context, hb Heartbeat) (MemberView, er
 
 func running(m *queue.Member) int {
 	n := 0
+	// Order-independent: a sum.
+	//workflowcheck:ignore
 	for _, c := range m.Running {
 		n += c
 	}
