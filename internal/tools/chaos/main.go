@@ -110,7 +110,7 @@ type harness struct {
 func (h *harness) logf(format string, args ...any) {
 	h.outMu.Lock()
 	defer h.outMu.Unlock()
-	fmt.Fprintf(h.out, "[%6.1fs] %s\n", time.Since(h.begin).Seconds(), fmt.Sprintf(format, args...))
+	_, _ = fmt.Fprintf(h.out, "[%6.1fs] %s\n", time.Since(h.begin).Seconds(), fmt.Sprintf(format, args...))
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
@@ -126,7 +126,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	if err != nil {
 		return err
 	}
-	h := &harness{o: o, out: out, rng: rand.New(rand.NewPCG(o.seed, o.seed>>1|1)), dir: dir,
+	h := &harness{o: o, out: out, rng: rand.New(rand.NewPCG(o.seed, o.seed>>1|1)), dir: dir, //nolint:gosec // chaos timing, not security
 		rec: filepath.Join(dir, "records"), begin: time.Now(), killedAt: map[string][]time.Time{}}
 	h.logf("chaos: %d events on %d pipelines, %d executors; seed %d; dir %s", o.events, o.pipelines, o.executors, o.seed, dir)
 	for _, k := range []string{"SLUICE_BUILD_HEARTBEAT_TIMEOUT", "SLUICE_EXECUTOR_LIVENESS", "SLUICE_MEMBER_HEARTBEAT", "SLUICE_BUILD_MAX_ATTEMPTS"} {
@@ -150,8 +150,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	return err
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort(ctx context.Context) (int, error) {
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
@@ -161,11 +162,11 @@ func freePort() (int, error) {
 
 // setup starts every process, creates the queue and the pipelines.
 func (h *harness) setup(ctx context.Context, bin string) ([]string, error) {
-	tp, err := freePort()
+	tp, err := freePort(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ap, err := freePort()
+	ap, err := freePort(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -181,8 +182,10 @@ func (h *harness) setup(ctx context.Context, bin string) ([]string, error) {
 		"SLUICE_LOG_LEVEL=info",
 	}
 	mk := func(name, ready string, env []string, args ...string) *proc {
-		return &proc{name: name, bin: bin, args: args, env: append(append([]string(nil), common...), env...),
-			log: filepath.Join(logs, name+".log"), ready: ready}
+		return &proc{
+			name: name, bin: bin, args: args, env: append(append([]string(nil), common...), env...),
+			log: filepath.Join(logs, name+".log"), ready: ready,
+		}
 	}
 	h.temporal = mk("temporal", "Temporal is running", []string{"SLUICE_HOST=127.0.0.1"},
 		"temporal", "--data-dir", filepath.Join(h.dir, "temporal"), "--temporal-port", strconv.Itoa(tp), "--ui-port", "0")
@@ -207,8 +210,10 @@ func (h *harness) setup(ctx context.Context, bin string) ([]string, error) {
 		h.logf("%s ready", p.name)
 	}
 	err = retry(ctx, time.Minute, func(ctx context.Context) error {
-		_, err := h.client.CreateQueue(ctx, api.QueueRequest{Name: queueName,
-			Description: "chaos builds: executors only", Rules: []string{"run-on=executors,max-parallel=2"}})
+		_, err := h.client.CreateQueue(ctx, api.QueueRequest{
+			Name:        queueName,
+			Description: "chaos builds: executors only", Rules: []string{"run-on=executors,max-parallel=2"},
+		})
 		return err
 	})
 	if err != nil {
@@ -248,7 +253,7 @@ func (h *harness) setup(ctx context.Context, bin string) ([]string, error) {
 			sh = fan
 		}
 		repo := filepath.Join(h.dir, "repos", name)
-		if err := makeRepo(repo, pipelineSpec(sh, i, h.rec)); err != nil {
+		if err := makeRepo(ctx, repo, pipelineSpec(sh, i, h.rec)); err != nil {
 			return nil, err
 		}
 		err := retry(ctx, time.Minute, func(ctx context.Context) error {
@@ -711,9 +716,9 @@ func (h *harness) run(ctx context.Context, bin string) error {
 	h.logf("executor logs: %s", h.logCounts())
 	h.printProblems()
 
-	fmt.Fprintf(h.out, "chaos events=%d completed=%d lost=%d double_completions=%d executor_kills=%d controller_restarts=%d server_restarts=%d\n",
+	_, _ = fmt.Fprintf(h.out, "chaos events=%d completed=%d lost=%d double_completions=%d executor_kills=%d controller_restarts=%d server_restarts=%d\n",
 		len(started), completed, len(started)-completed, len(v.Double), h.executorKills.Load(), h.controllerKills.Load(), h.serverKills.Load())
-	fmt.Fprintf(h.out, "chaos builds=%d retried=%d interrupted_runs=%d events_success=%d duration=%s\n",
+	_, _ = fmt.Fprintf(h.out, "chaos builds=%d retried=%d interrupted_runs=%d events_success=%d duration=%s\n",
 		rep.builds, len(rep.retried), v.Interrupted, rep.statuses[workflows.StatusSuccess], loadTook.Round(time.Second))
 
 	var fails []string
@@ -776,8 +781,12 @@ func (h *harness) logCounts() string {
 // printProblems reports processes that exited without being killed.
 func (h *harness) printProblems() {
 	for _, p := range append([]*proc{h.temporal, h.api, h.controller}, h.executors...) {
-		for _, u := range p.unexpectedExits() {
+		exits := p.unexpectedExits()
+		for _, u := range exits {
 			h.logf("  unexpected exit: %s", u)
+		}
+		if len(exits) > 0 {
+			h.logf("  last lines of %s:\n%s", p.log, p.tail(8))
 		}
 	}
 }

@@ -38,18 +38,20 @@ type proc struct {
 // start launches the process in its own process group and, when the proc
 // has a ready line, waits for it.
 func (p *proc) start(ctx context.Context) error {
-	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("open %s log: %w", p.name, err)
 	}
 	p.mu.Lock()
 	p.starts++
-	fmt.Fprintf(f, "=== chaos: start #%d of %s at %s ===\n", p.starts, p.name, time.Now().Format(time.RFC3339Nano))
+	_, _ = fmt.Fprintf(f, "=== chaos: start #%d of %s at %s ===\n", p.starts, p.name, time.Now().Format(time.RFC3339Nano))
 	w := &watchWriter{w: f, want: p.ready, seen: make(chan struct{})}
 	if p.ready == "" {
 		close(w.seen)
 	}
-	cmd := exec.Command(p.bin, p.args...)
+	// The harness kills its processes itself (process groups, SIGKILL);
+	// the context must not.
+	cmd := exec.CommandContext(context.WithoutCancel(ctx), p.bin, p.args...)
 	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Stdout, cmd.Stderr = w, w
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -66,7 +66,7 @@ func recordCommand(rec string, secs int) string {
 }
 
 // makeRepo creates a git repository on branch main holding the spec.
-func makeRepo(dir, spec string) error {
+func makeRepo(ctx context.Context, dir, spec string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -78,7 +78,7 @@ func makeRepo(dir, spec string) error {
 		{"add", "-A"},
 		{"commit", "-q", "-m", "chaos pipeline"},
 	} {
-		cmd := exec.Command("git", args...)
+		cmd := exec.CommandContext(ctx, "git", args...)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=sluice-chaos", "GIT_AUTHOR_EMAIL=chaos@sluice.invalid",
 			"GIT_COMMITTER_NAME=sluice-chaos", "GIT_COMMITTER_EMAIL=chaos@sluice.invalid", "GIT_CONFIG_NOSYSTEM=1")
