@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -37,6 +38,8 @@ func runLatency(ctx context.Context, b *bench) (string, error) {
 	n := b.plan.latencyEvents
 	b.progress("latency: %d sequential events (+1 warm-up)", n)
 	var lats []time.Duration
+	var lastT0, lastStep time.Time
+	var lastEvent int
 	// phases: trigger → event workflow → build workflow → lane grant
 	// (dispatch) → executor claim → step start.
 	phases := make([][]time.Duration, 5)
@@ -62,6 +65,7 @@ func runLatency(ctx context.Context, b *bench) (string, error) {
 		if !ok {
 			return "", fmt.Errorf("build %s succeeded but its step recorded no start", build)
 		}
+		lastT0, lastStep, lastEvent = t0, sp.start, ev.Number
 		if i > 0 {
 			lats = append(lats, sp.start.Sub(t0))
 			var bs workflows.BuildState
@@ -75,6 +79,13 @@ func runLatency(ctx context.Context, b *bench) (string, error) {
 		}
 		if (i+1)%50 == 0 {
 			b.progress("latency: %d/%d events, p50 so far %.1f ms", i+1, n+1, ms(percentile(lats, 50)))
+		}
+	}
+	if b.trace {
+		fmt.Fprintf(os.Stderr, "latency: timeline of event lat/%d (trigger at 0, step started at %.1f ms)\n", lastEvent, ms(lastStep.Sub(lastT0)))
+		ref := workflows.BuildRef{Pipeline: "lat", Job: "main", Event: lastEvent}
+		if err := writeTrace(ctx, os.Stderr, s.Client, lastT0, workflows.PipelineWorkflowID("lat"), ref.EventRef().WorkflowID(), ref.WorkflowID()); err != nil {
+			return "", err
 		}
 	}
 

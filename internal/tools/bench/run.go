@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -39,6 +40,10 @@ type bench struct {
 	// root is the run's temporary directory; each stack takes a subdirectory.
 	root string
 	log  *slog.Logger
+	// trace prints the last latency event's timeline.
+	trace bool
+	// dynamicConfig overrides the embedded server's settings (-dc).
+	dynamicConfig map[string]any
 	// progress prints a human line on stderr.
 	progress func(format string, args ...any)
 }
@@ -51,7 +56,13 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	profileFigure := fs.String("profile-figure", "throughput", "the figure -cpuprofile covers")
 	keep := fs.Bool("keep", false, "keep the temporary directory (databases, logs) after the run")
 	verbose := fs.Bool("v", false, "log warnings of the server, controller and API to stderr")
+	trace := fs.Bool("trace", false, "print the merged history timeline of the last latency event on stderr")
+	dc := fs.String("dc", "", "override Temporal dynamic config for experiments: key=value,... (ints, floats, bools, durations)")
 	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	overrides, err := parseDynamicConfig(*dc)
+	if err != nil {
 		return err
 	}
 	bin := getenv("SLUICE_BIN")
@@ -86,7 +97,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		sink = os.Stderr
 	}
 	b := &bench{
-		plan: planFor(*quick), bin: bin, root: root,
+		plan: planFor(*quick), bin: bin, root: root, trace: *trace, dynamicConfig: overrides,
 		log: slog.New(slog.NewTextHandler(sink, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		progress: func(format string, args ...any) {
 			fmt.Fprintf(os.Stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
@@ -152,4 +163,30 @@ func figNames(fs []figure) []string {
 		out = append(out, f.name)
 	}
 	return out
+}
+
+// parseDynamicConfig reads -dc: key=value pairs, values typed by their look.
+func parseDynamicConfig(s string) (map[string]any, error) {
+	out := map[string]any{}
+	for kv := range strings.SplitSeq(s, ",") {
+		if strings.TrimSpace(kv) == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("-dc %q: want key=value", kv)
+		}
+		if i, err := strconv.Atoi(v); err == nil {
+			out[k] = i
+		} else if f, err := strconv.ParseFloat(v, 64); err == nil {
+			out[k] = f
+		} else if bv, err := strconv.ParseBool(v); err == nil {
+			out[k] = bv
+		} else if d, err := time.ParseDuration(v); err == nil {
+			out[k] = d
+		} else {
+			out[k] = v
+		}
+	}
+	return out, nil
 }

@@ -70,7 +70,7 @@ func (b *bench) newStack(ctx context.Context, name string, opts stackOptions) (*
 	var err error
 	s.temporal, err = devstack.Start(ctx, devstack.Options{
 		DBPath: filepath.Join(s.dir, "temporal.db"), FrontendPort: 0, Namespace: "default",
-		Logger: b.log.With("component", "temporal"),
+		Logger: b.log.With("component", "temporal"), DynamicConfig: b.dynamicConfig,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start Temporal: %w", err)

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -29,7 +31,7 @@ func waitEvents(ctx context.Context, c client.Client, ids []string) (map[string]
 			ref, err := workflows.ParseEventRef(id)
 			var st workflows.EventState
 			if err == nil {
-				err = c.GetWorkflow(ctx, ref.WorkflowID(), "").Get(ctx, &st)
+				err = waitWorkflow(ctx, c, ref.WorkflowID(), &st)
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -44,6 +46,25 @@ func waitEvents(ctx context.Context, c client.Client, ids []string) (map[string]
 	}
 	wg.Wait()
 	return out, firstErr
+}
+
+// waitWorkflow waits for a workflow's result. A workflow not started yet
+// (an event admitted in a burst starts a moment after its number is handed
+// out) is waited for, up to a minute.
+func waitWorkflow(ctx context.Context, c client.Client, id string, out any) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := c.GetWorkflow(ctx, id, "").Get(ctx, out)
+		var nf *serviceerror.NotFound
+		if !errors.As(err, &nf) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // listWorkflows lists every execution (all runs) matching a visibility query.
