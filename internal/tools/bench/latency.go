@@ -20,7 +20,7 @@ func runLatency(ctx context.Context, b *bench) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer s.close()
+	defer s.close(ctx)
 	if err := s.createQueue(ctx, b.plan.executorSlots); err != nil {
 		return "", err
 	}

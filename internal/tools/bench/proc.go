@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -24,9 +25,11 @@ type proc struct {
 }
 
 // startProcess starts `$SLUICE_BIN worker --role role` against the stack.
-func (s *stack) startProcess(name, role string, extra []string) (*proc, error) {
+// When ctx ends (the figure's bound), the process group is killed.
+func (s *stack) startProcess(ctx context.Context, name, role string, extra []string) (*proc, error) {
 	dataDir := filepath.Join(s.dir, "members", name)
-	cmd := exec.Command(s.b.bin, "worker", "--role", role)
+	cmd := exec.CommandContext(ctx, s.b.bin, "worker", "--role", role)
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.Env = append(baseEnv(),
 		"TEMPORAL_ADDRESS="+s.temporal.FrontendAddress(),
 		"TEMPORAL_NAMESPACE=default",

@@ -92,7 +92,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	} else {
 		defer func() { _ = os.RemoveAll(root) }()
 	}
-	var sink io.Writer = io.Discard
+	sink := io.Writer(io.Discard)
 	if *verbose {
 		sink = os.Stderr
 	}
@@ -138,7 +138,7 @@ func (b *bench) runFigure(ctx context.Context, f figure, profile bool, profilePa
 	b.progress("%s: starting (bound %s)", f.name, timeout)
 	start := time.Now()
 	if profile {
-		out, err := os.Create(filepath.Clean(profilePath))
+		out, err := os.Create(filepath.Clean(profilePath)) //nolint:gosec // the path is the caller's own -cpuprofile flag
 		if err != nil {
 			return "", 0, fmt.Errorf("cpuprofile: %w", err)
 		}

@@ -26,7 +26,7 @@ func runScale(ctx context.Context, b *bench) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer s.close()
+	defer s.close(ctx)
 	if err := s.createQueue(ctx, b.plan.executorSlots); err != nil {
 		return "", err
 	}
@@ -38,8 +38,10 @@ func runScale(ctx context.Context, b *bench) (string, error) {
 	}
 	var jobs []job
 	for i := range p.scaleJobs {
-		jobs = append(jobs, job{name: fmt.Sprintf("j%d", i+1), requires: []string{"~commit"}, parallel: true, cmd: "true",
-			matrix: map[string][]string{"N": vals}})
+		jobs = append(jobs, job{
+			name: fmt.Sprintf("j%d", i+1), requires: []string{"~commit"}, parallel: true, cmd: "true",
+			matrix: map[string][]string{"N": vals},
+		})
 	}
 	spec := specYAML(jobs)
 	names := make([]string, p.scalePipelines)

@@ -61,7 +61,7 @@ func (b *bench) newStack(ctx context.Context, name string, opts stackOptions) (*
 	ok := false
 	defer func() {
 		if !ok {
-			s.close()
+			s.close(ctx)
 		}
 	}()
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
@@ -91,11 +91,11 @@ func (b *bench) newStack(ctx context.Context, name string, opts stackOptions) (*
 	if err := workers.RegisterSearchAttributes(ctx, s.Client, "default"); err != nil {
 		return nil, err
 	}
-	if err := s.startAPI(); err != nil {
+	if err := s.startAPI(ctx); err != nil {
 		return nil, err
 	}
 	if opts.controllerProcess {
-		s.controller, err = s.startProcess("controller", "controller", nil)
+		s.controller, err = s.startProcess(ctx, "controller", "controller", nil)
 		if err != nil {
 			return nil, err
 		}
@@ -108,12 +108,16 @@ func (b *bench) newStack(ctx context.Context, name string, opts stackOptions) (*
 			return nil, fmt.Errorf("controller log store: %w", err)
 		}
 		go func() {
-			done <- workers.RunController(cctx, workers.Options{Client: s.Client, Config: s.cfg, Logger: b.log,
-				Logs: func(key string) runner.LogSink { return store.Sink(key) }, Name: "controller"})
+			done <- workers.RunController(cctx, workers.Options{
+				Client: s.Client, Config: s.cfg, Logger: b.log, Name: "controller",
+				Logs: func(key string) runner.LogSink { return store.Sink(key) },
+			})
 		}()
 		s.stopController = func() {
 			cancel()
-			<-done
+			if err := <-done; err != nil {
+				b.progress("%s: controller: %v", name, err)
+			}
 		}
 	}
 	if err := waitFor(ctx, "the registry to answer", 60*time.Second, func() (bool, error) {
@@ -126,7 +130,7 @@ func (b *bench) newStack(ctx context.Context, name string, opts stackOptions) (*
 	return s, nil
 }
 
-func (s *stack) startAPI() error {
+func (s *stack) startAPI(ctx context.Context) error {
 	store, err := logstore.Open(filepath.Join(s.dir, "logs"))
 	if err != nil {
 		return fmt.Errorf("API log store: %w", err)
@@ -136,15 +140,19 @@ func (s *stack) startAPI() error {
 		Dispatch: workflows.Dispatch{HeartbeatTimeout: s.cfg.HeartbeatTimeout, MaxAttempts: s.cfg.MaxAttempts},
 		Repos:    activities.CachedRepos(filepath.Join(s.dir, "api-git")), Logger: s.b.log,
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("API listener: %w", err)
 	}
-	s.http = &http.Server{Handler: api.NewHandler(api.Deps{Service: svc, Logs: store, Logger: s.b.log,
-		Ready: func(ctx context.Context) error {
-			_, err := s.Client.CheckHealth(ctx, &client.CheckHealthRequest{})
-			return err
-		}}), ReadHeaderTimeout: 10 * time.Second}
+	ready := func(ctx context.Context) error {
+		_, err := s.Client.CheckHealth(ctx, &client.CheckHealthRequest{})
+		return err
+	}
+	s.http = &http.Server{
+		Handler:           api.NewHandler(api.Deps{Service: svc, Logs: store, Logger: s.b.log, Ready: ready}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
 	go func() { _ = s.http.Serve(ln) }()
 	s.apiURL = "http://" + ln.Addr().String()
 	s.API = &api.Client{BaseURL: s.apiURL, HTTP: newHTTPClient()}
@@ -159,8 +167,9 @@ func newHTTPClient() *http.Client {
 	}}
 }
 
-// close stops everything the stack started, executors first.
-func (s *stack) close() {
+// close stops everything the stack started, executors first. It runs
+// even when ctx has ended.
+func (s *stack) close(ctx context.Context) {
 	s.mu.Lock()
 	procs := s.procs
 	s.procs = nil
@@ -172,8 +181,8 @@ func (s *stack) close() {
 		s.stopController()
 	}
 	if s.http != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = s.http.Shutdown(ctx)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_ = s.http.Shutdown(sctx)
 		cancel()
 	}
 	if s.Client != nil {
@@ -188,8 +197,10 @@ func (s *stack) close() {
 
 // createQueue defines the bench queue: executors only, slots per executor.
 func (s *stack) createQueue(ctx context.Context, slots int) error {
-	_, err := s.API.CreateQueue(ctx, api.QueueRequest{Name: benchQueue, Description: "bench",
-		Rules: []string{"run-on=executors,max-parallel=" + strconv.Itoa(slots)}})
+	_, err := s.API.CreateQueue(ctx, api.QueueRequest{
+		Name: benchQueue, Description: "bench",
+		Rules: []string{"run-on=executors,max-parallel=" + strconv.Itoa(slots)},
+	})
 	if err != nil {
 		return fmt.Errorf("create queue %s: %w", benchQueue, err)
 	}
@@ -202,7 +213,7 @@ func (s *stack) startExecutors(ctx context.Context, n int, wait bool) ([]string,
 	var names []string
 	for i := range n {
 		name := fmt.Sprintf("exec-%d", i+1)
-		if _, err := s.startProcess(name, "executor", []string{"SLUICE_EXECUTOR_NAME=" + name, "SLUICE_EXECUTOR_QUEUES=" + benchQueue}); err != nil {
+		if _, err := s.startProcess(ctx, name, "executor", []string{"SLUICE_EXECUTOR_NAME=" + name, "SLUICE_EXECUTOR_QUEUES=" + benchQueue}); err != nil {
 			return nil, err
 		}
 		names = append(names, name)

@@ -25,7 +25,7 @@ func runStorm(ctx context.Context, b *bench) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer s.close()
+	defer s.close(ctx)
 	if err := s.createQueue(ctx, b.plan.executorSlots); err != nil {
 		return "", err
 	}

@@ -46,12 +46,14 @@ func writeTrace(ctx context.Context, w io.Writer, c client.Client, t0 time.Time,
 		}
 	}
 	sort.SliceStable(lines, func(i, j int) bool { return lines[i].at.Before(lines[j].at) })
+	var b strings.Builder
 	prev := t0
 	for _, l := range lines {
-		fmt.Fprintf(w, "  %8.1f ms (+%6.1f)  %-28s %s\n", ms(l.at.Sub(t0)), ms(l.at.Sub(prev)), l.workflow, l.event)
+		fmt.Fprintf(&b, "  %8.1f ms (+%6.1f)  %-28s %s\n", ms(l.at.Sub(t0)), ms(l.at.Sub(prev)), l.workflow, l.event)
 		prev = l.at
 	}
-	return nil
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // writeTaskStats summarises one workflow's workflow tasks (every run): how
@@ -89,7 +91,8 @@ func writeTaskStats(ctx context.Context, w io.Writer, c client.Client, workflowI
 			}
 		}
 	}
-	fmt.Fprintf(w, "%s: %d runs, %d workflow tasks; wait for a worker p50 %.1f ms max %.1f ms; run p50 %.1f ms max %.1f ms\n",
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d runs, %d workflow tasks; wait for a worker p50 %.1f ms max %.1f ms; run p50 %.1f ms max %.1f ms\n",
 		workflowID, len(execs), len(runs), ms(percentile(waits, 50)), ms(percentile(waits, 100)), ms(percentile(runs, 50)), ms(percentile(runs, 100)))
 	keys := make([]string, 0, len(types))
 	for k := range types {
@@ -97,7 +100,8 @@ func writeTaskStats(ctx context.Context, w io.Writer, c client.Client, workflowI
 	}
 	sort.Slice(keys, func(i, j int) bool { return types[keys[i]] > types[keys[j]] })
 	for _, k := range keys {
-		fmt.Fprintf(w, "  %6d %s\n", types[k], k)
+		fmt.Fprintf(&b, "  %6d %s\n", types[k], k)
 	}
-	return nil
+	_, err = io.WriteString(w, b.String())
+	return err
 }
