@@ -26,7 +26,6 @@ import (
 	"github.com/sluice-ci/sluice/pipeline"
 	"github.com/sluice-ci/sluice/queue"
 	"github.com/sluice-ci/sluice/scm"
-	"github.com/sluice-ci/sluice/workers"
 	"github.com/sluice-ci/sluice/workflows"
 )
 
@@ -55,6 +54,8 @@ type Service struct {
 	Now func() time.Time
 
 	idx pipelineIndex
+	// batches coalesces concurrent event starts per pipeline (batch.go).
+	batches eventBatcher
 }
 
 func (s *Service) now() time.Time {
@@ -391,7 +392,7 @@ func (s *Service) StartEvent(ctx context.Context, id queue.Identity, name string
 }
 
 func (s *Service) startEvent(ctx context.Context, name string, r workflows.StartEventRequest) (EventStarted, error) {
-	res, err := workers.StartEvent(ctx, s.Client, name, r)
+	res, err := s.batches.start(ctx, s.Client, name, r)
 	if err != nil {
 		return EventStarted{}, updateError(err, "pipeline "+name)
 	}
@@ -402,6 +403,12 @@ func (s *Service) startEvent(ctx context.Context, name string, r workflows.Start
 func (s *Service) eventState(ctx context.Context, ref workflows.EventRef) (workflows.EventState, error) {
 	var st workflows.EventState
 	desc, err := s.Client.DescribeWorkflowExecution(ctx, ref.WorkflowID(), "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) && s.eventNumbered(ctx, ref) {
+		// Admitted in a burst (UpdateStartEvents): numbered, workflow not
+		// started yet.
+		return workflows.EventState{Event: ref, Status: workflows.StatusCreated, Reason: "starting: admitted in a burst, its workflow starts in a moment"}, nil
+	}
 	if err != nil {
 		return st, translate(err, "event "+ref.String())
 	}
@@ -416,6 +423,16 @@ func (s *Service) eventState(ctx context.Context, ref workflows.EventRef) (workf
 		st = workflows.EventState{Event: ref, Status: workflows.StatusAborted, Reason: "event workflow ended without a result: " + err.Error()}
 	}
 	return st, nil
+}
+
+// eventNumbered reports whether the pipeline has handed out ref's number.
+func (s *Service) eventNumbered(ctx context.Context, ref workflows.EventRef) bool {
+	v, err := s.Client.QueryWorkflow(ctx, workflows.PipelineWorkflowID(ref.Pipeline), "", workflows.QueryPipeline)
+	if err != nil {
+		return false
+	}
+	var info workflows.PipelineInfo
+	return v.Get(&info) == nil && ref.Number <= info.Events
 }
 
 // GetEvent returns an event with its builds.

@@ -45,6 +45,9 @@ type pipelineRun struct {
 	// startQueue are events asked for by signal (schedules), started in order.
 	startQueue []StartEventRequest
 	syncs      []SpecSync
+	// launching counts events admitted by UpdateStartEvents whose workflows
+	// have not started yet; the run does not continue as new meanwhile.
+	launching int
 	// wake tells the main loop that an update changed something it acts on
 	// (a delete must end the run even when no signal follows).
 	wake workflow.Channel
@@ -76,6 +79,10 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateStartEvent, p.startEvent,
 		workflow.UpdateHandlerOptions{Validator: p.validateStart}); err != nil {
 		return fmt.Errorf("register start-event update: %w", err)
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateStartEvents, p.startEvents,
+		workflow.UpdateHandlerOptions{Validator: p.validateStartEvents}); err != nil {
+		return fmt.Errorf("register start-events update: %w", err)
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateConfigure,
 		func(ctx workflow.Context, c PipelineConfig) (PipelineConfig, error) {
@@ -216,7 +223,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 			p.applySync(ctx, last)
 		}
 
-		if p.deleted && p.st.Lanes.Len() == 0 {
+		if p.deleted && p.st.Lanes.Len() == 0 && p.launching == 0 {
 			p.flush(ctx)
 			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 			if err := p.syncSchedules(ctx, nil); err != nil {
@@ -231,7 +238,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 			// Signals that arrived meanwhile stay in the channels; keep going
 			// until a pass ends with nothing pending.
 			if enqueueCh.Len() == 0 && doneCh.Len() == 0 && syncCh.Len() == 0 && startCh.Len() == 0 &&
-				len(p.startQueue) == 0 && len(p.syncs) == 0 {
+				len(p.startQueue) == 0 && len(p.syncs) == 0 && p.launching == 0 {
 				st := p.st
 				return workflow.NewContinueAsNewError(ctx, PipelineWorkflow, PipelineInput{Config: p.cfg, State: &st})
 			}
@@ -303,10 +310,24 @@ func (p *pipelineRun) validateStart(_ workflow.Context, r StartEventRequest) err
 // startEvent numbers the event and starts its workflow. A webhook delivery
 // seen before returns the event it started then.
 func (p *pipelineRun) startEvent(ctx workflow.Context, r StartEventRequest) (StartEventResult, error) {
+	return p.launchEvent(ctx, r).wait(ctx, p)
+}
+
+// launchedEvent is an event whose workflow start has been asked for.
+type launchedEvent struct {
+	res StartEventResult
+	// started resolves once the event's workflow started; nil for a
+	// delivery seen before.
+	started workflow.Future
+}
+
+// launchEvent numbers the event and asks for its workflow's start without
+// waiting for it (UpdateStartEvents starts many in one workflow task).
+func (p *pipelineRun) launchEvent(ctx workflow.Context, r StartEventRequest) launchedEvent {
 	if id := r.Trigger.DeliveryID; id != "" {
 		for _, d := range p.st.Deliveries {
 			if d.ID == id {
-				return StartEventResult{Event: EventRef{Pipeline: p.cfg.Name, Number: d.Event}, Duplicate: true}, nil
+				return launchedEvent{res: StartEventResult{Event: EventRef{Pipeline: p.cfg.Name, Number: d.Event}, Duplicate: true}}
 			}
 		}
 	}
@@ -334,11 +355,20 @@ func (p *pipelineRun) startEvent(ctx workflow.Context, r StartEventRequest) (Sta
 		Event: ref, Config: p.cfg, Trigger: r.Trigger, StartFrom: r.StartFrom, Force: r.Force, Parent: r.Parent,
 		ParentSucceeded: r.ParentSucceeded, Creator: r.Creator, Identity: r.Identity,
 	})
-	if err := child.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
-		p.st.Lanes.Release(ref.Number)
-		return StartEventResult{}, fmt.Errorf("start event %s: %w", ref, err)
+	return launchedEvent{res: StartEventResult{Event: ref}, started: child.GetChildWorkflowExecution()}
+}
+
+// wait returns once the event's workflow started. When it cannot start, the
+// event no longer holds later events' builds.
+func (l launchedEvent) wait(ctx workflow.Context, p *pipelineRun) (StartEventResult, error) {
+	if l.started == nil {
+		return l.res, nil
 	}
-	return StartEventResult{Event: ref}, nil
+	if err := l.started.Get(ctx, nil); err != nil {
+		p.st.Lanes.Release(l.res.Event.Number)
+		return StartEventResult{}, fmt.Errorf("start event %s: %w", l.res.Event, err)
+	}
+	return l.res, nil
 }
 
 func eventBranch(cfg PipelineConfig, t Trigger) string {
