@@ -290,6 +290,13 @@ func TestClientAgainstTheHandler(t *testing.T) {
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, http.StatusServiceUnavailable, ae.Status)
 
+	// With authentication on, reads need a token too.
+	_, err = c.GetBuild(ctx, "build/app/3")
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, http.StatusUnauthorized, ae.Status)
+	require.Equal(t, "unauthorized: no token", ae.Message)
+
+	c.Token = "bob"
 	_, err = c.GetBuild(ctx, "build/app/3")
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, http.StatusBadRequest, ae.Status)
@@ -300,12 +307,6 @@ func TestClientAgainstTheHandler(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, ae.Status)
 	require.Contains(t, ae.Message, `event "app/zero"`)
 
-	_, err = c.StartEvent(ctx, "app", api.StartEventRequest{SHA: "not-hex"})
-	require.ErrorAs(t, err, &ae)
-	require.Equal(t, http.StatusUnauthorized, ae.Status)
-	require.Equal(t, "unauthorized: no token", ae.Message)
-
-	c.Token = "bob"
 	_, err = c.StartEvent(ctx, "app", api.StartEventRequest{SHA: "not-hex"})
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, http.StatusBadRequest, ae.Status)

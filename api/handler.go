@@ -34,7 +34,9 @@ type Deps struct {
 	// GitHubSecret and GitLabToken verify webhook deliveries.
 	GitHubSecret, GitLabToken string
 	// Authenticate maps a request to an identity; nil means auth is off and
-	// every request acts as queue.System().
+	// every request acts as queue.System(). When set, every /api/v1 request
+	// must authenticate (reads and log shipping included); health checks
+	// and webhooks (verified by their own secrets) stay open.
 	Authenticate func(r *http.Request) (queue.Identity, error)
 	Logger       *slog.Logger
 }
@@ -94,7 +96,24 @@ func NewHandler(d Deps) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})
-	return h.recover(mux)
+	return h.recover(h.authenticated(mux))
+}
+
+// authenticated refuses /api/v1 requests that do not authenticate, before
+// any route runs, when authentication is on.
+func (h *handler) authenticated(next http.Handler) http.Handler {
+	if h.d.Authenticate == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/api/") {
+			if _, err := h.identity(r); err != nil {
+				h.fail(w, r, err)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func (h *handler) recover(next http.Handler) http.Handler {

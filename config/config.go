@@ -50,6 +50,10 @@ type Config struct {
 	APIAddr string `env:"SLUICE_API_ADDR" envDefault:":8080" desc:"HTTP API listen address"`
 	// APIURL is how the CLI and remote executors reach the API.
 	APIURL string `env:"SLUICE_API_URL" envDefault:"http://localhost:8080" desc:"base URL of the API, used by the CLI and by executors to ship logs"`
+	// APITokensFile turns on bearer-token authentication for /api/v1.
+	APITokensFile string `env:"SLUICE_API_TOKENS_FILE" desc:"YAML file of API tokens with their users, roles and privileges; empty turns authentication off (every request acts as the system)"`
+	// Token is the bearer token the CLI and remote executors send to the API.
+	Token string `env:"SLUICE_TOKEN" desc:"bearer token the CLI and executors send to the API" json:"-"`
 	// GitHubSecret verifies GitHub webhook signatures (X-Hub-Signature-256).
 	GitHubSecret string `env:"SLUICE_GITHUB_SECRET" desc:"GitHub webhook secret; empty accepts unsigned deliveries" json:"-"`
 	// GitLabToken verifies GitLab webhook deliveries (X-Gitlab-Token).

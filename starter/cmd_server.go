@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-ci/sluice/config"
 	"github.com/sluice-ci/sluice/internal/devstack"
 	"github.com/sluice-ci/sluice/logstore"
+	"github.com/sluice-ci/sluice/queue"
 	"github.com/sluice-ci/sluice/runner"
 	"github.com/sluice-ci/sluice/workers"
 	"github.com/sluice-ci/sluice/workflows"
@@ -61,6 +62,7 @@ Every flag can also be set through the environment variable named in its help.`,
 	a.configFlag(cmd, "ui-port", "SLUICE_UI_PORT", "")
 	a.configFlag(cmd, "metrics-port", "SLUICE_METRICS_PORT", "")
 	a.configFlag(cmd, "api-addr", "SLUICE_API_ADDR", "")
+	a.configFlag(cmd, "tokens-file", "SLUICE_API_TOKENS_FILE", "")
 	a.configFlag(cmd, "name", "SLUICE_EXECUTOR_NAME", "name of the local executor (default \"local\")")
 	a.configFlag(cmd, "queues", "SLUICE_EXECUTOR_QUEUES", "")
 	a.configFlag(cmd, "labels", "SLUICE_EXECUTOR_LABELS", "")
@@ -71,10 +73,13 @@ Every flag can also be set through the environment variable named in its help.`,
 
 func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 	log := a.logger(cfg)
+	auth, err := authenticator(cfg, log)
+	if err != nil {
+		return err
+	}
 	addr := cfg.TemporalAddress
 	var stack *devstack.Stack
 	if addr == "" {
-		var err error
 		started := time.Now()
 		stack, err = devstack.Start(ctx, devstack.Options{
 			DBPath: filepath.Join(cfg.DataDir, "temporal.db"), Host: cfg.Host, FrontendPort: cfg.TemporalPort,
@@ -109,7 +114,7 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 	if err != nil {
 		return fmt.Errorf("SLUICE_API_ADDR %s: %w", cfg.APIAddr, err)
 	}
-	srv := a.apiServer(cfg, c, store, log)
+	srv := a.apiServer(cfg, c, store, log, auth)
 
 	ui := "disabled"
 	if stack != nil && stack.UIURL() != "" {
@@ -150,7 +155,22 @@ func apiBase(addr string) string {
 	return "http://" + net.JoinHostPort(host, port)
 }
 
-func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Store, log *slog.Logger) *http.Server {
+// authenticator loads SLUICE_API_TOKENS_FILE, before anything starts; nil
+// (authentication off) when it is not set.
+func authenticator(cfg *config.Config, log *slog.Logger) (func(*http.Request) (queue.Identity, error), error) {
+	if cfg.APITokensFile == "" {
+		log.Warn("api_auth_off", "reason", "SLUICE_API_TOKENS_FILE is not set: every API request acts as the system identity")
+		return nil, nil
+	}
+	t, err := api.LoadTokens(cfg.APITokensFile)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("api_auth_on", "tokens", t.Len(), "file", cfg.APITokensFile)
+	return t.Authenticate, nil
+}
+
+func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Store, log *slog.Logger, auth func(*http.Request) (queue.Identity, error)) *http.Server {
 	svc := &api.Service{
 		Client: c, Namespace: cfg.TemporalNamespace, Liveness: cfg.LivenessTimeout,
 		Dispatch: workflows.Dispatch{HeartbeatTimeout: cfg.HeartbeatTimeout, MaxAttempts: cfg.MaxAttempts},
@@ -160,6 +180,7 @@ func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Sto
 	h := api.NewHandler(api.Deps{
 		Service: svc, Logs: store, Logger: log,
 		GitHubSecret: cfg.GitHubSecret, GitLabToken: cfg.GitLabToken,
+		Authenticate: auth,
 		Ready: func(ctx context.Context) error {
 			_, err := c.CheckHealth(ctx, &client.CheckHealthRequest{})
 			return err
@@ -221,7 +242,7 @@ Executors ship step logs to the API (SLUICE_API_URL).`,
 				return err
 			}
 			defer c.Close()
-			hc := &http.Client{Timeout: 30 * time.Second}
+			hc := &http.Client{Timeout: 30 * time.Second, Transport: api.BearerTransport{Token: cfg.Token}}
 			remote := func(key string) runner.LogSink {
 				return logstore.NewRemoteSink(cfg.APIURL, key, hc, logstore.RemoteOptions{Logger: log})
 			}
@@ -261,6 +282,10 @@ SLUICE_DATA_DIR/logs: give every API replica the same volume.`,
 				return err
 			}
 			log := a.logger(cfg)
+			auth, err := authenticator(cfg, log)
+			if err != nil {
+				return err
+			}
 			addr := cfg.TemporalAddress
 			if addr == "" {
 				addr = defaultTemporal
@@ -280,12 +305,13 @@ SLUICE_DATA_DIR/logs: give every API replica the same volume.`,
 				return fmt.Errorf("SLUICE_API_ADDR %s: %w", cfg.APIAddr, err)
 			}
 			log.Info("api_listening", "address", apiBase(cfg.APIAddr))
-			return serve(cmd.Context(), a.apiServer(cfg, c, store, log), ln)
+			return serve(cmd.Context(), a.apiServer(cfg, c, store, log, auth), ln)
 		},
 	}
 	a.configFlag(cmd, "temporal-address", "TEMPORAL_ADDRESS", "")
 	a.configFlag(cmd, "namespace", "TEMPORAL_NAMESPACE", "")
 	a.configFlag(cmd, "api-addr", "SLUICE_API_ADDR", "")
+	a.configFlag(cmd, "tokens-file", "SLUICE_API_TOKENS_FILE", "")
 	a.configFlag(cmd, "data-dir", "SLUICE_DATA_DIR", "")
 	a.configFlag(cmd, "log-level", "SLUICE_LOG_LEVEL", "")
 	a.configFlag(cmd, "log-format", "SLUICE_LOG_FORMAT", "")

@@ -159,7 +159,7 @@ func (a *app) client() *api.Client {
 		url = "http://localhost:8080"
 	}
 	c := api.NewClient(url)
-	c.Token = a.getenv("SLUICE_TOKEN")
+	c.Token = a.getenv("SLUICE_TOKEN") // the same variable as config.Config.Token
 	return c
 }
 
