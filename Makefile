@@ -61,8 +61,8 @@ lint: $(TOOLS)/golangci-lint $(TOOLS)/workflowcheck ## golangci-lint (pinned, in
 	$(TOOLS)/workflowcheck ./workflows/...
 
 .PHONY: bench
-bench: build ## benchmarks against a bare Temporal baseline in the same run (QUICK=1 for a short run)
-	SLUICE_BIN=$(CURDIR)/$(BIN) $(GO) run ./internal/tools/bench $(if $(QUICK),-quick)
+bench: build ## benchmarks against a bare Temporal baseline in the same run (QUICK=1 short run; BENCH_ARGS="-only latency -trace")
+	SLUICE_BIN=$(CURDIR)/$(BIN) $(GO) run ./internal/tools/bench $(if $(QUICK),-quick) $(BENCH_ARGS)
 
 .PHONY: chaos
 chaos: build ## kill executors, the controller and the Temporal server during 100 events; check nothing is lost

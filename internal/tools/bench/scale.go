@@ -160,10 +160,18 @@ type histories struct {
 // visibility, running ones from DescribeWorkflowExecution.
 func largestHistories(ctx context.Context, c client.Client) (histories, error) {
 	var h histories
-	execs, err := listWorkflows(ctx, c, "")
+	// Build workflows are many and small (~34 events each, the history
+	// figure); list the rest — pipelines, events, the registry, schedules —
+	// and describe one build for the record.
+	execs, err := listWorkflows(ctx, c, "WorkflowType != 'BuildWorkflow'")
 	if err != nil {
 		return h, err
 	}
+	builds, err := listPage(ctx, c, "WorkflowType = 'BuildWorkflow' AND ExecutionStatus != 'Running'", 1)
+	if err != nil {
+		return h, err
+	}
+	execs = append(execs, builds...)
 	for _, ex := range execs {
 		id := ex.GetExecution().GetWorkflowId()
 		n := int(ex.GetHistoryLength())

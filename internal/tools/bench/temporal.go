@@ -72,9 +72,21 @@ func listWorkflows(ctx context.Context, c client.Client, query string) ([]*workf
 	var out []*workflowpb.WorkflowExecutionInfo
 	var token []byte
 	for {
-		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Namespace: "default", Query: query, NextPageToken: token, PageSize: 1000,
-		})
+		var resp *workflowservice.ListWorkflowExecutionsResponse
+		var err error
+		// A page on a loaded SQLite server can be slow: allow a minute and
+		// try a page that timed out twice more.
+		for try := 0; try < 3; try++ {
+			pctx, cancel := context.WithTimeout(ctx, time.Minute)
+			resp, err = c.ListWorkflow(pctx, &workflowservice.ListWorkflowExecutionsRequest{
+				Namespace: "default", Query: query, NextPageToken: token, PageSize: 1000,
+			})
+			cancel()
+			var slow *serviceerror.DeadlineExceeded
+			if err == nil || ctx.Err() != nil || (!errors.Is(err, context.DeadlineExceeded) && !errors.As(err, &slow)) {
+				break
+			}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("list workflows (%s): %w", query, err)
 		}
@@ -86,11 +98,35 @@ func listWorkflows(ctx context.Context, c client.Client, query string) ([]*workf
 	}
 }
 
+// listPage returns at most n executions matching query.
+func listPage(ctx context.Context, c client.Client, query string, n int) ([]*workflowpb.WorkflowExecutionInfo, error) {
+	pctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	resp, err := c.ListWorkflow(pctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: "default", Query: query, PageSize: int32(n)}) //nolint:gosec // n is small
+	if err != nil {
+		return nil, fmt.Errorf("list workflows (%s): %w", query, err)
+	}
+	return resp.GetExecutions(), nil
+}
+
 // closedSpan is the first start and the last close of executions matching
 // query, once want of them are closed (visibility lags the close a little).
 func closedSpan(ctx context.Context, c client.Client, query string, want int) (first, last time.Time, err error) {
-	err = waitFor(ctx, fmt.Sprintf("%d closed executions in visibility (%s)", want, query), time.Minute, func() (bool, error) {
-		execs, err := listWorkflows(ctx, c, query+" AND ExecutionStatus != 'Running'")
+	closed := query + " AND ExecutionStatus != 'Running'"
+	// Count first (one cheap call) and list only once every close is
+	// visible: listing thousands of executions on a loaded SQLite server
+	// takes seconds a page. A page that times out is tried again.
+	budget := time.Minute + time.Duration(want)*20*time.Millisecond
+	err = waitFor(ctx, fmt.Sprintf("%d closed executions in visibility (%s)", want, query), budget, func() (bool, error) {
+		n, err := count(ctx, c, closed)
+		if err != nil || n < want {
+			return false, err
+		}
+		execs, err := listWorkflows(ctx, c, closed)
+		var slow *serviceerror.DeadlineExceeded
+		if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &slow) {
+			return false, nil
+		}
 		if err != nil {
 			return false, err
 		}
