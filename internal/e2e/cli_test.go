@@ -134,7 +134,7 @@ jobs:
 	require.True(t, strings.HasPrefix(strings.TrimSpace(dotOut), "digraph"))
 	dot, err := exec.LookPath("dot")
 	if err != nil {
-		t.Skip("graphviz (dot) not installed: the rendering check needs it (.ci/run installs it)")
+		t.Skip("graphviz (dot) is missing: the rendering check requires it (.ci/run installs it)")
 	}
 	render := exec.Command(dot, "-Tpng")
 	render.Stdin = strings.NewReader(dotOut)
