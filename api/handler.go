@@ -107,10 +107,12 @@ func (h *handler) authenticated(next http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/api/") {
-			if _, err := h.identity(r); err != nil {
+			id, err := h.identity(r)
+			if err != nil {
 				h.fail(w, r, err)
 				return
 			}
+			r = r.WithContext(context.WithValue(r.Context(), identityKey{}, id))
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -200,9 +202,15 @@ func decode(r *http.Request, v any) error {
 	return nil
 }
 
+// identityKey carries the identity the authentication middleware resolved.
+type identityKey struct{}
+
 func (h *handler) identity(r *http.Request) (queue.Identity, error) {
 	if h.d.Authenticate == nil {
 		return queue.System(), nil
+	}
+	if id, ok := r.Context().Value(identityKey{}).(queue.Identity); ok {
+		return id, nil
 	}
 	id, err := h.d.Authenticate(r)
 	if err != nil {
