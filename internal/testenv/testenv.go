@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -30,6 +31,7 @@ import (
 	"github.com/sluice-ci/sluice/config"
 	"github.com/sluice-ci/sluice/internal/devstack"
 	"github.com/sluice-ci/sluice/logstore"
+	"github.com/sluice-ci/sluice/queue"
 	"github.com/sluice-ci/sluice/runner"
 	"github.com/sluice-ci/sluice/workers"
 	"github.com/sluice-ci/sluice/workflows"
@@ -74,6 +76,9 @@ type Options struct {
 	MemberHeartbeat, Liveness, BuildHeartbeat time.Duration
 	// MaxAttempts defaults to 3.
 	MaxAttempts int
+	// Tokens, when set, is a tokens file (YAML) the API authenticates
+	// requests against; Token is then what Env.API and executors send.
+	Tokens, Token string
 }
 
 // Env is one isolated sluice installation on the shared server.
@@ -92,6 +97,7 @@ type Env struct {
 	Logger  *slog.Logger
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
+	token   string
 }
 
 // NewEnv starts an installation in a fresh namespace; it stops when the
@@ -145,8 +151,15 @@ func (s *Server) NewEnv(t testing.TB, opts Options) *Env {
 		Dispatch: workflows.Dispatch{HeartbeatTimeout: cfg.HeartbeatTimeout, MaxAttempts: cfg.MaxAttempts},
 		Repos:    activities.CachedRepos(filepath.Join(dir, "git")), Logger: e.Logger,
 	}
+	var auth func(*http.Request) (queue.Identity, error)
+	if opts.Tokens != "" {
+		tokens, err := api.ParseTokens([]byte(opts.Tokens))
+		require.NoError(t, err)
+		auth = tokens.Authenticate
+		e.token = opts.Token
+	}
 	srv := httptest.NewServer(api.NewHandler(api.Deps{
-		Service: e.Service, Logs: e.Logs, Logger: e.Logger,
+		Service: e.Service, Logs: e.Logs, Logger: e.Logger, Authenticate: auth,
 		Ready: func(ctx context.Context) error {
 			_, err := e.Client.CheckHealth(ctx, &client.CheckHealthRequest{})
 			return err
@@ -154,6 +167,7 @@ func (s *Server) NewEnv(t testing.TB, opts Options) *Env {
 	}))
 	e.APIURL = srv.URL
 	e.API = api.NewClient(srv.URL)
+	e.API.Token = e.token
 	cfg.APIURL = srv.URL
 
 	local := func(key string) runner.LogSink { return e.Logs.Sink(key) }
@@ -321,6 +335,7 @@ func (e *Env) StartExecutor(opts ExecutorOptions) *Process {
 		"SLUICE_MEMBER_HEARTBEAT="+e.Config.MemberHeartbeat.String(),
 		"SLUICE_EXECUTOR_LIVENESS="+e.Config.LivenessTimeout.String(),
 		"SLUICE_LOG_LEVEL=info",
+		"SLUICE_TOKEN="+e.token,
 	)
 	cmd.Env = append(cmd.Env, opts.Env...)
 	p := &Process{Name: opts.Name, cmd: cmd, out: &bytes.Buffer{}, done: make(chan struct{})}
