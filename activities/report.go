@@ -88,6 +88,11 @@ type heartbeater struct {
 	done chan struct{}
 	once sync.Once
 	wg   sync.WaitGroup
+	// rpc bounds the heartbeat calls; stop cancels it so that a call
+	// hanging on an unreachable server does not hold the result back from
+	// the outbox (an executor killed in that time would run the build twice).
+	rpc       context.Context
+	rpcCancel context.CancelFunc
 }
 
 func newHeartbeater(ctx context.Context, rep Reporter, token []byte, executor string, timeout time.Duration,
@@ -102,6 +107,7 @@ func newHeartbeater(ctx context.Context, rep Reporter, token []byte, executor st
 		p:      Progress{Executor: executor}, lastOK: time.Now(),
 		kick: make(chan struct{}, 1), done: make(chan struct{}),
 	}
+	h.rpc, h.rpcCancel = context.WithCancel(ctx)
 	h.wg.Go(h.loop)
 	return h
 }
@@ -126,10 +132,10 @@ func (h *heartbeater) beat() {
 	h.mu.Lock()
 	p := h.p
 	h.mu.Unlock()
-	ctx, cancel := context.WithTimeout(h.ctx, max(2*h.period, 2*time.Second))
+	ctx, cancel := context.WithTimeout(h.rpc, max(2*h.period, 2*time.Second))
 	err := h.rep.RecordActivityHeartbeat(ctx, h.token, p)
 	cancel()
-	if h.ctx.Err() != nil {
+	if h.ctx.Err() != nil || h.stopped() {
 		return
 	}
 	var canceled *temporal.CanceledError
@@ -173,8 +179,19 @@ func (h *heartbeater) step(name string) {
 	}
 }
 
+func (h *heartbeater) stopped() bool {
+	select {
+	case <-h.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop ends the heartbeats at once: a call in flight is abandoned.
 func (h *heartbeater) stop() {
 	h.once.Do(func() { close(h.done) })
+	h.rpcCancel()
 	h.wg.Wait()
 }
 

@@ -98,6 +98,43 @@ func TestHeartbeaterCauses(t *testing.T) {
 	}
 }
 
+// hangingReporter's heartbeats hang until their context ends, as against a
+// server that is down, and say why they ended.
+type hangingReporter struct {
+	fakeReporter
+	started chan struct{}
+	ended   chan error
+}
+
+func (h *hangingReporter) RecordActivityHeartbeat(ctx context.Context, _ []byte, _ ...any) error {
+	select {
+	case h.started <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	select {
+	case h.ended <- ctx.Err():
+	default:
+	}
+	return serviceerror.NewUnavailable("connection refused")
+}
+
+// TestHeartbeaterStopAbandonsACallInFlight: a finished build must not wait
+// for a heartbeat hanging on an unreachable server before its result goes to
+// the outbox, so stop cancels the call (context.Canceled, not its own
+// deadline) and leaves the build's context alone.
+func TestHeartbeaterStopAbandonsACallInFlight(t *testing.T) {
+	t.Parallel()
+	rep := &hangingReporter{started: make(chan struct{}, 1), ended: make(chan error, 1)}
+	ctx, cancel := context.WithCancelCause(t.Context())
+	defer cancel(nil)
+	hb := newHeartbeater(ctx, rep, []byte("token"), "exec", time.Minute, cancel, discardLogger())
+	<-rep.started
+	hb.stop()
+	require.ErrorIs(t, <-rep.ended, context.Canceled, "the call in flight was abandoned by stop, not by its own timeout")
+	require.NoError(t, ctx.Err(), "stopping the heartbeats does not cancel the build")
+}
+
 func TestReportDeliversThroughAnOutage(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
