@@ -85,12 +85,11 @@ type heartbeater struct {
 	failed bool
 
 	kick chan struct{}
-	done chan struct{}
-	once sync.Once
 	wg   sync.WaitGroup
-	// rpc bounds the heartbeat calls; stop cancels it so that a call
-	// hanging on an unreachable server does not hold the result back from
-	// the outbox (an executor killed in that time would run the build twice).
+	// rpc lives until stop (or the build's end) and bounds the heartbeat
+	// calls: stop cancels it, so that a call hanging on an unreachable
+	// server does not hold the result back from the outbox (an executor
+	// killed in that time would run the build twice).
 	rpc       context.Context
 	rpcCancel context.CancelFunc
 }
@@ -105,7 +104,7 @@ func newHeartbeater(ctx context.Context, rep Reporter, token []byte, executor st
 		ctx: ctx, rep: rep, token: token, timeout: timeout, cancel: cancel, log: log,
 		period: min(heartbeatPeriod, max(timeout/4, 100*time.Millisecond)),
 		p:      Progress{Executor: executor}, lastOK: time.Now(),
-		kick: make(chan struct{}, 1), done: make(chan struct{}),
+		kick: make(chan struct{}, 1),
 	}
 	h.rpc, h.rpcCancel = context.WithCancel(ctx)
 	h.wg.Go(h.loop)
@@ -118,9 +117,7 @@ func (h *heartbeater) loop() {
 	for {
 		h.beat()
 		select {
-		case <-h.done:
-			return
-		case <-h.ctx.Done():
+		case <-h.rpc.Done():
 			return
 		case <-h.kick:
 		case <-t.C:
@@ -135,7 +132,7 @@ func (h *heartbeater) beat() {
 	ctx, cancel := context.WithTimeout(h.rpc, max(2*h.period, 2*time.Second))
 	err := h.rep.RecordActivityHeartbeat(ctx, h.token, p)
 	cancel()
-	if h.ctx.Err() != nil || h.stopped() {
+	if h.rpc.Err() != nil { // the build ended or the heartbeats stopped
 		return
 	}
 	var canceled *temporal.CanceledError
@@ -179,18 +176,8 @@ func (h *heartbeater) step(name string) {
 	}
 }
 
-func (h *heartbeater) stopped() bool {
-	select {
-	case <-h.done:
-		return true
-	default:
-		return false
-	}
-}
-
 // stop ends the heartbeats at once: a call in flight is abandoned.
 func (h *heartbeater) stop() {
-	h.once.Do(func() { close(h.done) })
 	h.rpcCancel()
 	h.wg.Wait()
 }

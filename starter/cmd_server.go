@@ -81,11 +81,7 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 	var stack *devstack.Stack
 	if addr == "" {
 		started := time.Now()
-		stack, err = devstack.Start(ctx, devstack.Options{
-			DBPath: filepath.Join(cfg.DataDir, "temporal.db"), Host: cfg.Host, FrontendPort: cfg.TemporalPort,
-			UIPort: cfg.UIPort, MetricsPort: cfg.MetricsPort, Namespace: cfg.TemporalNamespace,
-			Logger: log, ServerLogLevel: parseLevel(cfg.TemporalLogLevel),
-		})
+		stack, err = devstack.Start(ctx, embeddedOptions(cfg, log))
 		if err != nil {
 			return err
 		}
@@ -153,6 +149,26 @@ func apiBase(addr string) string {
 		host = "localhost"
 	}
 	return "http://" + net.JoinHostPort(host, port)
+}
+
+// embeddedOptions configure the embedded Temporal server of `sluice dev`
+// and `sluice temporal`.
+func embeddedOptions(cfg *config.Config, log *slog.Logger) devstack.Options {
+	return devstack.Options{
+		DBPath: filepath.Join(cfg.DataDir, "temporal.db"), Host: cfg.Host, FrontendPort: cfg.TemporalPort,
+		UIPort: cfg.UIPort, MetricsPort: cfg.MetricsPort, Namespace: cfg.TemporalNamespace,
+		Logger: log, ServerLogLevel: parseLevel(cfg.TemporalLogLevel),
+	}
+}
+
+// dialCluster connects the roles that need an existing Temporal cluster
+// (TEMPORAL_ADDRESS, default a `sluice dev` on this host).
+func dialCluster(ctx context.Context, cfg *config.Config, log *slog.Logger) (client.Client, error) {
+	addr := cfg.TemporalAddress
+	if addr == "" {
+		addr = defaultTemporal
+	}
+	return workers.Dial(ctx, cfg, addr, log)
 }
 
 // authenticator loads SLUICE_API_TOKENS_FILE, before anything starts; nil
@@ -233,11 +249,7 @@ Executors ship step logs to the API (SLUICE_API_URL).`,
 				return err
 			}
 			log := a.logger(cfg)
-			addr := cfg.TemporalAddress
-			if addr == "" {
-				addr = defaultTemporal
-			}
-			c, err := workers.Dial(cmd.Context(), cfg, addr, log)
+			c, err := dialCluster(cmd.Context(), cfg, log)
 			if err != nil {
 				return err
 			}
@@ -286,11 +298,7 @@ SLUICE_DATA_DIR/logs: give every API replica the same volume.`,
 			if err != nil {
 				return err
 			}
-			addr := cfg.TemporalAddress
-			if addr == "" {
-				addr = defaultTemporal
-			}
-			c, err := workers.Dial(cmd.Context(), cfg, addr, log)
+			c, err := dialCluster(cmd.Context(), cfg, log)
 			if err != nil {
 				return err
 			}
@@ -333,11 +341,7 @@ Temporal cluster instead (see the README's scaling section).`,
 				return err
 			}
 			log := a.logger(cfg)
-			stack, err := devstack.Start(cmd.Context(), devstack.Options{
-				DBPath: filepath.Join(cfg.DataDir, "temporal.db"), Host: cfg.Host, FrontendPort: cfg.TemporalPort,
-				UIPort: cfg.UIPort, MetricsPort: cfg.MetricsPort, Namespace: cfg.TemporalNamespace,
-				Logger: log, ServerLogLevel: parseLevel(cfg.TemporalLogLevel),
-			})
+			stack, err := devstack.Start(cmd.Context(), embeddedOptions(cfg, log))
 			if err != nil {
 				return err
 			}

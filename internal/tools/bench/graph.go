@@ -16,17 +16,11 @@ import (
 // one event of a side × side matrix job. Overhead per job = (wall − the
 // critical path's step time) / jobs.
 func runGraph(ctx context.Context, b *bench) (string, error) {
-	s, err := b.newStack(ctx, "graph", stackOptions{})
+	s, err := b.newStackWithExecutors(ctx, "graph")
 	if err != nil {
 		return "", err
 	}
 	defer s.close(ctx)
-	if err := s.createQueue(ctx, b.plan.executorSlots); err != nil {
-		return "", err
-	}
-	if _, err := s.startExecutors(ctx, 2, true); err != nil {
-		return "", err
-	}
 	jobs := dagJobs(b.plan.graphWidth, b.plan.graphDepth)
 	b.progress("graph: one event of %d jobs (%d wide, %d deep)", len(jobs), b.plan.graphWidth, b.plan.graphDepth)
 	wall, st, err := s.oneEvent(ctx, "dag", jobs)

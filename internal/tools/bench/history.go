@@ -26,17 +26,11 @@ func (h historyCase) perBuild() float64 {
 // and its pipeline workflow's share (all runs, continue-as-new included) —
 // for 1-job events and for a 10-job chain.
 func runHistory(ctx context.Context, b *bench) (string, error) {
-	s, err := b.newStack(ctx, "history", stackOptions{})
+	s, err := b.newStackWithExecutors(ctx, "history")
 	if err != nil {
 		return "", err
 	}
 	defer s.close(ctx)
-	if err := s.createQueue(ctx, b.plan.executorSlots); err != nil {
-		return "", err
-	}
-	if _, err := s.startExecutors(ctx, 2, true); err != nil {
-		return "", err
-	}
 	one, err := s.historyCase(ctx, "h1", []job{{name: "main", requires: []string{"~commit"}, cmd: "true"}}, b.plan.historyEvents)
 	if err != nil {
 		return "", err

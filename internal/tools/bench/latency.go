@@ -16,17 +16,11 @@ import (
 // timestamp), next to a bare workflow → activity start on the same server.
 // One warm-up run of each is not counted (it clones the repository mirror).
 func runLatency(ctx context.Context, b *bench) (string, error) {
-	s, err := b.newStack(ctx, "latency", stackOptions{})
+	s, err := b.newStackWithExecutors(ctx, "latency")
 	if err != nil {
 		return "", err
 	}
 	defer s.close(ctx)
-	if err := s.createQueue(ctx, b.plan.executorSlots); err != nil {
-		return "", err
-	}
-	if _, err := s.startExecutors(ctx, 2, true); err != nil {
-		return "", err
-	}
 	rec := filepath.Join(s.dir, "records")
 	r, err := newRepo(ctx, filepath.Join(s.dir, "repo"), specYAML([]job{{name: "main", requires: []string{"~commit"}, cmd: recordCmd(rec, "true")}}))
 	if err != nil {

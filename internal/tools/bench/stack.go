@@ -55,6 +55,24 @@ type stack struct {
 	procs []*proc
 }
 
+// newStackWithExecutors starts a stack with the bench queue and two executor
+// processes, ready for events: most figures need no more.
+func (b *bench) newStackWithExecutors(ctx context.Context, name string) (*stack, error) {
+	s, err := b.newStack(ctx, name, stackOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.createQueue(ctx, b.plan.executorSlots); err != nil {
+		s.close(ctx)
+		return nil, err
+	}
+	if _, err := s.startExecutors(ctx, 2, true); err != nil {
+		s.close(ctx)
+		return nil, err
+	}
+	return s, nil
+}
+
 // newStack starts a fresh stack in its own directory under the run's root.
 func (b *bench) newStack(ctx context.Context, name string, opts stackOptions) (*stack, error) {
 	s := &stack{b: b, name: name, dir: filepath.Join(b.root, name)}

@@ -21,17 +21,11 @@ import (
 // while one build runs the waiting ones collapse into the newest: few
 // builds run. Reports how many ran steps and the webhook's p99.
 func runStorm(ctx context.Context, b *bench) (string, error) {
-	s, err := b.newStack(ctx, "storm", stackOptions{})
+	s, err := b.newStackWithExecutors(ctx, "storm")
 	if err != nil {
 		return "", err
 	}
 	defer s.close(ctx)
-	if err := s.createQueue(ctx, b.plan.executorSlots); err != nil {
-		return "", err
-	}
-	if _, err := s.startExecutors(ctx, 2, true); err != nil {
-		return "", err
-	}
 	rec := filepath.Join(s.dir, "records")
 	r, err := newRepo(ctx, filepath.Join(s.dir, "repo"), specYAML([]job{{name: "main", requires: []string{"~commit"}, cmd: recordCmd(rec, "sleep 1")}}))
 	if err != nil {

@@ -18,17 +18,11 @@ import (
 // side. Baseline: as many bare workflow + activity runs, 16 activity slots
 // on 2 workers.
 func runThroughput(ctx context.Context, b *bench) (string, error) {
-	s, err := b.newStack(ctx, "throughput", stackOptions{})
+	s, err := b.newStackWithExecutors(ctx, "throughput")
 	if err != nil {
 		return "", err
 	}
 	defer s.close(ctx)
-	if err := s.createQueue(ctx, b.plan.executorSlots); err != nil {
-		return "", err
-	}
-	if _, err := s.startExecutors(ctx, 2, true); err != nil {
-		return "", err
-	}
 	rec := filepath.Join(s.dir, "records")
 	r, err := newRepo(ctx, filepath.Join(s.dir, "repo"), specYAML([]job{{name: "main", requires: []string{"~commit"}, parallel: true, cmd: recordCmd(rec, "true")}}))
 	if err != nil {
