@@ -22,8 +22,26 @@ import (
 var acts = &activities.Activities{}
 
 // wfT0 is the workflow clock's start in the SDK testsuite tests: a Monday,
-// 10:00 UTC.
-var wfT0 = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+// 10:00 UTC, derived from the real clock so that it always lies ahead of it.
+// The SDK's test environment checks some deadlines (a local activity's
+// start-to-close timeout) against the real clock, so a workflow clock pinned
+// to a fixed date turns every such call into a timeout once that date has
+// passed. No test may depend on today's date.
+var wfT0 = mondayAfter(time.Now().Add(48*time.Hour), 10)
+
+// wfNight is wfT0's Monday at 03:00 UTC: inside the test freeze window
+// `* 0-6 ? * *`, and still ahead of the real clock.
+var wfNight = wfT0.Add(-7 * time.Hour)
+
+// mondayAfter returns the first Monday at hour:00 UTC at or after t.
+func mondayAfter(t time.Time, hour int) time.Time {
+	t = t.UTC()
+	day := time.Date(t.Year(), t.Month(), t.Day(), hour, 0, 0, 0, time.UTC)
+	for day.Before(t) || day.Weekday() != time.Monday {
+		day = day.AddDate(0, 0, 1)
+	}
+	return day
+}
 
 // sentSignal is one signal a workflow under test sent to another workflow.
 type sentSignal struct {
