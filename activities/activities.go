@@ -77,10 +77,11 @@ type Scheduler interface {
 	SyncSchedules(ctx context.Context, pipeline string, periodic map[string]string) error
 }
 
-// Claimer asks a build workflow to let this executor run the given attempt.
-// An error means the build no longer wants to run here.
+// Claimer asks a build workflow to let this executor run the given attempt
+// of the given dispatch. An error means the build no longer wants to run
+// here.
 type Claimer interface {
-	Claim(ctx context.Context, workflowID string, attempt int, executor string) error
+	Claim(ctx context.Context, workflowID string, attempt, dispatch int, executor string) error
 }
 
 // Executor is the local executor runtime: who we are and whether we may

@@ -116,7 +116,7 @@ type fakeClaimer struct {
 	claims []string
 }
 
-func (c *fakeClaimer) Claim(_ context.Context, workflowID string, attempt int, executor string) error {
+func (c *fakeClaimer) Claim(_ context.Context, workflowID string, attempt, _ int, executor string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.claims = append(c.claims, fmt.Sprintf("%s#%d@%s", workflowID, attempt, executor))

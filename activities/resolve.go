@@ -40,8 +40,10 @@ type ResolveEventInput struct {
 	SHA string `json:"sha,omitempty"`
 	// Before is the previous head of a push; changed files are diffed from it.
 	Before string `json:"before,omitempty"`
-	// ChangedFiles, when the trigger already knows them, are kept as they are.
-	ChangedFiles []string `json:"changed_files,omitempty"`
+	// ChangedFiles, when the trigger already knows them, are kept as they
+	// are: nil means unknown, empty means nothing changed (not omitted, so
+	// the difference survives serialisation).
+	ChangedFiles []string `json:"changed_files"`
 	// WantChanges asks for the changed files (commit events with sourcePaths).
 	WantChanges bool `json:"want_changes,omitempty"`
 }
@@ -52,7 +54,7 @@ type ResolveEventResult struct {
 	// Spec is nil when SpecError says why it could not be read or parsed.
 	Spec         *pipeline.Spec `json:"spec,omitempty"`
 	SpecError    string         `json:"spec_error,omitempty"`
-	ChangedFiles []string       `json:"changed_files,omitempty"`
+	ChangedFiles []string       `json:"changed_files"`
 	Queues       []queue.Queue  `json:"queues,omitempty"`
 }
 
@@ -97,7 +99,7 @@ func (a *Activities) ResolveEvent(ctx context.Context, in ResolveEventInput) (Re
 	}
 	out.Spec = spec
 	out.ChangedFiles = in.ChangedFiles
-	if in.WantChanges && len(out.ChangedFiles) == 0 {
+	if in.WantChanges && out.ChangedFiles == nil {
 		files, err := repo.ChangedFiles(ctx, in.Before, sha)
 		if err != nil {
 			a.Logger.WarnContext(ctx, "changed_files_unavailable", "repo", in.Repo, "sha", sha, "error", err)

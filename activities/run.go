@@ -39,6 +39,9 @@ type RunBuildInput struct {
 	Steps       []pipeline.Command `json:"steps"`
 	Environment map[string]string  `json:"environment,omitempty"`
 	Timeout     time.Duration      `json:"timeout"`
+	// Dispatch numbers the build workflow's dispatches: the claim names it,
+	// so a claim from a dispatch the workflow gave up on is refused.
+	Dispatch int `json:"dispatch,omitempty"`
 }
 
 // LogKey is the log store key of one build attempt's step logs.
@@ -83,7 +86,7 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 		return res, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("executor %s declined build %s: %s", name, in.BuildID, why), ErrTypeDeclined, nil)
 	}
-	if err := a.Claimer.Claim(ctx, in.WorkflowID, in.Attempt, name); err != nil {
+	if err := a.claim(ctx, in, name); err != nil {
 		return res, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("build %s refused executor %s: %v", in.BuildID, name, err), ErrTypeSuperseded, nil)
 	}
@@ -157,6 +160,28 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 		res.Steps = append(res.Steps, StepResult{Name: s.Name, ExitCode: s.ExitCode, Start: s.Start, End: s.End, Skipped: s.Skipped})
 	}
 	return a.finish(ctx, runCtx, rep, hb, &stopped, info.TaskToken, in, res)
+}
+
+// claim claims the build, heartbeating while the claim waits (a controller
+// slow to answer must not look like a lost executor).
+func (a *Activities) claim(ctx context.Context, in RunBuildInput, executor string) error {
+	done := make(chan struct{})
+	defer close(done)
+	if hb := activity.GetInfo(ctx).HeartbeatTimeout; hb > 0 {
+		go func() {
+			t := time.NewTicker(max(hb/4, 100*time.Millisecond))
+			defer t.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-t.C:
+					activity.RecordHeartbeat(ctx, Progress{Executor: executor, Step: "claiming"})
+				}
+			}
+		}()
+	}
+	return a.Claimer.Claim(ctx, in.WorkflowID, in.Attempt, in.Dispatch, executor)
 }
 
 // finish ends an attempt that ran (or tried to): an interrupted attempt is

@@ -169,6 +169,16 @@ func (c *Client) RestartEvent(ctx context.Context, id string, req RestartEventRe
 	return ev, c.do(ctx, http.MethodPost, p+"/restart", req, &ev)
 }
 
+// RerunEvent re-runs an event's failed, aborted and collapsed jobs.
+func (c *Client) RerunEvent(ctx context.Context, id string, req RerunEventRequest) (EventStarted, error) {
+	var ev EventStarted
+	p, err := eventPath(id)
+	if err != nil {
+		return ev, err
+	}
+	return ev, c.do(ctx, http.MethodPost, p+"/rerun", req, &ev)
+}
+
 // ListBuilds lists builds matching the filter.
 func (c *Client) ListBuilds(ctx context.Context, f BuildFilter) ([]Build, error) {
 	q := url.Values{}
@@ -179,6 +189,9 @@ func (c *Client) ListBuilds(ctx context.Context, f BuildFilter) ([]Build, error)
 	}
 	if f.Limit > 0 {
 		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	if f.PR > 0 {
+		q.Set("pr", strconv.Itoa(f.PR))
 	}
 	var bs []Build
 	return bs, c.do(ctx, http.MethodGet, "/api/v1/builds?"+q.Encode(), nil, &bs)

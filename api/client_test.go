@@ -112,7 +112,7 @@ func TestClientPathsAreEscaped(t *testing.T) {
 			method: http.MethodPost, path: "/api/v1/events/app/12/cancel",
 		},
 		{name: "restart event", call: func(c *api.Client) error {
-			_, err := c.RestartEvent(ctx, "app/12", api.RestartEventRequest{From: "test"})
+			_, err := c.RestartEvent(ctx, "app/12", api.RestartEventRequest{From: api.JobList{"test"}})
 			return err
 		}, method: http.MethodPost, path: "/api/v1/events/app/12/restart"},
 		{

@@ -74,6 +74,7 @@ func NewHandler(d Deps) http.Handler {
 	mux.HandleFunc("GET /api/v1/events/{pipeline}/{n}", h.getEvent)
 	mux.HandleFunc("POST /api/v1/events/{pipeline}/{n}/cancel", h.cancelEvent)
 	mux.HandleFunc("POST /api/v1/events/{pipeline}/{n}/restart", h.restartEvent)
+	mux.HandleFunc("POST /api/v1/events/{pipeline}/{n}/rerun", h.rerunEvent)
 
 	mux.HandleFunc("GET /api/v1/builds", h.listBuilds)
 	mux.HandleFunc("GET /api/v1/builds/{id}", h.getBuild)
@@ -276,7 +277,12 @@ func (h *handler) updatePipeline(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	p, err := h.svc.UpdatePipeline(r.Context(), r.PathValue("name"), req)
+	id, err := h.identity(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	p, err := h.svc.UpdatePipeline(r.Context(), id, r.PathValue("name"), req)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -367,6 +373,30 @@ func (h *handler) cancelEvent(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, map[string]string{"cancelled": ref.String()})
 }
 
+func (h *handler) rerunEvent(w http.ResponseWriter, r *http.Request) {
+	ref, err := eventRef(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	var req RerunEventRequest
+	if err := decode(r, &req); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	id, err := h.identity(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	ev, err := h.svc.RerunEvent(r.Context(), id, ref, req)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, ev)
+}
+
 func (h *handler) restartEvent(w http.ResponseWriter, r *http.Request) {
 	ref, err := eventRef(r)
 	if err != nil {
@@ -414,15 +444,20 @@ func (h *handler) listBuilds(w http.ResponseWriter, r *http.Request) {
 	}
 	for key := range q {
 		switch key {
-		case "pipeline", "job", "status", "event", "queue", "limit":
+		case "pipeline", "job", "status", "event", "queue", "pr", "limit":
 		default:
-			h.fail(w, r, invalid("unknown query parameter %q (want pipeline, job, status, event, queue, limit)", key))
+			h.fail(w, r, invalid("unknown query parameter %q (want pipeline, job, status, event, queue, pr, limit)", key))
 			return
 		}
 	}
+	pr, err := intParam(r, "pr", 0)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	f := BuildFilter{
 		Pipeline: q.Get("pipeline"), Job: q.Get("job"), Event: q.Get("event"), Queue: q.Get("queue"),
-		Status: workflows.Status(strings.ToUpper(q.Get("status"))), Limit: limit,
+		Status: workflows.Status(strings.ToUpper(q.Get("status"))), PR: pr, Limit: limit,
 	}
 	bs, err := h.svc.ListBuilds(r.Context(), f)
 	if err != nil {

@@ -220,7 +220,7 @@ func TestListBuildsQueryParams(t *testing.T) {
 	tests := []struct {
 		name, query, want string
 	}{
-		{name: "unknown key", query: "pipline=app", want: `unknown query parameter "pipline" (want pipeline, job, status, event, queue, limit)`},
+		{name: "unknown key", query: "pipline=app", want: `unknown query parameter "pipline" (want pipeline, job, status, event, queue, pr, limit)`},
 		{name: "bad status", query: "status=broken", want: `status "BROKEN": want one of CREATED, QUEUED`},
 		{name: "limit not a number", query: "limit=ten", want: `query parameter limit="ten": want a non-negative number`},
 		{name: "limit negative", query: "limit=-1", want: `query parameter limit="-1"`},
@@ -350,12 +350,12 @@ func TestCreatePipelineValidation(t *testing.T) {
 
 func TestRestartEventNeedsAJob(t *testing.T) {
 	t.Parallel()
-	for _, body := range []string{`{}`, `{"from": ""}`, `{"from": "two words"}`} {
+	for _, body := range []string{`{}`, `{"from": ""}`, `{"from": "two words"}`, `{"from": []}`, `{"from": ["ok", "two words"]}`} {
 		t.Run(body, func(t *testing.T) {
 			t.Parallel()
 			h := newHandler(t, api.Deps{})
 			msg := errorOf(t, call(t, h, http.MethodPost, "/api/v1/events/app/3/restart", body, nil), http.StatusBadRequest)
-			require.Contains(t, msg, "name the job to restart from")
+			require.Contains(t, msg, "restart from")
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -33,15 +34,18 @@ func (s *Service) registry(ctx context.Context) ([]queue.Queue, []queue.Member, 
 	return qs, ms, nil
 }
 
-func (s *Service) requireQueue(ctx context.Context, name string) error {
+// requireUsableQueue checks that queue name exists and that id may use it
+// (a pipeline's default queue is checked like a job's).
+func (s *Service) requireUsableQueue(ctx context.Context, id queue.Identity, name string) error {
 	qs, _, err := s.registry(ctx)
 	if err != nil {
 		return err
 	}
-	if _, ok := findQueue(qs, name); !ok {
+	q, ok := findQueue(qs, name)
+	if !ok {
 		return invalid("queue %q does not exist", name)
 	}
-	return nil
+	return queue.CanUse(id, q)
 }
 
 func (s *Service) queueView(q queue.Queue, members []queue.Member, now time.Time) Queue {
@@ -129,7 +133,9 @@ func (s *Service) DefineQueue(ctx context.Context, id queue.Identity, req QueueR
 	return s.queueView(saved, ms, s.now()), nil
 }
 
-// DeleteQueue deletes a queue that no build waits on.
+// DeleteQueue deletes a queue that no build waits on and that no running
+// event can reach. A build of the queue that appears anyway (an event that
+// read the queue list just before the delete) fails at once, saying so.
 func (s *Service) DeleteQueue(ctx context.Context, id queue.Identity, name string) error {
 	if err := queue.CanDefine(id); err != nil {
 		return err
@@ -142,8 +148,43 @@ func (s *Service) DeleteQueue(ctx context.Context, id queue.Identity, name strin
 	if n > 0 {
 		return fmt.Errorf("%w: queue %s has %d unfinished builds; cancel them or let them finish first", ErrConflict, name, n)
 	}
+	events, err := s.list(ctx, fmt.Sprintf("WorkflowType = 'EventWorkflow' AND ExecutionStatus = 'Running' AND %s = %s",
+		workflows.SAQueues.GetName(), quote(name)), 20)
+	if err != nil {
+		return err
+	}
+	if len(events) > 0 {
+		var ids []string
+		for _, ex := range events {
+			ids = append(ids, strings.TrimPrefix(ex.GetExecution().GetWorkflowId(), "event/"))
+		}
+		return fmt.Errorf("%w: queue %s can still be reached by running events (%s); cancel them or let them finish first",
+			ErrConflict, name, strings.Join(ids, ", "))
+	}
 	var deleted string
-	return updateError(s.update(ctx, workflows.RegistryID, workflows.UpdateDeleteQueue, workflows.DeleteQueueRequest{Identity: id, Name: name}, &deleted), "queue "+name)
+	if err := s.update(ctx, workflows.RegistryID, workflows.UpdateDeleteQueue, workflows.DeleteQueueRequest{Identity: id, Name: name}, &deleted); err != nil {
+		return updateError(err, "queue "+name)
+	}
+	s.failBuildsOf(ctx, name)
+	return nil
+}
+
+// failBuildsOf fails the builds still waiting on a deleted queue: nobody
+// polls its task queue any more.
+func (s *Service) failBuildsOf(ctx context.Context, name string) {
+	execs, err := s.list(ctx, fmt.Sprintf("WorkflowType = 'BuildWorkflow' AND ExecutionStatus = 'Running' AND %s = %s",
+		workflows.SAQueue.GetName(), quote(name)), 1000)
+	if err != nil {
+		s.Logger.WarnContext(ctx, "deleted_queue_sweep_failed", "queue", name, "error", err)
+		return
+	}
+	msg := workflows.LaneMessage{Kind: workflows.LaneFail, Status: workflows.StatusFailure,
+		Reason: fmt.Sprintf("queue %s was deleted while the build waited for it", name)}
+	for _, ex := range execs {
+		if err := s.Client.SignalWorkflow(ctx, ex.GetExecution().GetWorkflowId(), "", workflows.SignalLane, msg); err != nil {
+			s.Logger.WarnContext(ctx, "deleted_queue_build_not_failed", "build", ex.GetExecution().GetWorkflowId(), "error", err)
+		}
+	}
 }
 
 // QueueStatus explains a queue: rules, the active rule and why, members and

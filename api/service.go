@@ -155,7 +155,7 @@ func (s *Service) CreatePipeline(ctx context.Context, id queue.Identity, req Cre
 		return Pipeline{}, invalid("branch %q: not a valid branch name", req.Branch)
 	}
 	if req.Queue != "" {
-		if err := s.requireQueue(ctx, req.Queue); err != nil {
+		if err := s.requireUsableQueue(ctx, id, req.Queue); err != nil {
 			return Pipeline{}, err
 		}
 	}
@@ -175,9 +175,10 @@ func (s *Service) CreatePipeline(ctx context.Context, id queue.Identity, req Cre
 	if err != nil {
 		return Pipeline{}, err
 	}
+	owner := id
 	cfg := workflows.PipelineConfig{
 		Name: req.Name, Repo: req.Repo, Branch: req.Branch, Queue: req.Queue,
-		Dispatch: s.Dispatch, Creator: id.User, CreatedAt: s.now().UTC(),
+		Dispatch: s.Dispatch, Creator: id.User, CreatedAt: s.now().UTC(), Owner: &owner,
 	}
 	_, err = s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       workflows.PipelineWorkflowID(req.Name),
@@ -208,22 +209,36 @@ func (s *Service) CreatePipeline(ctx context.Context, id queue.Identity, req Cre
 }
 
 // nextEventNumber continues numbering after an earlier pipeline of the same
-// name, so event and build IDs stay unique.
+// name, so event and build IDs stay unique. The deleted pipeline's last run
+// records its next number in its memo (read from the history service, so
+// it is exact); events found in visibility (every page) cover runs that
+// ended before the memo existed.
 func (s *Service) nextEventNumber(ctx context.Context, name string) (int, error) {
-	resp, err := s.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-		Namespace: s.Namespace, PageSize: 1000,
-		Query: fmt.Sprintf("WorkflowType = 'EventWorkflow' AND %s = '%s'", workflows.SAPipeline.GetName(), name),
-	})
+	next := 1
+	desc, err := s.Client.DescribeWorkflowExecution(ctx, workflows.PipelineWorkflowID(name), "")
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+	case err != nil:
+		return 0, fmt.Errorf("look up an earlier pipeline %s: %w", name, err)
+	default:
+		if f := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()[workflows.MemoNextEvent]; f != nil {
+			var n int
+			if converter.GetDefaultDataConverter().FromPayload(f, &n) == nil && n > next {
+				next = n
+			}
+		}
+	}
+	execs, err := s.list(ctx, fmt.Sprintf("WorkflowType = 'EventWorkflow' AND %s = '%s'", workflows.SAPipeline.GetName(), name), 1<<30)
 	if err != nil {
 		return 0, fmt.Errorf("look up earlier events of %s: %w", name, err)
 	}
-	last := 0
-	for _, ex := range resp.GetExecutions() {
-		if ref, err := workflows.ParseEventRef(ex.GetExecution().GetWorkflowId()); err == nil && ref.Number > last {
-			last = ref.Number
+	for _, ex := range execs {
+		if ref, err := workflows.ParseEventRef(ex.GetExecution().GetWorkflowId()); err == nil && ref.Number >= next {
+			next = ref.Number + 1
 		}
 	}
-	return last + 1, nil
+	return next, nil
 }
 
 // GetPipeline queries a pipeline.
@@ -242,7 +257,10 @@ func (s *Service) GetPipeline(ctx context.Context, name string) (Pipeline, error
 	p := Pipeline{
 		Name: info.Config.Name, Repo: info.Config.Repo, RepoKind: scm.Kind(info.Config.Repo), Branch: info.Config.Branch,
 		Queue: info.Config.Queue, Events: info.Events, LastSHA: info.LastSHA, Subscriptions: info.Subscriptions,
-		Periodic: info.Periodic, CreatedAt: info.Config.CreatedAt,
+		Periodic: info.Periodic, ScheduleError: info.ScheduleError, CreatedAt: info.Config.CreatedAt,
+	}
+	if info.Config.Owner != nil {
+		p.Owner = info.Config.Owner.User
 	}
 	jobs := make([]string, 0, len(info.Lanes.Jobs))
 	for j := range info.Lanes.Jobs {
@@ -298,13 +316,15 @@ func (s *Service) ListPipelines(ctx context.Context) ([]Pipeline, error) {
 	return out, nil
 }
 
-// UpdatePipeline changes a pipeline's repo, branch or default queue.
-func (s *Service) UpdatePipeline(ctx context.Context, name string, req UpdatePipelineRequest) (Pipeline, error) {
+// UpdatePipeline changes a pipeline's repo, branch or default queue. The
+// caller becomes the pipeline's owner: unattended events act for them.
+func (s *Service) UpdatePipeline(ctx context.Context, id queue.Identity, name string, req UpdatePipelineRequest) (Pipeline, error) {
 	cur, err := s.GetPipeline(ctx, name)
 	if err != nil {
 		return Pipeline{}, err
 	}
-	cfg := workflows.PipelineConfig{Name: name, Repo: cur.Repo, Branch: cur.Branch, Queue: cur.Queue}
+	owner := id
+	cfg := workflows.PipelineConfig{Name: name, Repo: cur.Repo, Branch: cur.Branch, Queue: cur.Queue, Owner: &owner}
 	if req.Repo != nil {
 		cfg.Repo = *req.Repo
 		if _, err := s.Repos.Open(ctx, cfg.Repo); err != nil {
@@ -319,7 +339,7 @@ func (s *Service) UpdatePipeline(ctx context.Context, name string, req UpdatePip
 	}
 	if req.Queue != nil {
 		if *req.Queue != "" {
-			if err := s.requireQueue(ctx, *req.Queue); err != nil {
+			if err := s.requireUsableQueue(ctx, id, *req.Queue); err != nil {
 				return Pipeline{}, err
 			}
 		}
@@ -399,6 +419,21 @@ func (s *Service) startEvent(ctx context.Context, name string, r workflows.Start
 	return EventStarted{ID: res.Event.String(), Pipeline: name, Number: res.Event.Number, Duplicate: res.Duplicate}, nil
 }
 
+// inherited are the jobs an event's restart counts as succeeded: those that
+// succeeded in it or along its own restart chain.
+func inherited(st workflows.EventState) []string {
+	if st.Succeeded != nil {
+		return st.Succeeded
+	}
+	var out []string // an event recorded before Succeeded existed
+	for _, j := range st.Jobs {
+		if j.Status == workflows.StatusSuccess {
+			out = append(out, j.Job)
+		}
+	}
+	return out
+}
+
 // eventState reads a running event's progress or a closed event's result.
 func (s *Service) eventState(ctx context.Context, ref workflows.EventRef) (workflows.EventState, error) {
 	var st workflows.EventState
@@ -453,7 +488,8 @@ func (s *Service) GetEvent(ctx context.Context, ref workflows.EventRef) (Event, 
 	})
 	return Event{
 		ID: ref.String(), Pipeline: ref.Pipeline, Number: ref.Number, SHA: st.SHA, Status: st.Status, Reason: st.Reason,
-		Trigger: st.Trigger, StartFrom: st.StartFrom, Parent: st.Parent, Jobs: st.Jobs, Builds: builds,
+		Trigger: st.Trigger, StartFrom: st.StartFrom, StartJobs: st.StartJobs, Rerun: st.Rerun, Parent: st.Parent,
+		ActsFor: st.ActsFor, Succeeded: st.Succeeded, Jobs: st.Jobs, Builds: builds,
 		Warnings: st.Warnings, StartTime: st.StartTime, EndTime: st.EndTime,
 	}, nil
 }
@@ -489,11 +525,17 @@ func (s *Service) CancelEvent(ctx context.Context, ref workflows.EventRef) error
 	return translate(s.Client.CancelWorkflow(ctx, ref.WorkflowID(), ""), "event "+ref.String())
 }
 
-// RestartEvent starts a new event from job `from`, reusing the event's
-// commit; the event's successful jobs count for joins.
+// RestartEvent starts a new event from one or more jobs, reusing the
+// event's commit; every success along the event's restart chain counts for
+// joins, except the jobs restarted.
 func (s *Service) RestartEvent(ctx context.Context, id queue.Identity, ref workflows.EventRef, req RestartEventRequest) (EventStarted, error) {
-	if req.From == "" || !reJob.MatchString(req.From) {
-		return EventStarted{}, invalid("from %q: name the job to restart from", req.From)
+	if len(req.From) == 0 {
+		return EventStarted{}, invalid("from: name the job (or jobs) to restart from")
+	}
+	for _, j := range req.From {
+		if !reJob.MatchString(j) {
+			return EventStarted{}, invalid("from %q: not a job name; name the job (or jobs) to restart from", j)
+		}
 	}
 	st, err := s.eventState(ctx, ref)
 	if err != nil {
@@ -502,19 +544,61 @@ func (s *Service) RestartEvent(ctx context.Context, id queue.Identity, ref workf
 	if st.SHA == "" {
 		return EventStarted{}, invalid("event %s never resolved a commit (%s); start a new event instead", ref, st.Reason)
 	}
-	var succeeded []string
+	from := slices.Compact(slices.Clone(req.From))
+	return s.startFrom(ctx, id, ref, st, from, req.Force, false)
+}
+
+// RerunEvent starts a new event at the event's commit that runs exactly the
+// jobs that failed, were aborted or collapsed (and, through the graph, the
+// jobs that did not run because of them), with every success inherited: two
+// failed branches of a join are re-run together and the join follows.
+func (s *Service) RerunEvent(ctx context.Context, id queue.Identity, ref workflows.EventRef, req RerunEventRequest) (EventStarted, error) {
+	st, err := s.eventState(ctx, ref)
+	if err != nil {
+		return EventStarted{}, err
+	}
+	if !st.Status.Final() {
+		return EventStarted{}, fmt.Errorf("%w: event %s is still %s; re-run it once it has ended", ErrConflict, ref, st.Status)
+	}
+	if st.SHA == "" {
+		return EventStarted{}, invalid("event %s never resolved a commit (%s); start a new event instead", ref, st.Reason)
+	}
+	var jobs []string
 	for _, j := range st.Jobs {
-		if j.Status == workflows.StatusSuccess && j.Job != req.From {
-			succeeded = append(succeeded, j.Job)
+		switch j.Status {
+		case workflows.StatusFailure, workflows.StatusAborted, workflows.StatusCollapsed:
+			jobs = append(jobs, j.Job)
+		}
+	}
+	if len(jobs) == 0 {
+		if len(st.Jobs) == 0 {
+			return EventStarted{}, invalid("event %s ran no job (%s); start a new event instead", ref, st.Reason)
+		}
+		return EventStarted{}, invalid("event %s has no failed, aborted or collapsed job to re-run", ref)
+	}
+	return s.startFrom(ctx, id, ref, st, jobs, req.Force, true)
+}
+
+// startFrom starts an event at jobs of event ref (state st), inheriting its
+// successes.
+func (s *Service) startFrom(ctx context.Context, id queue.Identity, ref workflows.EventRef, st workflows.EventState, jobs []string, force, rerun bool) (EventStarted, error) {
+	var succeeded []string
+	for _, j := range inherited(st) {
+		if !slices.Contains(jobs, j) {
+			succeeded = append(succeeded, j)
 		}
 	}
 	t := st.Trigger
 	t.SHA, t.DeliveryID, t.Sender = st.SHA, "", id.User
 	ident := id
-	return s.startEvent(ctx, ref.Pipeline, workflows.StartEventRequest{
-		Trigger: t, StartFrom: req.From, Force: req.Force, Parent: ref.Number, ParentSucceeded: succeeded,
-		Creator: id.User, Identity: &ident,
-	})
+	r := workflows.StartEventRequest{
+		Trigger: t, StartFrom: jobs[0], Force: force, Parent: ref.Number, ParentSucceeded: succeeded,
+		Creator: id.User, Identity: &ident, Rerun: rerun,
+	}
+	if len(jobs) > 1 || rerun {
+		r.StartJobs = jobs
+	}
+	return s.startEvent(ctx, ref.Pipeline, r)
 }
 
 // ---- builds -------------------------------------------------------------
@@ -523,7 +607,9 @@ func (s *Service) RestartEvent(ctx context.Context, id queue.Identity, ref workf
 type BuildFilter struct {
 	Pipeline, Job, Event, Queue string
 	Status                      workflows.Status
-	Limit                       int
+	// PR keeps the builds of one pull request.
+	PR    int
+	Limit int
 }
 
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "") + "'" }
@@ -540,6 +626,12 @@ func (s *Service) ListBuilds(ctx context.Context, f BuildFilter) ([]Build, error
 	add(workflows.SAJob.GetName(), f.Job)
 	add(workflows.SAEvent.GetName(), f.Event)
 	add(workflows.SAQueue.GetName(), f.Queue)
+	if f.PR < 0 {
+		return nil, invalid("pr %d: must be positive", f.PR)
+	}
+	if f.PR > 0 {
+		q = append(q, fmt.Sprintf("%s = %d", workflows.SAPR.GetName(), f.PR))
+	}
 	if f.Status != "" {
 		if !f.Status.Valid() {
 			return nil, invalid("status %q: want one of CREATED, QUEUED, BLOCKED, FROZEN, RUNNING, SUCCESS, FAILURE, ABORTED, COLLAPSED", f.Status)
@@ -570,7 +662,7 @@ func buildFromVisibility(ex *workflowpb.WorkflowExecutionInfo) (Build, bool) {
 	}
 	sa := ex.GetSearchAttributes()
 	b := Build{
-		ID: ref.String(), Pipeline: ref.Pipeline, Job: ref.Job, Event: ref.EventRef().String(),
+		ID: ref.String(), Pipeline: ref.Pipeline, Job: ref.Job, Event: ref.EventRef().String(), PR: ref.PR,
 		Status:     workflows.Status(saString(sa, workflows.SAStatus.GetName())),
 		Queue:      saString(sa, workflows.SAQueue.GetName()),
 		Executor:   saString(sa, workflows.SAExecutor.GetName()),
@@ -618,7 +710,7 @@ func (s *Service) GetBuild(ctx context.Context, ref workflows.BuildRef) (Build, 
 		return b, nil
 	}
 	b := Build{
-		ID: st.ID, Pipeline: ref.Pipeline, Job: ref.Job, Event: ref.EventRef().String(), Status: st.Status,
+		ID: st.ID, Pipeline: ref.Pipeline, Job: ref.Job, Event: ref.EventRef().String(), PR: ref.PR, Status: st.Status,
 		Reason: st.Reason, Queue: st.Queue, Priority: st.Priority, Executor: st.Executor, SHA: st.SHA,
 		Attempts: len(st.Attempts), CreateTime: st.CreateTime, QueuedTime: st.QueuedTime, StartTime: st.StartTime,
 		EndTime: st.EndTime, WaitUntil: st.WaitUntil, CollapsedInto: st.CollapsedInto, AttemptList: st.Attempts, Steps: st.Steps,

@@ -1,6 +1,9 @@
 package api
 
 import (
+	"encoding/json"
+	"errors"
+	"reflect"
 	"time"
 
 	"github.com/sluice-ci/sluice/queue"
@@ -33,7 +36,13 @@ type Pipeline struct {
 	LastSHA       string            `json:"last_sha,omitempty"`
 	Subscriptions []string          `json:"subscriptions,omitempty"`
 	Periodic      map[string]string `json:"periodic,omitempty"`
-	CreatedAt     time.Time         `json:"created_at,omitzero"`
+	// ScheduleError says why the periodic jobs are not scheduled.
+	ScheduleError string    `json:"schedule_error,omitempty"`
+	CreatedAt     time.Time `json:"created_at,omitzero"`
+	// Owner is the user that created or last updated the pipeline: events
+	// that no person starts (webhooks, schedules, remote triggers) act for
+	// it.
+	Owner string `json:"owner,omitempty"`
 	// Lanes lists the builds each job's lane holds (show only).
 	Lanes []LaneView `json:"lanes,omitempty"`
 }
@@ -58,8 +67,41 @@ type StartEventRequest struct {
 
 // RestartEventRequest is the body of POST /api/v1/events/{pipeline}/{n}/restart.
 type RestartEventRequest struct {
-	From  string `json:"from"`
-	Force bool   `json:"force,omitempty"`
+	// From names the job(s) to restart from: a string or a list.
+	From  JobList `json:"from"`
+	Force bool    `json:"force,omitempty"`
+}
+
+// RerunEventRequest asks to re-run an event's failed, aborted and collapsed
+// jobs.
+type RerunEventRequest struct {
+	Force bool `json:"force,omitempty"`
+}
+
+// JobList is a list of job names that also reads a single string.
+type JobList []string
+
+// UnmarshalJSON reads a string or a list of strings.
+func (l *JobList) UnmarshalJSON(b []byte) error {
+	var one string
+	if err := json.Unmarshal(b, &one); err == nil {
+		*l = nil
+		if one != "" {
+			*l = JobList{one}
+		}
+		return nil
+	}
+	var many []string
+	if err := json.Unmarshal(b, &many); err != nil {
+		var typ *json.UnmarshalTypeError
+		if errors.As(err, &typ) {
+			// The decoder adds the field's name to a type error.
+			return &json.UnmarshalTypeError{Value: typ.Value, Type: reflect.TypeFor[string](), Offset: typ.Offset}
+		}
+		return err
+	}
+	*l = many
+	return nil
 }
 
 // EventStarted answers an event start.
@@ -72,15 +114,22 @@ type EventStarted struct {
 
 // Event is an event with its builds.
 type Event struct {
-	ID        string                 `json:"id"`
-	Pipeline  string                 `json:"pipeline"`
-	Number    int                    `json:"number"`
-	SHA       string                 `json:"sha"`
-	Status    workflows.Status       `json:"status"`
-	Reason    string                 `json:"reason,omitempty"`
-	Trigger   workflows.Trigger      `json:"trigger"`
-	StartFrom string                 `json:"start_from,omitempty"`
-	Parent    int                    `json:"parent,omitempty"`
+	ID        string            `json:"id"`
+	Pipeline  string            `json:"pipeline"`
+	Number    int               `json:"number"`
+	SHA       string            `json:"sha"`
+	Status    workflows.Status  `json:"status"`
+	Reason    string            `json:"reason,omitempty"`
+	Trigger   workflows.Trigger `json:"trigger"`
+	StartFrom string            `json:"start_from,omitempty"`
+	StartJobs []string          `json:"start_jobs,omitempty"`
+	Rerun     bool              `json:"rerun,omitempty"`
+	Parent    int               `json:"parent,omitempty"`
+	// ActsFor is the user whose permissions the event acts with.
+	ActsFor string `json:"acts_for,omitempty"`
+	// Succeeded are the jobs that succeeded in the event or along its
+	// restart chain.
+	Succeeded []string               `json:"succeeded,omitempty"`
 	Jobs      []workflows.JobOutcome `json:"jobs,omitempty"`
 	Builds    []Build                `json:"builds"`
 	Warnings  []string               `json:"warnings,omitempty"`
@@ -90,10 +139,12 @@ type Event struct {
 
 // Build is a build as lists and events show it.
 type Build struct {
-	ID            string                  `json:"id"`
-	Pipeline      string                  `json:"pipeline"`
-	Job           string                  `json:"job"`
-	Event         string                  `json:"event"`
+	ID       string `json:"id"`
+	Pipeline string `json:"pipeline"`
+	Job      string `json:"job"`
+	Event    string `json:"event"`
+	// PR is the pull request a build runs for (its lane is PR-<n>:<job>).
+	PR            int                     `json:"pr,omitempty"`
 	Status        workflows.Status        `json:"status"`
 	Reason        string                  `json:"reason,omitempty"`
 	Queue         string                  `json:"queue"`

@@ -123,3 +123,25 @@ func TestUnknownSluiceAnnotationWarns(t *testing.T) {
 	spec := mustParse(t, jobWithAnnotations("sluice.dev/priorty: 2"))
 	require.Contains(t, spec.Warnings, `Job "main": annotation "sluice.dev/priorty" is not a known sluice.dev annotation; it is ignored`)
 }
+
+func TestChainPR(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		yaml string
+		want bool
+	}{
+		{name: "unset", yaml: "", want: false},
+		{name: "true", yaml: "annotations:\n  screwdriver.cd/chainPR: true\n", want: true},
+		{name: "string true", yaml: "annotations:\n  screwdriver.cd/chainPR: \"true\"\n", want: true},
+		{name: "false", yaml: "annotations:\n  screwdriver.cd/chainPR: false\n", want: false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			spec, err := Parse([]byte(tc.yaml + "jobs:\n  main:\n    image: alpine\n    requires: [~pr]\n    steps: [echo]\n"))
+			require.NoError(t, err)
+			require.Equal(t, tc.want, spec.ChainPR())
+		})
+	}
+}

@@ -44,6 +44,9 @@ func (a *app) buildListCmd() *cobra.Command {
 			if err := limitFlag(f.Limit); err != nil {
 				return err
 			}
+			if f.PR < 0 {
+				return fmt.Errorf("--pr %d: want a pull request number", f.PR)
+			}
 			if status != "" {
 				s, err := cliout.ParseStatus("--status", status)
 				if err != nil {
@@ -91,6 +94,7 @@ func (a *app) buildListCmd() *cobra.Command {
 	fl.StringVar(&status, "status", "", "only builds with this status: "+cliout.JoinOr(cliout.BuildStatuses))
 	fl.StringVar(&f.Event, "event", "", "only builds of this event (<pipeline>/<number>)")
 	fl.StringVar(&f.Queue, "queue", "", "only builds on this queue")
+	fl.IntVar(&f.PR, "pr", 0, "only builds of this pull request (their jobs read PR-<n>:<job>)")
 	fl.IntVar(&f.Limit, "limit", 50, "how many builds to list (1 to 1000)")
 	return cmd
 }
@@ -119,6 +123,9 @@ func writeBuild(w io.Writer, b api.Build, now time.Time) error {
 	f.Add("build", b.ID)
 	f.Add("pipeline", b.Pipeline)
 	f.Add("job", b.Job)
+	if b.PR > 0 {
+		f.Add("pull request", "#"+strconv.Itoa(b.PR))
+	}
 	f.Add("event", b.Event)
 	f.Add("status", cliout.Status(string(b.Status)))
 	if b.Status.Waiting() && b.Reason != "" {

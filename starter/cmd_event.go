@@ -25,7 +25,7 @@ func (a *app) eventCmd() *cobra.Command {
 as a graph, one build per job. EVENT is written <pipeline>/<number>, e.g. myapp/12.`,
 	}
 	cmd.AddCommand(a.eventStartCmd(), a.eventListCmd(), a.eventShowCmd(), a.eventWatchCmd(),
-		a.eventCancelCmd(), a.eventRestartCmd())
+		a.eventCancelCmd(), a.eventRestartCmd(), a.eventRerunCmd())
 	return cmd
 }
 
@@ -219,9 +219,18 @@ func writeEvent(w io.Writer, ev api.Event, now time.Time) error {
 	f.Add("reason", ev.Reason)
 	f.Add("sha", cliout.Or(ev.SHA, cliout.Dash))
 	f.Add("trigger", e.Trigger.String())
-	f.Add("start from", ev.StartFrom)
+	f.Add("acts for", ev.ActsFor)
+	if len(ev.StartJobs) > 0 {
+		f.Add("start from", strings.Join(ev.StartJobs, ", "))
+	} else {
+		f.Add("start from", ev.StartFrom)
+	}
 	if ev.Parent > 0 {
-		f.Add("restart of", fmt.Sprintf("%s/%d", ev.Pipeline, ev.Parent))
+		what := "restart of"
+		if ev.Rerun {
+			what = "re-run of"
+		}
+		f.Add(what, fmt.Sprintf("%s/%d", ev.Pipeline, ev.Parent))
 	}
 	f.Add("started", cliout.Timestamp(ev.StartTime, now))
 	f.Add("duration", cliout.ElapsedText(ev.StartTime, ev.EndTime, now))
@@ -366,43 +375,80 @@ and end ABORTED, and no further job starts.`,
 }
 
 func (a *app) eventRestartCmd() *cobra.Command {
-	var from string
+	var from []string
 	var force, wait bool
 	cmd := &cobra.Command{
-		Use:   "restart EVENT --from JOB [--force] [--wait]",
-		Short: "Start a new event from a job of an earlier one",
-		Long: `Start a new event at job JOB, reusing EVENT's commit and trigger; the jobs that
-succeeded in EVENT count for joins. Prints the new event's ID; --wait waits for
-it as 'event start --wait' does.`,
-		Example: "  sluice event restart myapp/12 --from test\n  sluice event restart myapp/12 --from deploy --force --wait",
+		Use:   "restart EVENT --from JOB [--from JOB2 ...] [--force] [--wait]",
+		Short: "Start a new event from one or more jobs of an earlier one",
+		Long: `Start a new event at the given jobs, reusing EVENT's commit and trigger. Every job
+that succeeded in EVENT, or that EVENT itself inherited along its restart chain,
+counts for joins (the restarted jobs excepted). Prints the new event's ID; --wait
+waits for it as 'event start --wait' does.`,
+		Example: "  sluice event restart myapp/12 --from test\n  sluice event restart myapp/12 --from unit --from lint --wait",
 		Args:    args("EVENT"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			id, err := eventArg(argv[0])
 			if err != nil {
 				return err
 			}
-			if from == "" {
+			if len(from) == 0 {
 				return errors.New("--from: required: the job to restart from")
 			}
-			if err := cliout.JobName("--from", from); err != nil {
-				return err
+			for _, j := range from {
+				if err := cliout.JobName("--from", j); err != nil {
+					return err
+				}
 			}
 			ctx := cmd.Context()
 			started, err := a.client().RestartEvent(ctx, id, api.RestartEventRequest{From: from, Force: force})
 			if err != nil {
 				return err
 			}
-			if err := a.printStarted(started); err != nil {
-				return err
-			}
-			if !wait {
-				return nil
-			}
-			return a.waitEvent(ctx, started.ID)
+			return a.startedThenWait(ctx, started, wait)
 		},
 	}
-	cmd.Flags().StringVar(&from, "from", "", "job to restart from (required)")
+	cmd.Flags().StringArrayVar(&from, "from", nil, "job to restart from (required; repeat for several)")
 	cmd.Flags().BoolVar(&force, "force", false, "start builds through freeze windows")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the new event to end; exit 1 unless it succeeded")
 	return cmd
+}
+
+func (a *app) eventRerunCmd() *cobra.Command {
+	var force, wait bool
+	cmd := &cobra.Command{
+		Use:   "rerun EVENT [--force] [--wait]",
+		Short: "Re-run the jobs of an event that failed, were aborted or did not run",
+		Long: `Start a new event at EVENT's commit that runs exactly the jobs that failed, were
+aborted or collapsed in EVENT, and (through the graph) the jobs that did not run
+because of them. Every success of EVENT and of its restart chain is inherited, so
+two failed parents of a join are re-run together and the join follows.`,
+		Example: "  sluice event rerun myapp/12 --wait",
+		Args:    args("EVENT"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			id, err := eventArg(argv[0])
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			started, err := a.client().RerunEvent(ctx, id, api.RerunEventRequest{Force: force})
+			if err != nil {
+				return err
+			}
+			return a.startedThenWait(ctx, started, wait)
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "start builds through freeze windows")
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the new event to end; exit 1 unless it succeeded")
+	return cmd
+}
+
+// startedThenWait prints a started event and, with wait, waits for it.
+func (a *app) startedThenWait(ctx context.Context, started api.EventStarted, wait bool) error {
+	if err := a.printStarted(started); err != nil {
+		return err
+	}
+	if !wait {
+		return nil
+	}
+	return a.waitEvent(ctx, started.ID)
 }

@@ -139,7 +139,9 @@ func writePipeline(w io.Writer, p api.Pipeline, now time.Time) error {
 	f.Add("events", strconv.Itoa(p.Events))
 	f.Add("last sha", cliout.Or(p.LastSHA, cliout.Dash))
 	f.Add("created", cliout.Timestamp(p.CreatedAt, now))
+	f.Add("owner", p.Owner)
 	f.Add("subscriptions", cliout.List(p.Subscriptions))
+	f.Add("schedule error", p.ScheduleError)
 	if err := f.Write(w); err != nil {
 		return err
 	}

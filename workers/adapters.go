@@ -31,11 +31,11 @@ var (
 )
 
 // Claim sends the claim update to a build workflow.
-func (t Temporal) Claim(ctx context.Context, workflowID string, attempt int, executor string) error {
+func (t Temporal) Claim(ctx context.Context, workflowID string, attempt, dispatch int, executor string) error {
 	h, err := t.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   workflowID,
 		UpdateName:   workflows.UpdateClaim,
-		Args:         []any{workflows.ClaimRequest{Attempt: attempt, Executor: executor}},
+		Args:         []any{workflows.ClaimRequest{Attempt: attempt, Executor: executor, Dispatch: dispatch}},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sluice-ci/sluice/activities"
+	"github.com/sluice-ci/sluice/pipeline"
 	"github.com/sluice-ci/sluice/runner"
 )
 
@@ -21,6 +22,10 @@ const UpdateClaim = "claim"
 type ClaimRequest struct {
 	Attempt  int    `json:"attempt"`
 	Executor string `json:"executor"`
+	// Dispatch is the dispatch the executor's task came from
+	// (RunBuildInput.Dispatch): a late claim from an earlier dispatch of the
+	// same attempt is refused. 0 (older executors) skips the check.
+	Dispatch int `json:"dispatch,omitempty"`
 }
 
 // a is the activities receiver; workflows only take method references.
@@ -40,6 +45,19 @@ type build struct {
 	cancel   bool
 	collapse string
 	abort    string
+	// fail ends a build that has not started FAILURE (its queue was deleted).
+	fail string
+	// supersede ends the build because a newer commit to its pull request
+	// replaced it: COLLAPSED before an executor claimed it, ABORTED after.
+	supersede string
+	// dispatchN numbers the dispatches (RunBuild activities) of the build.
+	dispatchN int
+	// frozenUntil is set when a claim fell inside a freeze window: the
+	// build waits, FROZEN, until the window ends.
+	frozenUntil time.Time
+	frozenWhy   string
+	// legacy: a run recorded before changeLaneOrder.
+	legacy bool
 }
 
 // BuildWorkflow runs one build: its event hands it to the pipeline's lane;
@@ -53,6 +71,7 @@ func BuildWorkflow(ctx workflow.Context, in BuildInput) (BuildState, error) {
 		ID: in.Build.String(), Build: in.Build, Status: StatusCreated, Queue: in.Queue,
 		Priority: in.Priority, SHA: in.SHA, CreateTime: workflow.Now(ctx),
 	}}
+	b.legacy = workflow.GetVersion(ctx, changeLaneOrder, workflow.DefaultVersion, 1) == workflow.DefaultVersion
 	if err := workflow.SetQueryHandler(ctx, QueryBuild, func() (BuildState, error) { return b.state, nil }); err != nil {
 		return b.state, fmt.Errorf("register build query: %w", err)
 	}
@@ -92,6 +111,12 @@ func BuildWorkflow(ctx workflow.Context, in BuildInput) (BuildState, error) {
 		case LaneAbort:
 			b.inLane = false
 			return b.finish(ctx, StatusAborted, msg.Reason), nil
+		case LaneCancel:
+			// Granted, then superseded before it dispatched: the lane holds
+			// it until it hears of its end.
+			return b.finish(ctx, StatusCollapsed, msg.Reason), nil
+		case LaneFail:
+			return b.finish(ctx, StatusFailure, msg.Reason), nil
 		}
 	}
 
@@ -106,6 +131,12 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 	_ = workflow.UpsertTypedSearchAttributes(ctx, SADispatchedAt.ValueSet(b.state.QueuedTime))
 	for {
 		b.claimed = false
+		if !b.frozenUntil.IsZero() {
+			if st, done := b.waitFrozen(ctx, laneCh); done {
+				return st
+			}
+		}
+		b.dispatchN++
 		b.setStatus(ctx, StatusQueued, fmt.Sprintf("waiting for a slot on queue %s", in.Queue), time.Time{})
 		actCtx, cancelAct := workflow.WithCancel(ctx)
 		actCtx = workflow.WithActivityOptions(actCtx, workflow.ActivityOptions{
@@ -117,12 +148,16 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 			Priority:            temporal.Priority{PriorityKey: in.Priority, FairnessKey: in.Build.Pipeline},
 			Summary:             fmt.Sprintf("build %s attempt %d on queue %s", b.state.ID, b.attempt, in.Queue),
 		})
-		fut := workflow.ExecuteActivity(actCtx, a.RunBuild, activities.RunBuildInput{
+		runIn := activities.RunBuildInput{
 			WorkflowID: in.Build.WorkflowID(), BuildID: b.state.ID, Pipeline: in.Build.Pipeline, Job: in.Build.Job,
 			EventID: in.Build.EventRef().String(), Attempt: b.attempt, Repo: in.Repo, SHA: in.SHA, Branch: in.Branch,
 			PR: in.Trigger.PR, Trigger: string(in.Trigger.Kind), Image: in.Image, Steps: in.Steps,
 			Environment: in.Environment, Timeout: in.Timeout,
-		})
+		}
+		if !b.legacy {
+			runIn.Dispatch = b.dispatchN
+		}
+		fut := workflow.ExecuteActivity(actCtx, a.RunBuild, runIn)
 		var res activities.RunBuildResult
 		var actErr error
 		for resolved := false; !resolved; {
@@ -131,18 +166,8 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 			sel.AddReceive(laneCh, func(c workflow.ReceiveChannel, _ bool) {
 				var msg LaneMessage
 				c.Receive(ctx, &msg)
-				switch msg.Kind {
-				case LaneCollapse:
-					// A running build is never killed by collapse.
-					if !b.claimed && b.collapse == "" && !b.cancel {
-						b.collapse, b.state.CollapsedInto = msg.Reason, msg.Into
-						cancelAct()
-					}
-				case LaneAbort:
-					if !b.claimed && !b.cancel {
-						b.abort = msg.Reason
-						cancelAct()
-					}
+				if b.onLaneMessage(ctx, msg) {
+					cancelAct()
 				}
 			})
 			if !b.cancel {
@@ -157,13 +182,24 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 		if actErr == nil {
 			b.recordAttempt(ctx, res.Executor, string(res.Status))
 			b.state.Steps = stepOutcomes(res.Steps)
-			return b.finish(ctx, statusOf(res.Status), res.Reason)
+			reason := res.Reason
+			if b.supersede != "" && res.Status == runner.StatusAborted {
+				reason = b.supersede
+			}
+			return b.finish(ctx, statusOf(res.Status), reason)
 		}
 		switch {
 		case b.collapse != "" && !b.claimed:
 			return b.finish(ctx, StatusCollapsed, b.collapse)
+		case b.supersede != "" && !b.claimed:
+			return b.finish(ctx, StatusCollapsed, b.supersede)
 		case b.abort != "" && !b.claimed:
 			return b.finish(ctx, StatusAborted, b.abort)
+		case b.fail != "" && !b.claimed:
+			return b.finish(ctx, StatusFailure, b.fail)
+		case b.supersede != "":
+			b.recordAttempt(ctx, b.state.Executor, "aborted")
+			return b.finish(ctx, StatusAborted, b.supersede)
 		case b.cancel:
 			if b.claimed {
 				b.recordAttempt(ctx, b.state.Executor, "aborted")
@@ -171,6 +207,9 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 			}
 			return b.finish(ctx, StatusAborted, "cancelled while queued on "+in.Queue)
 		case activities.IsDeclined(actErr), activities.IsSuperseded(actErr) && !b.claimed:
+			if !b.frozenUntil.IsZero() {
+				continue // the claim fell inside a freeze window: wait for its end
+			}
 			// Not an attempt: the executor handed the build back. Back off a
 			// little when it keeps happening (a member whose slots were just
 			// taken away may still hold a poll), so the history stays small.
@@ -187,6 +226,14 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 			continue
 		}
 		var timeout *temporal.TimeoutError
+		if !b.legacy && !b.claimed && errors.As(actErr, &timeout) && timeout.TimeoutType() == enumspb.TIMEOUT_TYPE_HEARTBEAT {
+			// Lost before any executor claimed it (a task handed to an
+			// executor that died, or a claim that waited on a stalled
+			// controller): nothing ran, so it is not an attempt. The next
+			// dispatch has a new number, so a late claim of this one fails.
+			workflow.GetLogger(ctx).Info("build_redispatched", "build", b.state.ID, "why", "no claim before the heartbeat timeout")
+			continue
+		}
 		who := b.state.Executor
 		if !b.claimed || who == "" {
 			who = "an executor"
@@ -204,6 +251,79 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 			return b.finish(ctx, StatusFailure, fmt.Sprintf("gave up after %d attempts: %s", len(b.state.Attempts), b.attemptSummary()))
 		}
 		b.nextAttempt(ctx)
+	}
+}
+
+// onLaneMessage handles a message that arrives while the build is
+// dispatched, and reports whether the dispatch must be cancelled.
+func (b *build) onLaneMessage(ctx workflow.Context, msg LaneMessage) bool {
+	idle := !b.claimed && b.collapse == "" && b.supersede == "" && !b.cancel
+	switch msg.Kind {
+	case LaneCollapse:
+		// A running build is never killed by collapse; it tells its lane
+		// it runs, so the lane stops waiting for it to give way.
+		if idle {
+			b.collapse, b.state.CollapsedInto = msg.Reason, msg.Into
+			return true
+		}
+		if b.claimed && !b.legacy {
+			_ = workflow.SignalExternalWorkflow(ctx, PipelineWorkflowID(b.in.Build.Pipeline), "", SignalBuildStarted, BuildStarted{Build: b.in.Build})
+		}
+	case LaneCancel:
+		if b.supersede == "" && !b.cancel && b.collapse == "" {
+			b.supersede = msg.Reason
+			return true
+		}
+	case LaneAbort:
+		if !b.claimed && !b.cancel {
+			b.abort = msg.Reason
+			return true
+		}
+	case LaneFail:
+		if idle {
+			b.fail = msg.Reason
+			return true
+		}
+	}
+	return false
+}
+
+// waitFrozen keeps a build whose claim fell inside a freeze window FROZEN
+// until the window ends (or a lane message or a cancel ends it). It
+// reports true with the final state when the build ended meanwhile.
+func (b *build) waitFrozen(ctx workflow.Context, laneCh workflow.ReceiveChannel) (BuildState, bool) {
+	until := b.frozenUntil
+	b.frozenUntil = time.Time{}
+	b.setStatus(ctx, StatusFrozen, b.frozenWhy, until)
+	tctx, cancelTimer := workflow.WithCancel(ctx)
+	defer cancelTimer()
+	timer := workflow.NewTimerWithOptions(tctx, until.Sub(workflow.Now(ctx)), workflow.TimerOptions{Summary: "the freeze window ends"})
+	for {
+		var msg LaneMessage
+		fired, gotMsg := false, false
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(timer, func(workflow.Future) { fired = true })
+		sel.AddReceive(laneCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &msg); gotMsg = true })
+		sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) { b.cancel = true })
+		sel.Select(ctx)
+		switch {
+		case b.cancel:
+			return b.finish(ctx, StatusAborted, "cancelled while frozen"), true
+		case fired:
+			return BuildState{}, false
+		case gotMsg:
+			b.onLaneMessage(ctx, msg)
+			switch {
+			case b.collapse != "":
+				return b.finish(ctx, StatusCollapsed, b.collapse), true
+			case b.supersede != "":
+				return b.finish(ctx, StatusCollapsed, b.supersede), true
+			case b.abort != "":
+				return b.finish(ctx, StatusAborted, b.abort), true
+			case b.fail != "":
+				return b.finish(ctx, StatusFailure, b.fail), true
+			}
+		}
 	}
 }
 
@@ -232,6 +352,12 @@ func (b *build) validateClaim(_ workflow.Context, req ClaimRequest) error {
 		return fmt.Errorf("build %s attempt %d is already running on %s", b.state.ID, b.attempt, b.state.Executor)
 	case req.Attempt != b.attempt:
 		return fmt.Errorf("build %s is on attempt %d, not %d", b.state.ID, b.attempt, req.Attempt)
+	case req.Dispatch != 0 && req.Dispatch != b.dispatchN:
+		return fmt.Errorf("build %s was dispatched again (dispatch %d, not %d)", b.state.ID, b.dispatchN, req.Dispatch)
+	case b.supersede != "":
+		return fmt.Errorf("build %s is being superseded: %s", b.state.ID, b.supersede)
+	case b.fail != "":
+		return fmt.Errorf("build %s is failing: %s", b.state.ID, b.fail)
 	case req.Executor == "":
 		return errors.New("claim names no executor")
 	}
@@ -240,6 +366,17 @@ func (b *build) validateClaim(_ workflow.Context, req ClaimRequest) error {
 
 func (b *build) claim(ctx workflow.Context, req ClaimRequest) error {
 	now := workflow.Now(ctx)
+	// A build granted outside its freeze windows may reach an executor
+	// inside one (it waited for a slot): it does not start then.
+	if !b.legacy && !b.in.Lane.Force && len(b.in.Lane.FreezeWindows) > 0 {
+		next, err := pipeline.NextUnfrozen(b.in.Lane.FreezeWindows, now)
+		if err == nil && next.After(now) {
+			b.frozenUntil = next
+			b.frozenWhy = fmt.Sprintf("frozen until %s by freeze window `%s` (it reached an executor inside the window)",
+				next.UTC().Format(time.RFC3339), containing(b.in.Lane.FreezeWindows, now))
+			return fmt.Errorf("build %s is %s", b.state.ID, b.frozenWhy)
+		}
+	}
 	b.claimed = true
 	b.state.Executor = req.Executor
 	if b.state.StartTime.IsZero() {

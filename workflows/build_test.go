@@ -139,6 +139,11 @@ func (h *buildHarness) plan(i int) attemptPlan {
 
 // claim sends the claim update as executor for the given attempt.
 func (h *buildHarness) claim(attempt int, executor string) {
+	h.claimDispatch(attempt, 0, executor)
+}
+
+// claimDispatch claims as executor for the given attempt and dispatch.
+func (h *buildHarness) claimDispatch(attempt, dispatch int, executor string) {
 	rec := claimRecord{Attempt: attempt, Executor: executor}
 	h.env.UpdateWorkflow(UpdateClaim, "", &testsuite.TestUpdateCallback{
 		OnReject: func(err error) {
@@ -149,7 +154,7 @@ func (h *buildHarness) claim(attempt int, executor string) {
 			rec.Err = err
 			h.addClaim(rec)
 		},
-	}, ClaimRequest{Attempt: attempt, Executor: executor})
+	}, ClaimRequest{Attempt: attempt, Executor: executor, Dispatch: dispatch})
 }
 
 func (h *buildHarness) addClaim(c claimRecord) {
@@ -249,7 +254,7 @@ func TestBuildWorkflowRunsOnItsQueue(t *testing.T) {
 	require.Equal(t, activities.RunBuildInput{
 		WorkflowID: "build/app/test/7", BuildID: "app/test/7", Pipeline: "app", Job: "test", EventID: "app/7",
 		Attempt: 1, Repo: in.Repo, SHA: in.SHA, Branch: "main", Trigger: "commit", Image: in.Image,
-		Steps: in.Steps, Environment: in.Environment, Timeout: in.Timeout,
+		Steps: in.Steps, Environment: in.Environment, Timeout: in.Timeout, Dispatch: 1,
 	}, got)
 	require.Equal(t, "queue/gpu", h.infos[0].TaskQueue)
 	opts := h.rec.activityOptions("RunBuild")
@@ -434,11 +439,6 @@ func TestBuildWorkflowRedispatch(t *testing.T) {
 	declined := temporal.NewNonRetryableApplicationError("executor exec-x declined build app/test/7: draining", activities.ErrTypeDeclined, nil)
 	stopped := temporal.NewApplicationError("executor exec-a stopped during build app/test/7", activities.ErrTypeExecutorStopped)
 	lost := func(exec string) string { return "lost: " + exec + " stopped heartbeating (timeout 30s)" }
-	type attemptWant struct {
-		Number   int
-		Executor string
-		Outcome  string
-	}
 	tests := []struct {
 		name         string
 		maxAttempts  int
@@ -523,15 +523,18 @@ func TestBuildWorkflowRedispatch(t *testing.T) {
 			wantAttempts: []attemptWant{{1, "exec-b", "success"}},
 		},
 		{
-			name:        "an attempt lost before any claim counts",
+			// Nothing ran (the executor died before its claim, or the claim
+			// waited on a stalled controller): not an attempt.
+			name:        "a dispatch lost before any claim is not an attempt",
 			maxAttempts: 1,
-			plans:       []attemptPlan{{err: heartbeatLost()}},
-			wantStatus:  StatusFailure,
-			wantReason:  "gave up after 1 attempts: #1 on unclaimed " + lost("an executor"),
-			wantInputs:  []int{1},
-			wantAttempts: []attemptWant{
-				{1, "", lost("an executor")},
+			plans: []attemptPlan{
+				{err: heartbeatLost()},
+				{err: heartbeatLost()},
+				{steps: []buildStep{claimAs("exec-b")}, result: succeeded("exec-b")},
 			},
+			wantStatus:   StatusSuccess,
+			wantInputs:   []int{1, 1, 1},
+			wantAttempts: []attemptWant{{1, "exec-b", "success"}},
 		},
 	}
 	for _, tc := range tests {
@@ -630,4 +633,141 @@ func TestBuildWorkflowVirtualJob(t *testing.T) {
 	require.Zero(t, h.started)
 	require.Empty(t, h.rec.signalsTo("pipeline/app", SignalEnqueue))
 	require.Empty(t, h.doneSignals())
+}
+
+func TestBuildWorkflowTellsLaneItRuns(t *testing.T) {
+	t.Parallel()
+	h := newBuildHarness(t, attemptPlan{
+		steps:  []buildStep{claimAs("exec-a"), laneSignal(collapseMsg)},
+		result: succeeded("exec-a"),
+	})
+	grantAt(h, time.Minute)
+	st := h.run(buildInput())
+	require.Equal(t, StatusSuccess, st.Status)
+	// The collapse came too late: the build says it runs, so the lane stops
+	// waiting for it to give way.
+	require.Equal(t, []any{BuildStarted{Build: testBuild}}, h.rec.signalsTo(PipelineWorkflowID("app"), SignalBuildStarted))
+}
+
+func TestBuildWorkflowSupersededByNewerCommit(t *testing.T) {
+	t.Parallel()
+	cancel := LaneMessage{Kind: LaneCancel, Reason: "superseded by c0ffee000000 (event 9)"}
+	t.Run("before an executor claimed it: COLLAPSED", func(t *testing.T) {
+		t.Parallel()
+		h := newBuildHarness(t, attemptPlan{steps: []buildStep{laneSignal(cancel)}, block: true})
+		grantAt(h, time.Minute)
+		st := h.run(buildInput())
+		require.Equal(t, StatusCollapsed, st.Status)
+		require.Equal(t, cancel.Reason, st.Reason)
+		require.Empty(t, st.Attempts)
+		require.Equal(t, []BuildDone{{Build: testBuild, Status: StatusCollapsed}}, h.doneSignals())
+	})
+	t.Run("while running: its processes are killed and it ends ABORTED", func(t *testing.T) {
+		t.Parallel()
+		h := newBuildHarness(t, attemptPlan{steps: []buildStep{claimAs("exec-a"), laneSignal(cancel)}, block: true})
+		grantAt(h, time.Minute)
+		st := h.run(buildInput())
+		require.Equal(t, StatusAborted, st.Status)
+		require.Equal(t, cancel.Reason, st.Reason)
+		require.Equal(t, 1, h.cancelled)
+		require.Len(t, st.Attempts, 1)
+		require.Equal(t, "aborted", st.Attempts[0].Outcome)
+	})
+	t.Run("granted but not dispatched yet", func(t *testing.T) {
+		t.Parallel()
+		h := newBuildHarness(t)
+		at(h.env, time.Minute, func() { h.env.SignalWorkflow(SignalLane, cancel) })
+		st := h.run(buildInput())
+		require.Equal(t, StatusCollapsed, st.Status)
+		require.Zero(t, h.started)
+	})
+}
+
+func TestBuildWorkflowFailsOnDeletedQueue(t *testing.T) {
+	t.Parallel()
+	fail := LaneMessage{Kind: LaneFail, Reason: "queue gpu was deleted"}
+	h := newBuildHarness(t, attemptPlan{steps: []buildStep{laneSignal(fail)}, block: true})
+	grantAt(h, time.Minute)
+	st := h.run(buildInput())
+	require.Equal(t, StatusFailure, st.Status)
+	require.Equal(t, "queue gpu was deleted", st.Reason)
+}
+
+func TestBuildWorkflowRefusesLateClaimOfEarlierDispatch(t *testing.T) {
+	t.Parallel()
+	h := newBuildHarness(t,
+		// Dispatch 1 was lost before its claim returned.
+		attemptPlan{err: heartbeatLost()},
+		attemptPlan{
+			steps: []buildStep{
+				// The claim of dispatch 1 arrives late, after dispatch 2 began.
+				func(h *buildHarness, in activities.RunBuildInput) { h.claimDispatch(in.Attempt, 1, "exec-old") },
+				func(h *buildHarness, in activities.RunBuildInput) { h.claimDispatch(in.Attempt, in.Dispatch, "exec-b") },
+			},
+			result: succeeded("exec-b"),
+		},
+	)
+	grantAt(h, time.Minute)
+	st := h.run(buildInput())
+	require.Equal(t, StatusSuccess, st.Status)
+	require.Equal(t, []int{1, 2}, []int{h.inputs[0].Dispatch, h.inputs[1].Dispatch})
+	require.Len(t, h.claims, 2)
+	require.ErrorContains(t, h.claims[0].Err, "was dispatched again (dispatch 2, not 1)")
+	require.NoError(t, h.claims[1].Err)
+	require.Equal(t, []attemptWant{{1, "exec-b", "success"}}, attemptsOf(st))
+}
+
+func TestBuildWorkflowFreezeWindowAtClaim(t *testing.T) {
+	t.Parallel()
+	h := newBuildHarness(t,
+		// The grant came before the window; the claim falls inside it.
+		attemptPlan{steps: []buildStep{claimAs("exec-a")}, err: temporal.NewNonRetryableApplicationError(
+			"build app/test/7 refused executor exec-a: frozen", activities.ErrTypeSuperseded, nil)},
+		attemptPlan{steps: []buildStep{claimAs("exec-b")}, result: succeeded("exec-b")},
+	)
+	h.env.SetStartTime(wfNight)
+	in := buildInput()
+	in.Lane.FreezeWindows = []string{nightWindow}
+	open := wfNight.Add(4 * time.Hour)
+	grantAt(h, time.Minute)
+	at(h.env, 2*time.Hour, func() {
+		st := query[BuildState](t, h.env, QueryBuild)
+		require.Equal(t, StatusFrozen, st.Status)
+		require.Equal(t, "frozen until "+open.Format(time.RFC3339)+" by freeze window `"+nightWindow+"` (it reached an executor inside the window)", st.Reason)
+		require.True(t, open.Equal(st.WaitUntil))
+	})
+	st := h.run(in)
+	require.Equal(t, StatusSuccess, st.Status)
+	require.Len(t, h.claims, 2)
+	require.ErrorContains(t, h.claims[0].Err, "frozen until")
+	require.NoError(t, h.claims[1].Err)
+	require.True(t, open.Equal(st.StartTime), "started at %s, want the window's end %s", st.StartTime, open)
+	require.Equal(t, []attemptWant{{1, "exec-b", "success"}}, attemptsOf(st))
+}
+
+func TestBuildWorkflowForcedIgnoresFreezeAtClaim(t *testing.T) {
+	t.Parallel()
+	h := newBuildHarness(t, attemptPlan{steps: []buildStep{claimAs("exec-a")}, result: succeeded("exec-a")})
+	h.env.SetStartTime(wfNight)
+	in := buildInput()
+	in.Lane.FreezeWindows, in.Lane.Force = []string{nightWindow}, true
+	grantAt(h, time.Minute)
+	st := h.run(in)
+	require.Equal(t, StatusSuccess, st.Status)
+	require.NoError(t, h.claims[0].Err)
+}
+
+// attemptWant is one attempt's number, executor and outcome.
+type attemptWant struct {
+	Number   int
+	Executor string
+	Outcome  string
+}
+
+func attemptsOf(st BuildState) []attemptWant {
+	var out []attemptWant
+	for _, at := range st.Attempts {
+		out = append(out, attemptWant{at.Number, at.Executor, at.Outcome})
+	}
+	return out
 }

@@ -38,6 +38,10 @@ type eventRun struct {
 	toEnqueue []startedBuild
 	// releasedHold is set once the first batch went to the pipeline.
 	releasedHold bool
+	// legacy: a run recorded before changeLaneOrder.
+	legacy bool
+	// notified is set once a periodic fire's PeriodicWorkflow was told.
+	notified bool
 }
 
 type startedBuild struct {
@@ -61,9 +65,11 @@ type jobRun struct {
 // job stops its downstream jobs, and each of them says why.
 func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 	e := &eventRun{in: in, jobs: map[string]*jobRun{}, succeeded: map[string]bool{}}
+	e.legacy = workflow.GetVersion(ctx, changeLaneOrder, workflow.DefaultVersion, 1) == workflow.DefaultVersion
 	e.state = EventState{
 		Event: in.Event, Status: StatusRunning, Trigger: in.Trigger, StartFrom: in.StartFrom,
-		Parent: in.Parent, StartTime: workflow.Now(ctx), SHA: in.Trigger.SHA,
+		StartJobs: in.StartJobs, Rerun: in.Rerun, Parent: in.Parent, StartTime: workflow.Now(ctx), SHA: in.Trigger.SHA,
+		ActsFor: e.identity().User,
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryEvent, func() (EventState, error) { return e.snapshot(), nil }); err != nil {
 		return e.state, fmt.Errorf("register event query: %w", err)
@@ -74,6 +80,10 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 
 	res, err := e.resolve(ctx)
 	if err != nil {
+		if ctx.Err() != nil && !e.legacy {
+			e.cancelled = true
+			return e.end(ctx, StatusAborted, "event cancelled while reading its spec"), nil
+		}
 		return e.end(ctx, StatusFailure, fmt.Sprintf("cannot read the pipeline's repository: %s", rootMessage(err))), nil
 	}
 	e.state.SHA = res.SHA
@@ -92,8 +102,13 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 	if len(starts) == 0 {
 		return e.end(ctx, StatusSuccess, fmt.Sprintf("no job starts on %s", describeTrigger(in.Trigger, in.StartFrom))), nil
 	}
-	if problems := e.checkQueues(starts, res.Queues); len(problems) > 0 {
+	reach, problems := e.checkQueues(starts, res.Queues)
+	if len(problems) > 0 {
 		return e.end(ctx, StatusFailure, "cannot start: "+strings.Join(problems, "; ")), nil
+	}
+	if !e.legacy {
+		// Deleting a queue is refused while a running event can reach it.
+		_ = workflow.UpsertTypedSearchAttributes(ctx, SAQueues.ValueSet(reach))
 	}
 
 	e.sel = workflow.NewSelector(ctx)
@@ -154,6 +169,9 @@ func (e *eventRun) syncSpec(ctx workflow.Context) {
 		periodic[j] = e.spec.Jobs[j].Settings.PeriodicCron
 	}
 	sync := SpecSync{SHA: e.state.SHA, Subscriptions: e.spec.RemoteTriggers(), Periodic: periodic}
+	if !e.legacy {
+		sync.Event = e.in.Event.Number
+	}
 	if err := workflow.SignalExternalWorkflow(ctx, PipelineWorkflowID(e.in.Event.Pipeline), "", SignalSpecSynced, sync).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("spec_sync_failed", "event", e.in.Event.String(), "error", err)
 	}
@@ -162,19 +180,28 @@ func (e *eventRun) syncSpec(ctx workflow.Context) {
 // startJobs picks the jobs the trigger starts, or says why the event cannot run.
 func (e *eventRun) startJobs(changed []string) ([]string, string) {
 	t, spec := e.in.Trigger, e.spec
-	if from := e.in.StartFrom; from != "" {
-		job := from
-		if st, ok := spec.Stages[strings.TrimPrefix(from, "stage@")]; ok {
-			job = st.Setup
+	if from := e.fromJobs(); len(from) > 0 {
+		var starts []string
+		for _, name := range from {
+			job := name
+			if st, ok := spec.Stages[strings.TrimPrefix(name, "stage@")]; ok {
+				job = st.Setup
+			}
+			j, ok := spec.Jobs[job]
+			if !ok {
+				return nil, fmt.Sprintf("no job %q in %s at %s (jobs: %s)", name, activities.SpecFile, short(e.state.SHA), strings.Join(spec.JobOrder, ", "))
+			}
+			// Every path a person takes to start a job (start-from, restart,
+			// re-run) respects manualStartEnabled; schedules do not.
+			byHand := t.Kind == TriggerManual || (!e.legacy && t.Kind != TriggerPeriodic)
+			if byHand && !j.Settings.ManualStartEnabled {
+				return nil, fmt.Sprintf("job %s cannot be started by hand (%s: false)", job, pipeline.AnnotationManualStartEnabled)
+			}
+			if !slices.Contains(starts, job) {
+				starts = append(starts, job)
+			}
 		}
-		j, ok := spec.Jobs[job]
-		if !ok {
-			return nil, fmt.Sprintf("no job %q in %s at %s (jobs: %s)", from, activities.SpecFile, short(e.state.SHA), strings.Join(spec.JobOrder, ", "))
-		}
-		if t.Kind == TriggerManual && !j.Settings.ManualStartEnabled {
-			return nil, fmt.Sprintf("job %s cannot be started by hand (%s: false)", job, pipeline.AnnotationManualStartEnabled)
-		}
-		return []string{job}, ""
+		return starts, ""
 	}
 	var starts []string
 	switch t.Kind {
@@ -202,6 +229,33 @@ func (e *eventRun) startJobs(changed []string) ([]string, string) {
 	}
 }
 
+// fromJobs are the jobs a restart, re-run or start-from names.
+func (e *eventRun) fromJobs() []string {
+	if len(e.in.StartJobs) > 0 {
+		return e.in.StartJobs
+	}
+	if e.in.StartFrom != "" {
+		return []string{e.in.StartFrom}
+	}
+	return nil
+}
+
+// identity is who the event acts for.
+func (e *eventRun) identity() queue.Identity {
+	if e.in.Identity != nil {
+		return *e.in.Identity
+	}
+	return queue.System()
+}
+
+// prEvent reports whether the event runs a pull request's jobs: they get
+// lanes of their own, run downstream jobs only with chainPR and never fire
+// remote triggers.
+func (e *eventRun) prEvent() bool {
+	t := e.in.Trigger
+	return !e.legacy && t.PR > 0 && (t.Kind == TriggerPR || t.Kind == TriggerPRClosed)
+}
+
 // queueOf is the queue a job's builds go to.
 func (e *eventRun) queueOf(job string) string {
 	if q := e.spec.Jobs[job].Settings.Executor; q != "" {
@@ -214,17 +268,15 @@ func (e *eventRun) queueOf(job string) string {
 }
 
 // checkQueues verifies every job the event may reach names a queue that
-// exists and that the event's identity may use.
-func (e *eventRun) checkQueues(starts []string, defined []queue.Queue) []string {
+// exists and that the event's identity may use. It returns the queues the
+// event may reach, sorted.
+func (e *eventRun) checkQueues(starts []string, defined []queue.Queue) ([]string, []string) {
 	byName := map[string]queue.Queue{}
 	for _, q := range defined {
 		byName[q.Name] = q
 	}
-	id := queue.System()
-	if e.in.Identity != nil {
-		id = *e.in.Identity
-	}
-	var problems []string
+	id := e.identity()
+	var problems, reach []string
 	seen := map[string]bool{}
 	todo := slices.Clone(starts)
 	for len(todo) > 0 {
@@ -236,6 +288,9 @@ func (e *eventRun) checkQueues(starts []string, defined []queue.Queue) []string 
 		seen[job] = true
 		if !e.spec.Jobs[job].Settings.VirtualJob {
 			name := e.queueOf(job)
+			if !slices.Contains(reach, name) {
+				reach = append(reach, name)
+			}
 			q, ok := byName[name]
 			switch {
 			case !ok:
@@ -252,11 +307,15 @@ func (e *eventRun) checkQueues(starts []string, defined []queue.Queue) []string 
 				}
 			}
 		}
+		if e.prEvent() && !e.spec.ChainPR() {
+			continue // a pull request runs its ~pr jobs only
+		}
 		for _, n := range e.spec.NextJobs(job) {
 			todo = append(todo, n.Job)
 		}
 	}
-	return problems
+	sort.Strings(reach)
+	return reach, problems
 }
 
 // start launches one build per permutation of job.
@@ -282,6 +341,9 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 		if len(spec.Permutations) > 1 {
 			ref.Index = i + 1
 		}
+		if e.prEvent() {
+			ref.PR = t.PR
+		}
 		jr.builds = append(jr.builds, ref)
 		e.builds++
 		e.running++
@@ -295,17 +357,21 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 				BlockedBy: spec.BlockedBy, FreezeWindows: spec.FreezeWindows, Delay: spec.Settings.Delay, Force: e.in.Force,
 			},
 		}
+		sas := []temporal.SearchAttributeUpdate{
+			SAPipeline.ValueSet(ref.Pipeline), SAJob.ValueSet(ref.LaneKey()), SAEvent.ValueSet(e.in.Event.String()),
+			SASHA.ValueSet(e.state.SHA), SABranch.ValueSet(in.Branch), SAQueue.ValueSet(q),
+			SAPriority.ValueSet(int64(spec.Settings.Priority)), SAStatus.ValueSet(string(StatusCreated)),
+		}
+		if ref.PR > 0 {
+			sas = append(sas, SAPR.ValueSet(int64(ref.PR)))
+		}
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 			WorkflowID:            ref.WorkflowID(),
 			TaskQueue:             ControllerTaskQueue,
 			ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
 			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-			TypedSearchAttributes: temporal.NewSearchAttributes(
-				SAPipeline.ValueSet(ref.Pipeline), SAJob.ValueSet(job), SAEvent.ValueSet(e.in.Event.String()),
-				SASHA.ValueSet(e.state.SHA), SABranch.ValueSet(in.Branch), SAQueue.ValueSet(q),
-				SAPriority.ValueSet(int64(spec.Settings.Priority)), SAStatus.ValueSet(string(StatusCreated)),
-			),
-			StaticSummary: fmt.Sprintf("build %s (%s) on queue %s", ref, describeTrigger(t, ""), q),
+			TypedSearchAttributes: temporal.NewSearchAttributes(sas...),
+			StaticSummary:         fmt.Sprintf("build %s (%s) on queue %s", ref, describeTrigger(t, ""), q),
 		})
 		fut := workflow.ExecuteChildWorkflow(cctx, BuildWorkflow, in)
 		if !in.Virtual {
@@ -365,9 +431,19 @@ func (e *eventRun) buildEnded(ctx workflow.Context, jr *jobRun, st BuildState) {
 		return
 	}
 	jr.status, jr.reason = jobStatus(jr.results)
+	e.notifyPeriodic(ctx, jr)
 	if jr.status == StatusSuccess {
 		e.succeeded[jr.name] = true
-		e.triggerRemote(ctx, jr.name)
+		if e.prEvent() {
+			// A pull request never fires remote triggers, and runs the jobs
+			// downstream of its ~pr jobs only with chainPR.
+			if !e.spec.ChainPR() {
+				e.maybeTeardown(ctx, jr.name)
+				return
+			}
+		} else {
+			e.triggerRemote(ctx, jr.name)
+		}
 		for _, n := range e.spec.NextJobs(jr.name) {
 			if e.blockedByStage(n.Job) {
 				continue
@@ -498,6 +574,12 @@ func (e *eventRun) end(ctx workflow.Context, s Status, reason string) EventState
 	}
 	e.state.Status, e.state.Reason, e.state.EndTime = s, reason, workflow.Now(ctx)
 	e.state.Jobs = e.outcomes()
+	e.state.Succeeded = e.succeededJobs()
+	if !e.notified && e.in.Notify != "" {
+		e.notified = true
+		_ = workflow.SignalExternalWorkflow(ctx, e.in.Notify, "", SignalPeriodicDone,
+			PeriodicDone{Event: e.in.Event.String(), Status: s, Reason: reason}).Get(ctx, nil)
+	}
 	_ = workflow.UpsertTypedSearchAttributes(ctx, SAStatus.ValueSet(string(s)))
 	return e.state
 }
@@ -505,7 +587,35 @@ func (e *eventRun) end(ctx workflow.Context, s Status, reason string) EventState
 func (e *eventRun) snapshot() EventState {
 	st := e.state
 	st.Jobs = e.outcomes()
+	st.Succeeded = e.succeededJobs()
 	return st
+}
+
+// succeededJobs lists, in the spec's order, the jobs that succeeded in this
+// event or that it inherited from its restart chain.
+func (e *eventRun) succeededJobs() []string {
+	var out []string
+	if e.spec != nil {
+		for _, name := range e.spec.JobOrder {
+			if e.succeeded[name] {
+				out = append(out, name)
+			}
+		}
+		return out
+	}
+	// The spec was never read: pass the inherited successes on as they came.
+	return slices.Clone(e.in.ParentSucceeded)
+}
+
+// notifyPeriodic tells a schedule's PeriodicWorkflow that the job it fired
+// has ended, so the schedule's next fire may start.
+func (e *eventRun) notifyPeriodic(ctx workflow.Context, jr *jobRun) {
+	if e.notified || e.in.Notify == "" || e.in.Trigger.Kind != TriggerPeriodic || !slices.Contains(e.fromJobs(), jr.name) {
+		return
+	}
+	e.notified = true
+	_ = workflow.SignalExternalWorkflow(ctx, e.in.Notify, "", SignalPeriodicDone,
+		PeriodicDone{Event: e.in.Event.String(), Status: jr.status, Reason: jr.reason}).Get(ctx, nil)
 }
 
 // outcomes lists the jobs that ran, then the reachable jobs that did not and

@@ -103,6 +103,8 @@ type eventHarness struct {
 	builds    []buildRun
 	remote    []activities.TriggerRemoteInput
 	remoteErr error
+	// resolveBlocks makes ResolveEvent wait until it is cancelled.
+	resolveBlocks bool
 }
 
 func newEventHarness(t *testing.T, yaml string) *eventHarness {
@@ -163,11 +165,16 @@ func newEventHarness(t *testing.T, yaml string) *eventHarness {
 		h.resolve.Spec = parseSpec(t, yaml)
 	}
 	env.OnActivity(acts.ResolveEvent, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.ResolveEventInput) (activities.ResolveEventResult, error) {
+		func(ctx context.Context, in activities.ResolveEventInput) (activities.ResolveEventResult, error) {
 			h.mu.Lock()
-			defer h.mu.Unlock()
 			h.resolved = append(h.resolved, in)
-			return h.resolve, nil
+			res, blocks := h.resolve, h.resolveBlocks
+			h.mu.Unlock()
+			if blocks {
+				<-ctx.Done()
+				return activities.ResolveEventResult{}, ctx.Err()
+			}
+			return res, nil
 		}).Maybe()
 	env.OnActivity(acts.TriggerRemote, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.TriggerRemoteInput) ([]string, error) {
@@ -631,6 +638,17 @@ jobs:
 			wantResolve: activities.ResolveEventInput{Pipeline: "app", Repo: "/src/app", Ref: "2026.1"},
 		},
 		{
+			// The webhook listed no changed file (an empty commit): jobs with
+			// sourcePaths do not run; an empty list is not "unknown".
+			name:    "commit that changed no file",
+			trigger: Trigger{Kind: TriggerCommit, Branch: "main", ChangedFiles: []string{}},
+			changed: []string{},
+			wantRan: []string{"all"},
+			wantResolve: activities.ResolveEventInput{
+				Pipeline: "app", Repo: "/src/app", Ref: "main", ChangedFiles: []string{}, WantChanges: true,
+			},
+		},
+		{
 			name:        "commit changing nothing the jobs watch",
 			trigger:     Trigger{Kind: TriggerCommit, Branch: "main"},
 			changed:     []string{"docs/readme.md"},
@@ -969,4 +987,136 @@ func TestEventHandsBuildsToLanes(t *testing.T) {
 		require.Equal(t, "pipeline app is not running (deleted?): workflow execution already completed", a.Lane[0].Reason)
 		require.Equal(t, a.Lane[0].Reason, outcomeOf(t, st, "a").Reason)
 	})
+}
+
+func TestEventPullRequests(t *testing.T) {
+	t.Parallel()
+	const spec = `
+shared: {image: alpine, steps: [{run: ./run.sh}]}
+jobs:
+  main: {requires: [~pr, ~commit]}
+  deploy: {requires: [main]}
+`
+	pr := Trigger{Kind: TriggerPR, Branch: "main", PR: 12, SHA: eventSHA}
+	t.Run("a pull request runs its ~pr jobs only, in its own lanes", func(t *testing.T) {
+		t.Parallel()
+		h := newEventHarness(t, spec)
+		st := h.run(eventInput(pr))
+		require.Equal(t, StatusSuccess, st.Status, st.Reason)
+		require.Equal(t, []string{"main"}, h.jobsStarted())
+		runs := h.runsOf("main")
+		require.Len(t, runs, 1)
+		require.Equal(t, "build/app/PR-12:main/1", runs[0].WorkflowID)
+		require.Equal(t, 12, runs[0].Input.Build.PR)
+		require.Equal(t, 12, runs[0].Input.Lane.Build.PR)
+		require.Empty(t, h.remote, "a pull request fires no remote triggers")
+		require.Equal(t, []string{"main"}, st.Succeeded)
+	})
+	t.Run("chainPR runs the downstream jobs too", func(t *testing.T) {
+		t.Parallel()
+		h := newEventHarness(t, "annotations: {screwdriver.cd/chainPR: true}\n"+spec)
+		st := h.run(eventInput(pr))
+		require.Equal(t, StatusSuccess, st.Status, st.Reason)
+		require.Equal(t, []string{"main", "deploy"}, h.jobsStarted())
+		require.Equal(t, "build/app/PR-12:deploy/1", h.runsOf("deploy")[0].WorkflowID)
+		require.Empty(t, h.remote, "a pull request fires no remote triggers")
+	})
+	t.Run("a commit runs everything and triggers subscribers", func(t *testing.T) {
+		t.Parallel()
+		h := newEventHarness(t, spec)
+		st := h.run(eventInput(commitOnMain))
+		require.Equal(t, StatusSuccess, st.Status, st.Reason)
+		require.Equal(t, []string{"main", "deploy"}, h.jobsStarted())
+		require.Equal(t, "build/app/main/1", h.runsOf("main")[0].WorkflowID)
+		require.Len(t, h.remote, 2)
+	})
+}
+
+func TestEventRestarts(t *testing.T) {
+	t.Parallel()
+	const spec = `
+shared: {image: alpine, steps: [{run: ./run.sh}]}
+jobs:
+  p: {requires: [~commit]}
+  q: {requires: [~commit]}
+  j: {requires: [p, q]}
+  locked:
+    requires: [~commit]
+    annotations: {screwdriver.cd/manualStartEnabled: false}
+`
+	t.Run("successes inherited along the chain satisfy a join", func(t *testing.T) {
+		t.Parallel()
+		h := newEventHarness(t, spec)
+		in := eventInput(Trigger{Kind: TriggerCommit, Branch: "main", SHA: eventSHA})
+		// A restart of a restart: p succeeded in the grandparent.
+		in.StartFrom, in.Parent, in.ParentSucceeded = "q", 2, []string{"p", "locked"}
+		st := h.run(in)
+		require.Equal(t, StatusSuccess, st.Status, st.Reason)
+		require.Equal(t, []string{"q", "j"}, h.jobsStarted())
+		require.Equal(t, []string{"p", "q", "j", "locked"}, st.Succeeded)
+	})
+	t.Run("several start jobs run together and their join follows", func(t *testing.T) {
+		t.Parallel()
+		h := newEventHarness(t, spec)
+		in := eventInput(Trigger{Kind: TriggerCommit, Branch: "main", SHA: eventSHA})
+		in.StartJobs, in.StartFrom, in.Parent, in.Rerun = []string{"p", "q"}, "p", 1, true
+		st := h.run(in)
+		require.Equal(t, StatusSuccess, st.Status, st.Reason)
+		require.ElementsMatch(t, []string{"p", "q", "j"}, h.jobsStarted())
+		require.Equal(t, []string{"p", "q"}, st.StartJobs)
+		require.True(t, st.Rerun)
+	})
+	for _, tc := range []struct {
+		name string
+		in   func(*EventInput)
+	}{
+		{name: "restart", in: func(in *EventInput) { in.StartFrom, in.Parent = "locked", 1 }},
+		{name: "start-from on a commit", in: func(in *EventInput) { in.StartFrom = "locked" }},
+		{name: "rerun", in: func(in *EventInput) {
+			in.StartJobs, in.StartFrom, in.Parent, in.Rerun = []string{"q", "locked"}, "q", 1, true
+		}},
+	} {
+		t.Run("manualStartEnabled: false refuses a "+tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newEventHarness(t, spec)
+			in := eventInput(Trigger{Kind: TriggerCommit, Branch: "main", SHA: eventSHA})
+			tc.in(&in)
+			st := h.run(in)
+			require.Equal(t, StatusFailure, st.Status)
+			require.Equal(t, "job locked cannot be started by hand (screwdriver.cd/manualStartEnabled: false)", st.Reason)
+			require.Empty(t, h.jobsStarted())
+		})
+	}
+	t.Run("a schedule may start it", func(t *testing.T) {
+		t.Parallel()
+		h := newEventHarness(t, spec)
+		in := eventInput(Trigger{Kind: TriggerPeriodic})
+		in.StartFrom = "locked"
+		st := h.run(in)
+		require.Equal(t, StatusSuccess, st.Status, st.Reason)
+		require.Equal(t, []string{"locked"}, h.jobsStarted())
+	})
+}
+
+func TestEventCancelWhileReadingSpec(t *testing.T) {
+	t.Parallel()
+	h := newEventHarness(t, graphSpec)
+	// ResolveEvent is slow: the event is cancelled while it runs.
+	h.resolveBlocks = true
+	at(h.env, time.Second, func() { h.env.CancelWorkflow() })
+	st := h.run(eventInput(commitOnMain))
+	require.Equal(t, StatusAborted, st.Status)
+	require.Equal(t, "event cancelled while reading its spec", st.Reason)
+}
+
+func TestEventNotifiesPeriodicFire(t *testing.T) {
+	t.Parallel()
+	h := newEventHarness(t, graphSpec)
+	h.plans["hotfix"] = buildPlan{took: time.Hour, status: StatusFailure, reason: "step make failed"}
+	in := eventInput(Trigger{Kind: TriggerPeriodic})
+	in.StartFrom, in.Notify = "hotfix", "periodic-fire"
+	st := h.run(in)
+	require.Equal(t, StatusFailure, st.Status)
+	require.Equal(t, []any{PeriodicDone{Event: "app/1", Status: StatusFailure, Reason: "step make failed"}},
+		h.rec.signalsTo("periodic-fire", SignalPeriodicDone))
 }

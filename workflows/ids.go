@@ -75,12 +75,29 @@ type BuildRef struct {
 	Event    int    `json:"event"`
 	// Index is the matrix permutation, 1-based; 0 for a job without a matrix.
 	Index int `json:"index,omitempty"`
+	// PR is the pull request a build runs for (pr and pr-closed events); 0
+	// for the branch's builds. A PR's builds have their own lanes and IDs,
+	// named as Screwdriver names PR jobs: "PR-<n>:<job>".
+	PR int `json:"pr,omitempty"`
+}
+
+// prJobPrefix starts the lane and ID name of a pull request's job.
+const prJobPrefix = "PR-"
+
+// LaneKey names the lane the build waits in: the job for the branch's
+// builds, "PR-<n>:<job>" for a pull request's.
+func (b BuildRef) LaneKey() string {
+	if b.PR > 0 {
+		return prJobPrefix + strconv.Itoa(b.PR) + ":" + b.Job
+	}
+	return b.Job
 }
 
 // String is the build's short ID: "<pipeline>/<job>/<event>" or, for matrix
-// permutation k, "<pipeline>/<job>/<event>.<k>".
+// permutation k, "<pipeline>/<job>/<event>.<k>"; a pull request's builds
+// read "<pipeline>/PR-<n>:<job>/<event>".
 func (b BuildRef) String() string {
-	s := b.Pipeline + "/" + b.Job + "/" + strconv.Itoa(b.Event)
+	s := b.Pipeline + "/" + b.LaneKey() + "/" + strconv.Itoa(b.Event)
 	if b.Index > 0 {
 		s += "." + strconv.Itoa(b.Index)
 	}
@@ -97,7 +114,7 @@ func (b BuildRef) EventRef() EventRef { return EventRef{Pipeline: b.Pipeline, Nu
 func ParseBuildRef(s string) (BuildRef, error) {
 	orig := s
 	s = strings.TrimPrefix(s, "build/")
-	bad := fmt.Errorf("%w: build %q: want <pipeline>/<job>/<event>[.<permutation>], e.g. myapp/test/12", ErrBadID, orig)
+	bad := fmt.Errorf("%w: build %q: want <pipeline>/<job>/<event>[.<permutation>], e.g. myapp/test/12 or myapp/PR-3:test/14", ErrBadID, orig)
 	p, rest, ok := strings.Cut(s, "/")
 	if !ok || ValidatePipelineName(p) != nil {
 		return BuildRef{}, bad
@@ -113,6 +130,9 @@ func ParseBuildRef(s string) (BuildRef, error) {
 		return BuildRef{}, bad
 	}
 	ref := BuildRef{Pipeline: p, Job: job, Event: e}
+	if pr, j, ok := ParsePRJob(job); ok {
+		ref.PR, ref.Job = pr, j
+	}
 	if hasIdx {
 		k, err := strconv.Atoi(idx)
 		if err != nil || k < 1 {
@@ -121,6 +141,22 @@ func ParseBuildRef(s string) (BuildRef, error) {
 		ref.Index = k
 	}
 	return ref, nil
+}
+
+// ParsePRJob splits a pull request's job name "PR-<n>:<job>" into the
+// number and the job. Job names cannot start with "pr-" (the spec rejects
+// them), so the form is unambiguous.
+func ParsePRJob(name string) (pr int, job string, ok bool) {
+	rest, found := strings.CutPrefix(name, prJobPrefix)
+	if !found {
+		return 0, "", false
+	}
+	num, job, found := strings.Cut(rest, ":")
+	n, err := strconv.Atoi(num)
+	if !found || err != nil || n < 1 || job == "" {
+		return 0, "", false
+	}
+	return n, job, true
 }
 
 // PeriodicScheduleID is the Temporal Schedule of a periodic job.

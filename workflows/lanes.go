@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,12 +38,21 @@ const (
 	LaneStatus LaneMessageKind = "status"
 	// LaneGrant lets the build dispatch to its queue.
 	LaneGrant LaneMessageKind = "grant"
-	// LaneCollapse ends a waiting build COLLAPSED into a newer build. Only
-	// builds still held by the lane collapse: a build granted its turn is in
-	// its queue and runs (a running build is never killed by collapse).
+	// LaneCollapse ends a waiting build COLLAPSED into a newer build. A
+	// build granted its turn but not yet claimed by an executor still waits
+	// and collapses too; a build an executor claimed runs (a running build is
+	// never killed by collapse) and answers with SignalBuildStarted.
 	LaneCollapse LaneMessageKind = "collapse"
-	// LaneAbort ends a waiting build ABORTED (its pipeline was deleted).
+	// LaneAbort ends a waiting build ABORTED (its pipeline was deleted, its
+	// pull request closed).
 	LaneAbort LaneMessageKind = "abort"
+	// LaneCancel ends a build whether it waits or runs: a waiting one ends
+	// COLLAPSED, a running one's processes are killed and it ends ABORTED
+	// (a newer commit to its pull request replaced it).
+	LaneCancel LaneMessageKind = "cancel"
+	// LaneFail ends a build that no executor claimed FAILURE with the
+	// reason; the API sends it to the builds of a queue it deleted.
+	LaneFail LaneMessageKind = "fail"
 )
 
 // LaneMessage is the signal a lane sends to a build workflow.
@@ -75,6 +85,13 @@ type LaneEntry struct {
 	// Held is set while the build has only been held for an earlier event:
 	// it still counts as a new arrival when the hold lifts.
 	Held bool `json:"held,omitempty"`
+	// Started is set once the build told the lane an executor claimed it:
+	// it runs, and nothing collapses it any more.
+	Started bool `json:"started,omitempty"`
+	// Yielding is set on a granted build the lane asked to give way (collapse
+	// into a newer build, or cancel): until it answers, no newer build of the
+	// lane is granted, so a build never starts after a newer one.
+	Yielding string `json:"yielding,omitempty"`
 }
 
 // Lane is one job's builds: those granted (dispatched or running) and those
@@ -84,9 +101,10 @@ type Lane struct {
 	Waiting []*LaneEntry `json:"waiting,omitempty"`
 }
 
-// Lanes are a pipeline's lanes by job name. The zero value is ready to use.
-// All decisions are deterministic: jobs are visited in sorted order and time
-// is passed in.
+// Lanes are a pipeline's lanes, keyed by BuildRef.LaneKey: the job name for
+// the branch's builds, "PR-<n>:<job>" for a pull request's. The zero value is
+// ready to use. All decisions are deterministic: lanes are visited in sorted
+// order and time is passed in.
 type Lanes struct {
 	Jobs map[string]*Lane `json:"jobs,omitempty"`
 	// Pending holds events started but not yet heard from (their first
@@ -94,6 +112,19 @@ type Lanes struct {
 	// so a job's builds are granted in event order even when a later event
 	// reads its spec faster than an earlier one.
 	Pending map[int]time.Time `json:"pending,omitempty"`
+	// PendingPR names the pull request of a pending pull request event: it
+	// holds only that pull request's later builds (its builds go to that
+	// pull request's lanes alone). Other pending events hold the branch's.
+	PendingPR map[int]int `json:"pending_pr,omitempty"`
+	// Latest is, per lane, the newest event's build the lane has granted.
+	// A build of an older event that arrives afterwards would run out of
+	// order: while collapse is on it is superseded instead. It outlives the
+	// lane's builds.
+	Latest map[string]BuildRef `json:"latest,omitempty"`
+
+	// legacy keeps the rules of runs recorded before lanes kept the order of
+	// granted builds (workflow.GetVersion); not serialised, every run sets it.
+	legacy bool
 }
 
 // Hold makes builds of events after event wait until Release(event) or the
@@ -105,33 +136,46 @@ func (l *Lanes) Hold(event int, deadline time.Time) {
 	l.Pending[event] = deadline
 }
 
+// HoldPR is Hold for an event of pull request pr: it holds only that pull
+// request's later builds.
+func (l *Lanes) HoldPR(event, pr int, deadline time.Time) {
+	l.Hold(event, deadline)
+	if pr > 0 {
+		if l.PendingPR == nil {
+			l.PendingPR = map[int]int{}
+		}
+		l.PendingPR[event] = pr
+	}
+}
+
 // Release lifts the hold of event.
 func (l *Lanes) Release(event int) {
 	delete(l.Pending, event)
+	delete(l.PendingPR, event)
 }
 
-// heldBy returns the oldest pending event before event whose hold is still
-// in force at now, or 0.
-func (l *Lanes) heldBy(event int, now time.Time) int {
+// heldBy returns the oldest pending event before b's whose hold on b is
+// still in force at now, or 0.
+func (l *Lanes) heldBy(b BuildRef, now time.Time) int {
 	oldest := 0
 	// Order-independent: the oldest match wins.
 	//workflowcheck:ignore
 	for e, deadline := range l.Pending {
-		if e < event && now.Before(deadline) && (oldest == 0 || e < oldest) {
+		if e < b.Event && now.Before(deadline) && (oldest == 0 || e < oldest) && l.PendingPR[e] == b.PR {
 			oldest = e
 		}
 	}
 	return oldest
 }
 
-func (l *Lanes) lane(job string) *Lane {
+func (l *Lanes) lane(key string) *Lane {
 	if l.Jobs == nil {
 		l.Jobs = map[string]*Lane{}
 	}
-	ln, ok := l.Jobs[job]
+	ln, ok := l.Jobs[key]
 	if !ok {
 		ln = &Lane{}
-		l.Jobs[job] = ln
+		l.Jobs[key] = ln
 	}
 	return ln
 }
@@ -149,7 +193,7 @@ func (l *Lanes) sortedJobs() []string {
 
 // find returns the entry of build b and whether it is active.
 func (l *Lanes) find(b BuildRef) (*LaneEntry, bool) {
-	ln, ok := l.Jobs[b.Job]
+	ln, ok := l.Jobs[b.LaneKey()]
 	if !ok {
 		return nil, false
 	}
@@ -181,27 +225,34 @@ func (l *Lanes) Add(req LaneRequest, now time.Time) bool {
 	if e, _ := l.find(req.Build); e != nil {
 		return false
 	}
-	ln := l.lane(req.Build.Job)
-	ln.Waiting = append(ln.Waiting, &LaneEntry{LaneRequest: req, EnqueuedAt: now, EligibleAt: now.Add(req.Delay), Status: StatusCreated})
-	sort.SliceStable(ln.Waiting, func(i, j int) bool {
-		a, b := ln.Waiting[i].Build, ln.Waiting[j].Build
-		if a.Event != b.Event {
-			return a.Event < b.Event
-		}
-		return a.Index < b.Index
+	ln := l.lane(req.Build.LaneKey())
+	// Keep the list in (event, permutation) order; equal keys keep their
+	// arrival order.
+	b := req.Build
+	i := sort.Search(len(ln.Waiting), func(i int) bool {
+		w := ln.Waiting[i].Build
+		return w.Event > b.Event || (w.Event == b.Event && w.Index > b.Index)
 	})
+	ln.Waiting = slices.Insert(ln.Waiting, i, &LaneEntry{LaneRequest: req, EnqueuedAt: now, EligibleAt: now.Add(req.Delay), Status: StatusCreated})
 	return true
 }
 
 // intoFor picks the build of the newer event that replaces old: the same
-// matrix permutation when there is one.
-func intoFor(old, newer BuildRef) BuildRef {
-	into := newer
-	into.Index = old.Index
-	if newer.Index == 0 || old.Index == 0 {
-		into.Index = newer.Index
+// matrix permutation when the newer event has it, else the newer build.
+func (ln *Lane) intoFor(old, newer BuildRef) BuildRef {
+	if old.Index == 0 || newer.Index == 0 || old.Index == newer.Index {
+		return newer
 	}
-	return into
+	same := newer
+	same.Index = old.Index
+	for _, list := range [][]*LaneEntry{ln.Waiting, ln.Active} {
+		for _, e := range list {
+			if e.Build == same {
+				return same
+			}
+		}
+	}
+	return newer
 }
 
 // Done removes a finished (or withdrawn) build and re-evaluates every lane.
@@ -212,13 +263,25 @@ func (l *Lanes) Done(b BuildRef, now time.Time) []LaneEffect {
 
 // Remove forgets a build without deciding anything; call Evaluate after.
 func (l *Lanes) Remove(b BuildRef) {
-	if ln, ok := l.Jobs[b.Job]; ok {
+	key := b.LaneKey()
+	if ln, ok := l.Jobs[key]; ok {
 		ln.Active = slices.DeleteFunc(ln.Active, func(e *LaneEntry) bool { return e.Build == b })
 		ln.Waiting = slices.DeleteFunc(ln.Waiting, func(e *LaneEntry) bool { return e.Build == b })
 		if len(ln.Active) == 0 && len(ln.Waiting) == 0 {
-			delete(l.Jobs, b.Job)
+			delete(l.Jobs, key)
 		}
 	}
+}
+
+// Started records that an executor claimed build b: it runs, so the lane
+// stops asking it to give way. It reports whether the lane holds b.
+func (l *Lanes) Started(b BuildRef) bool {
+	e, active := l.find(b)
+	if e == nil || !active {
+		return false
+	}
+	e.Started, e.Yielding = true, ""
+	return true
 }
 
 // AbortAll empties every lane's waiting list with LaneAbort messages.
@@ -234,6 +297,60 @@ func (l *Lanes) AbortAll(reason string) []LaneEffect {
 	return out
 }
 
+// SupersedePR ends the builds of pull request pr's events before event:
+// waiting builds leave the lane with waitingKind (LaneCollapse when a newer
+// commit replaced them, LaneAbort when the pull request closed), granted and
+// running ones are told LaneCancel and stay until they report their end.
+func (l *Lanes) SupersedePR(pr, event int, waitingKind LaneMessageKind, reason string) []LaneEffect {
+	prefix := prJobPrefix + strconv.Itoa(pr) + ":"
+	status := StatusCollapsed
+	if waitingKind == LaneAbort {
+		status = StatusAborted
+	}
+	var out []LaneEffect
+	for _, key := range l.sortedJobs() {
+		if !strings.HasPrefix(key, prefix) {
+			continue
+		}
+		ln := l.Jobs[key]
+		for _, a := range ln.Active {
+			if a.Build.Event < event && a.Yielding != LaneCancelYield {
+				a.Yielding = LaneCancelYield
+				out = append(out, LaneEffect{Build: a.Build, Msg: LaneMessage{Kind: LaneCancel, Reason: reason}})
+			}
+		}
+		ln.Waiting = slices.DeleteFunc(ln.Waiting, func(w *LaneEntry) bool {
+			if w.Build.Event >= event {
+				return false
+			}
+			out = append(out, LaneEffect{Build: w.Build, Msg: LaneMessage{Kind: waitingKind, Status: status, Reason: reason}})
+			return true
+		})
+		if len(ln.Active) == 0 && len(ln.Waiting) == 0 {
+			delete(l.Jobs, key)
+		}
+	}
+	return out
+}
+
+// LaneCancelYield marks an active entry told LaneCancel.
+const LaneCancelYield = "cancel"
+
+// ForgetPR drops what the lanes remember of pull request pr's order (its
+// lanes' Latest), once the pull request is closed and its builds are gone.
+func (l *Lanes) ForgetPR(pr int) {
+	prefix := prJobPrefix + strconv.Itoa(pr) + ":"
+	// Order-independent: deletes.
+	//workflowcheck:ignore
+	for key := range l.Latest {
+		if strings.HasPrefix(key, prefix) {
+			if _, busy := l.Jobs[key]; !busy {
+				delete(l.Latest, key)
+			}
+		}
+	}
+}
+
 // Evaluate decides every lane at now and returns the messages to send.
 //
 // Builds are considered as if they had arrived in event order: new arrivals
@@ -246,18 +363,25 @@ func (l *Lanes) AbortAll(reason string) []LaneEffect {
 // one that runs. So while a job is busy its waiting builds simply wait, and
 // when it frees they all collapse into the latest. Builds held for an earlier
 // event take no part until the hold lifts.
+//
+// While collapse is on, a lane never lets a build start after a newer
+// event's build was granted: a granted build no executor has claimed yet is
+// asked to collapse into a newer arrival (it answers by ending, or by
+// reporting that it already started), no newer build is granted until it
+// answered, and an older build that arrives after a newer one was granted is
+// superseded at once.
 func (l *Lanes) Evaluate(now time.Time) []LaneEffect {
 	// Order-independent: every expired hold goes.
 	//workflowcheck:ignore
 	for e, deadline := range l.Pending {
 		if !now.Before(deadline) {
-			delete(l.Pending, e) // the event never reported; stop waiting for it
+			l.Release(e) // the event never reported; stop waiting for it
 		}
 	}
 	var horizons []int
 	for _, job := range l.sortedJobs() {
 		for _, w := range l.Jobs[job].Waiting {
-			if (w.Status == StatusCreated || w.Held) && l.heldBy(w.Build.Event, now) == 0 && !slices.Contains(horizons, w.Build.Event) {
+			if (w.Status == StatusCreated || w.Held) && l.heldBy(w.Build, now) == 0 && !slices.Contains(horizons, w.Build.Event) {
 				horizons = append(horizons, w.Build.Event)
 			}
 		}
@@ -266,7 +390,7 @@ func (l *Lanes) Evaluate(now time.Time) []LaneEffect {
 	var out []LaneEffect
 	for _, h := range append(horizons, int(^uint(0)>>1)) {
 		for _, job := range l.sortedJobs() {
-			out = append(out, l.evaluateLane(l.Jobs[job], now, h)...)
+			out = append(out, l.evaluateLane(job, l.Jobs[job], now, h)...)
 			if ln := l.Jobs[job]; len(ln.Active) == 0 && len(ln.Waiting) == 0 {
 				delete(l.Jobs, job)
 			}
@@ -275,63 +399,149 @@ func (l *Lanes) Evaluate(now time.Time) []LaneEffect {
 	return out
 }
 
-// evaluateLane decides one job's lane, with new arrivals after event
-// horizon not yet admitted.
-func (l *Lanes) evaluateLane(ln *Lane, now time.Time, horizon int) []LaneEffect {
+// laneCollapseMsg is the message that ends b COLLAPSED into into.
+func laneCollapseMsg(into BuildRef, reason string) LaneMessage {
+	return LaneMessage{Kind: LaneCollapse, Status: StatusCollapsed, Into: into.String(), Reason: reason}
+}
+
+// evaluateLane decides one lane, with new arrivals after event horizon not
+// yet admitted.
+func (l *Lanes) evaluateLane(key string, ln *Lane, now time.Time, horizon int) []LaneEffect {
 	var out []LaneEffect
 	admitted := func(w *LaneEntry) bool { return (w.Status != StatusCreated && !w.Held) || w.Build.Event <= horizon }
-	// newestAfter is the newest admitted, unheld build waiting after index i
-	// that belongs to a later event.
-	newestAfter := func(i int) *LaneEntry {
-		var newest *LaneEntry
-		for _, n := range ln.Waiting[i+1:] {
-			if n.Build.Event > ln.Waiting[i].Build.Event && admitted(n) && l.heldBy(n.Build.Event, now) == 0 {
-				newest = n
+	// eligible: a waiting build that takes part now. Legacy runs admit new
+	// arrivals one event at a time; now a newer arrival replaces an older
+	// build at once, even in the same batch (granting the older one first
+	// would only make it give way again).
+	eligible := func(n *LaneEntry) bool {
+		return (admitted(n) || !l.legacy) && l.heldBy(n.Build, now) == 0
+	}
+	// newest is the last eligible build waiting (the list is in event
+	// order); the entries after the one being decided are not decided yet in
+	// this pass, so it stays the same throughout.
+	var newest *LaneEntry
+	for i := len(ln.Waiting) - 1; i >= 0; i-- {
+		if eligible(ln.Waiting[i]) {
+			newest = ln.Waiting[i]
+			break
+		}
+	}
+	// newestAfter is the newest eligible build waiting that belongs to an
+	// event later than event.
+	newestAfter := func(event int) *LaneEntry {
+		if newest != nil && newest.Build.Event > event {
+			return newest
+		}
+		return nil
+	}
+	// mayReplace: a newer build n may take the place of w without losing a
+	// forced start: a forced build gives way only to a build that may start
+	// now too (forced, or outside every freeze window).
+	mayReplace := func(w, n *LaneEntry) bool {
+		if !w.Force || n.Force || l.legacy {
+			return true
+		}
+		return !frozenAt(n, now)
+	}
+
+	if !l.legacy {
+		// A granted build that no executor has claimed still waits: a newer
+		// arrival replaces it.
+		for _, a := range ln.Active {
+			if a.Started || a.Yielding != "" {
+				continue
+			}
+			if n := newestAfter(a.Build.Event); n != nil && n.Collapse && mayReplace(a, n) {
+				into := ln.intoFor(a.Build, n.Build)
+				a.Yielding = into.String()
+				out = append(out, LaneEffect{Build: a.Build, Msg: laneCollapseMsg(into, "collapsed into build "+into.String())})
 			}
 		}
-		return newest
 	}
+	latest, hasLatest := l.Latest[key]
+
 	kept := make([]*LaneEntry, 0, len(ln.Waiting))
-	var ahead *LaneEntry // first admitted entry still waiting
-	for i, w := range ln.Waiting {
+	// prev is the last admitted build kept waiting; blockAhead the one kept
+	// before prev's event. A waiting build's reason names only the build
+	// right ahead of it (not the head of the line), so a grant changes the
+	// reason of the next event's builds alone: a long line costs signals in
+	// proportion to its length, not to its square.
+	var prev, blockAhead *LaneEntry
+	var head *LaneEntry // the first admitted build kept waiting (legacy reasons)
+	for _, w := range ln.Waiting {
 		if !admitted(w) {
 			kept = append(kept, w)
 			continue
 		}
-		if e := l.heldBy(w.Build.Event, now); e != 0 {
+		if e := l.heldBy(w.Build, now); e != 0 {
 			kept = append(kept, w)
 			w.Held = true
 			out = append(out, w.tell(StatusQueued, fmt.Sprintf("waiting for the earlier event %d to start its jobs", e), time.Time{})...)
 			continue
 		}
 		w.Held = false
+		// An older build arriving after a newer one was granted would run
+		// out of order: it is superseded.
+		if !l.legacy && w.Collapse && hasLatest && latest.Event > w.Build.Event {
+			out = append(out, LaneEffect{Build: w.Build, Msg: laneCollapseMsg(latest, "superseded by build "+latest.String())})
+			continue
+		}
+		// The build right ahead of w from another event, if any.
+		ahead := prev
+		if prev != nil && prev.Build.Event == w.Build.Event {
+			ahead = blockAhead
+		}
+		if l.legacy {
+			ahead = nil
+			if head != nil && head.Build.Event != w.Build.Event {
+				ahead = head
+			}
+		}
 		status, reason, until := l.decide(w, ln, ahead, now)
 		// A frozen build also collapses into a newer build forced through the
 		// window: it must not keep the forced one waiting behind it.
-		n := newestAfter(i)
-		if n != nil && ((status == StatusRunning && (n.Collapse || w.Status == StatusFrozen)) || (status == StatusFrozen && n.Force)) {
-			into := intoFor(w.Build, n.Build)
-			out = append(out, LaneEffect{Build: w.Build, Msg: LaneMessage{
-				Kind: LaneCollapse, Status: StatusCollapsed, Into: into.String(),
-				Reason: "collapsed into build " + into.String(),
-			}})
+		n := newestAfter(w.Build.Event)
+		if n != nil && mayReplace(w, n) && ((status == StatusRunning && (n.Collapse || w.Status == StatusFrozen)) || (status == StatusFrozen && n.Force)) {
+			into := ln.intoFor(w.Build, n.Build)
+			out = append(out, LaneEffect{Build: w.Build, Msg: laneCollapseMsg(into, "collapsed into build "+into.String())})
 			continue
 		}
 		if status == StatusRunning {
 			w.GrantedAt = now
 			w.Status, w.Reason = StatusQueued, ""
 			ln.Active = append(ln.Active, w)
+			if !l.legacy && (!hasLatest || w.Build.Event > latest.Event) {
+				if l.Latest == nil {
+					l.Latest = map[string]BuildRef{}
+				}
+				latest, hasLatest = w.Build, true
+				l.Latest[key] = w.Build
+			}
 			out = append(out, LaneEffect{Build: w.Build, Msg: LaneMessage{Kind: LaneGrant}})
 			continue
 		}
 		kept = append(kept, w)
-		if ahead == nil {
-			ahead = w
+		if prev == nil || prev.Build.Event != w.Build.Event {
+			blockAhead = prev
+		}
+		prev = w
+		if head == nil {
+			head = w
 		}
 		out = append(out, w.tell(status, reason, until)...)
 	}
 	ln.Waiting = kept
 	return out
+}
+
+// frozenAt reports whether e may not start at now because of its freeze
+// windows.
+func frozenAt(e *LaneEntry, now time.Time) bool {
+	if e.Force || len(e.FreezeWindows) == 0 {
+		return false
+	}
+	next, err := pipeline.NextUnfrozen(e.FreezeWindows, now)
+	return err != nil || next.After(now)
 }
 
 // tell records a waiting build's status and returns the message announcing
@@ -345,7 +555,8 @@ func (w *LaneEntry) tell(status Status, reason string, until time.Time) []LaneEf
 }
 
 // decide returns StatusRunning when w may be granted now, or the status, the
-// reason and (for timed waits) the end of the wait.
+// reason and (for timed waits) the end of the wait. ahead is the build
+// waiting right before w from another event, if any.
 func (l *Lanes) decide(w *LaneEntry, ln *Lane, ahead *LaneEntry, now time.Time) (Status, string, time.Time) {
 	if !w.Force && len(w.FreezeWindows) > 0 {
 		next, err := pipeline.NextUnfrozen(w.FreezeWindows, now)
@@ -359,13 +570,27 @@ func (l *Lanes) decide(w *LaneEntry, ln *Lane, ahead *LaneEntry, now time.Time) 
 	if now.Before(w.EligibleAt) {
 		return StatusQueued, fmt.Sprintf("delayed until %s (sluice.dev/delay %s)", w.EligibleAt.UTC().Format(time.RFC3339), w.Delay), w.EligibleAt
 	}
+	if !l.legacy {
+		// A granted build asked to give way has not answered yet: nothing
+		// newer starts before it is known not to run.
+		for _, a := range ln.Active {
+			if a.Yielding != "" && a.Build.Event < w.Build.Event {
+				return StatusQueued, fmt.Sprintf("waiting for build %s to give way", a.Build), time.Time{}
+			}
+		}
+	}
 	if w.BlockedBySameJob {
+		// Behind another waiting build, a build names that one (not the
+		// running one): a grant then changes the next build's reason only.
+		if ahead != nil && !l.legacy {
+			return StatusBlocked, fmt.Sprintf("waiting behind build %s of the same job", ahead.Build), time.Time{}
+		}
 		for _, a := range ln.Active {
 			if a.Build.Event != w.Build.Event {
 				return StatusBlocked, fmt.Sprintf("blocked by build %s of the same job", a.Build), time.Time{}
 			}
 		}
-		if ahead != nil && ahead.Build.Event != w.Build.Event {
+		if ahead != nil {
 			return StatusBlocked, fmt.Sprintf("waiting behind build %s of the same job", ahead.Build), time.Time{}
 		}
 	}
@@ -374,8 +599,16 @@ func (l *Lanes) decide(w *LaneEntry, ln *Lane, ahead *LaneEntry, now time.Time) 
 		if job == w.Build.Job || strings.HasPrefix(job, "sd@") {
 			continue
 		}
-		if other, ok := l.Jobs[job]; ok && len(other.Active) > 0 {
-			return StatusBlocked, fmt.Sprintf("blocked by build %s of job %s", other.Active[0].Build, job), time.Time{}
+		// A pull request's build is blocked by the branch's builds of the
+		// job and by its own pull request's.
+		keys := []string{job}
+		if w.Build.PR > 0 {
+			keys = append(keys, BuildRef{Job: job, PR: w.Build.PR}.LaneKey())
+		}
+		for _, k := range keys {
+			if other, ok := l.Jobs[k]; ok && len(other.Active) > 0 {
+				return StatusBlocked, fmt.Sprintf("blocked by build %s of job %s", other.Active[0].Build, job), time.Time{}
+			}
 		}
 	}
 	return StatusRunning, "", time.Time{}

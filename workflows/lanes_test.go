@@ -77,7 +77,9 @@ type laneOp struct {
 	// holdEvent holds builds of later events until holdUntil (no effects).
 	holdEvent int
 	holdUntil time.Duration
-	want      []LaneEffect
+	// started reports that an executor claimed the build, then evaluates.
+	started *BuildRef
+	want    []LaneEffect
 	// wantWake is NextWake after the op (zero: nothing waits on the clock).
 	wantWake time.Time
 	// wantLen is Len after the op.
@@ -87,6 +89,9 @@ type laneOp struct {
 func enq(r LaneRequest, want ...LaneEffect) laneOp { return laneOp{enqueue: &r, want: want} }
 func done(b BuildRef, want ...LaneEffect) laneOp   { return laneOp{done: &b, want: want} }
 func eval(want ...LaneEffect) laneOp               { return laneOp{evaluate: true, want: want} }
+func started(b BuildRef, want ...LaneEffect) laneOp {
+	return laneOp{started: &b, want: want}
+}
 
 type laneBatch struct {
 	event int
@@ -107,7 +112,11 @@ func (op laneOp) holds(n int) laneOp           { op.wantLen = n; return op }
 
 func runLaneOps(t *testing.T, start time.Time, ops []laneOp) *Lanes {
 	t.Helper()
-	var l Lanes
+	return runLaneOpsOn(t, &Lanes{}, start, ops)
+}
+
+func runLaneOpsOn(t *testing.T, l *Lanes, start time.Time, ops []laneOp) *Lanes {
+	t.Helper()
 	for i, op := range ops {
 		now := start.Add(op.at)
 		var got []LaneEffect
@@ -126,6 +135,9 @@ func runLaneOps(t *testing.T, start time.Time, ops []laneOp) *Lanes {
 			got = l.Evaluate(now)
 		case op.holdEvent != 0:
 			l.Hold(op.holdEvent, start.Add(op.holdUntil))
+		case op.started != nil:
+			require.True(t, l.Started(*op.started), "op %d: the lanes do not hold %s as granted", i, op.started)
+			got = l.Evaluate(now)
 		default:
 			t.Fatalf("op %d does nothing", i)
 		}
@@ -135,13 +147,20 @@ func runLaneOps(t *testing.T, start time.Time, ops []laneOp) *Lanes {
 			require.Equal(t, op.wantLen, l.Len(), "Len after op %d", i)
 		}
 	}
-	return &l
+	return l
 }
 
 func TestLanesCollapse(t *testing.T) {
 	t.Parallel()
 	j1, j2, j3, j4, j5 := bref("j", 1), bref("j", 2), bref("j", 3), bref("j", 4), bref("j", 5)
 	blocked := func(by BuildRef) string { return "blocked by build " + by.String() + " of the same job" }
+	giving := func(b BuildRef) string { return "waiting for build " + b.String() + " to give way" }
+	behind := func(b BuildRef) string { return "waiting behind build " + b.String() + " of the same job" }
+	superseded := func(b, by BuildRef) LaneEffect {
+		return LaneEffect{Build: b, Msg: LaneMessage{
+			Kind: LaneCollapse, Status: StatusCollapsed, Into: by.String(), Reason: "superseded by build " + by.String(),
+		}}
+	}
 	tests := []struct {
 		name string
 		ops  []laneOp
@@ -151,12 +170,13 @@ func TestLanesCollapse(t *testing.T) {
 			ops:  []laneOp{enq(lreq(j1), grantFx(j1)).holds(1)},
 		},
 		{
-			name: "waiting builds collapse into the newest when the job frees",
+			name: "waiting builds collapse into the newest when the running build ends",
 			ops: []laneOp{
 				enq(lreq(j1), grantFx(j1)),
-				// j1 is granted: it is in its queue and runs, whatever comes next.
+				started(j1),
+				// j1 runs: it is never collapsed, whatever comes next.
 				enq(lreq(j2), statusFx(j2, StatusBlocked, blocked(j1))).holds(2),
-				enq(lreq(j3), statusFx(j3, StatusBlocked, blocked(j1))).holds(3),
+				enq(lreq(j3), statusFx(j3, StatusBlocked, behind(j2))).holds(3),
 				eval(),
 				// The job frees: j2 collapses into the newest, which runs.
 				done(j1, collapseFx(j2, j3), grantFx(j3)).holds(1),
@@ -165,20 +185,62 @@ func TestLanesCollapse(t *testing.T) {
 			},
 		},
 		{
-			name: "an older request arriving after a newer one collapses into it",
+			// Granted but not claimed by an executor, j1 still waits (for a
+			// slot on its queue): the newer request replaces it, and nothing
+			// newer is granted until j1 has answered.
+			name: "a granted build that no executor claimed collapses into a newer one",
+			ops: []laneOp{
+				enq(lreq(j1), grantFx(j1)),
+				enq(lreq(j2), collapseFx(j1, j2), statusFx(j2, StatusQueued, giving(j1))).holds(2),
+				// A newer request while j1 gives way: j2 collapses into it
+				// only when it could start; meanwhile it waits too.
+				enq(lreq(j3), statusFx(j3, StatusQueued, giving(j1))).holds(3),
+				done(j1, collapseFx(j2, j3), grantFx(j3)).holds(1),
+			},
+		},
+		{
+			// The executor's claim won the race: j1 runs and says so; the
+			// newer build waits for it as for any running build.
+			name: "a granted build that already started stays",
+			ops: []laneOp{
+				enq(lreq(j1), grantFx(j1)),
+				enq(lreq(j2), collapseFx(j1, j2), statusFx(j2, StatusQueued, giving(j1))),
+				started(j1, statusFx(j2, StatusBlocked, blocked(j1))),
+				enq(lreq(j3), statusFx(j3, StatusBlocked, behind(j2))),
+				done(j1, collapseFx(j2, j3), grantFx(j3)),
+			},
+		},
+		{
+			name: "an older request arriving after a newer one was granted is superseded",
 			ops: []laneOp{
 				enq(lreq(j3), grantFx(j3)),
+				started(j3),
 				enq(lreq(j5), statusFx(j5, StatusBlocked, blocked(j3))),
-				enq(lreq(j4), statusFx(j4, StatusBlocked, blocked(j3))).holds(3),
+				// j4 arrives before j5 was granted: it waits, and collapses
+				// into j5 when the job frees.
+				enq(lreq(j4), statusFx(j4, StatusBlocked, blocked(j3)), statusFx(j5, StatusBlocked, behind(j4))).holds(3),
 				done(j3, collapseFx(j4, j5), grantFx(j5)).holds(1),
+				done(j5).holds(0),
+				// Even when the lane is empty the order is remembered.
+				enq(lreq(j2), superseded(j2, j5)).holds(0),
+			},
+		},
+		{
+			name: "an older request after a newer one ran is superseded even with the job free",
+			ops: []laneOp{
+				enq(lreq(j3, notSameJob), grantFx(j3)),
+				done(j3),
+				enq(lreq(j1, notSameJob), superseded(j1, j3)),
 			},
 		},
 		{
 			name: "a free job's build is granted even when a newer one follows at once",
 			ops: []laneOp{
 				enq(lreq(j1), grantFx(j1)),
+				started(j1),
 				enq(lreq(j2), statusFx(j2, StatusBlocked, blocked(j1))),
 				done(j1, grantFx(j2)),
+				started(j2),
 				enq(lreq(j3), statusFx(j3, StatusBlocked, blocked(j2))),
 			},
 		},
@@ -194,20 +256,29 @@ func TestLanesCollapse(t *testing.T) {
 			ops: []laneOp{
 				enq(lreq(j1, noCollapse), grantFx(j1)),
 				enq(lreq(j2, noCollapse), statusFx(j2, StatusBlocked, blocked(j1))),
-				enq(lreq(j3, noCollapse), statusFx(j3, StatusBlocked, blocked(j1))).holds(3),
+				enq(lreq(j3, noCollapse), statusFx(j3, StatusBlocked, behind(j2))).holds(3),
 				done(j1, grantFx(j2), statusFx(j3, StatusBlocked, blocked(j2))).holds(2),
 				done(j2, grantFx(j3)).holds(1),
 				done(j3).holds(0),
 			},
 		},
 		{
-			name: "collapse off: a later event waits behind an earlier one that is blocked",
+			name: "collapse off: an older request after a newer one runs, in the order received",
+			ops: []laneOp{
+				enq(lreq(j3, noCollapse), grantFx(j3)),
+				enq(lreq(j1, noCollapse), statusFx(j1, StatusBlocked, blocked(j3))),
+				done(j3, grantFx(j1)),
+			},
+		},
+		{
+			name: "collapse off: each waiting build names the build right ahead of it",
 			ops: []laneOp{
 				enq(lreq(bref("other", 1)), grantFx(bref("other", 1))),
-				enq(lreq(j1, noCollapse, blockedBy("other")),
+				enq(lreq(j1, noCollapse, blockedBy("~other")),
 					statusFx(j1, StatusBlocked, "blocked by build p/other/1 of job other")),
-				enq(lreq(j2, noCollapse, blockedBy("other")),
-					statusFx(j2, StatusBlocked, "waiting behind build p/j/1 of the same job")),
+				enq(lreq(j2, noCollapse, blockedBy("~other")), statusFx(j2, StatusBlocked, behind(j1))),
+				enq(lreq(j3, noCollapse, blockedBy("~other")), statusFx(j3, StatusBlocked, behind(j2))),
+				// j1 runs: only j2's reason changes.
 				done(bref("other", 1), grantFx(j1), statusFx(j2, StatusBlocked, blocked(j1))),
 			},
 		},
@@ -215,8 +286,9 @@ func TestLanesCollapse(t *testing.T) {
 			name: "the newest build's collapse setting decides",
 			ops: []laneOp{
 				enq(lreq(j1, noCollapse), grantFx(j1)),
+				started(j1),
 				enq(lreq(j2, noCollapse), statusFx(j2, StatusBlocked, blocked(j1))),
-				enq(lreq(j3), statusFx(j3, StatusBlocked, blocked(j1))),
+				enq(lreq(j3), statusFx(j3, StatusBlocked, behind(j2))),
 				done(j1, collapseFx(j2, j3), grantFx(j3)),
 			},
 		},
@@ -224,19 +296,17 @@ func TestLanesCollapse(t *testing.T) {
 			name: "a newest build with collapse off replaces nothing",
 			ops: []laneOp{
 				enq(lreq(j1), grantFx(j1)),
+				started(j1),
 				enq(lreq(j2), statusFx(j2, StatusBlocked, blocked(j1))),
-				enq(lreq(j3, noCollapse), statusFx(j3, StatusBlocked, blocked(j1))),
+				enq(lreq(j3, noCollapse), statusFx(j3, StatusBlocked, behind(j2))),
 				done(j1, grantFx(j2), statusFx(j3, StatusBlocked, blocked(j2))),
 			},
 		},
 		{
-			name: "a batch of several events is decided in event order",
+			name: "a batch of several events runs the newest only",
 			ops: []laneOp{
-				// Arriving together, j1 takes the free job and the others wait;
-				// nothing collapses before the job frees.
 				batch(3, lreq(j1), lreq(j2), lreq(j3)).then(
-					grantFx(j1), statusFx(j2, StatusBlocked, blocked(j1)), statusFx(j3, StatusBlocked, blocked(j1))).holds(3),
-				done(j1, collapseFx(j2, j3), grantFx(j3)),
+					collapseFx(j1, j3), collapseFx(j2, j3), grantFx(j3)).holds(1),
 			},
 		},
 	}
@@ -246,6 +316,20 @@ func TestLanesCollapse(t *testing.T) {
 			runLaneOps(t, laneT0, tc.ops)
 		})
 	}
+}
+
+// TestLanesLegacy: runs recorded before lanes kept the order of granted
+// builds replay with the old rules (granted builds never collapse).
+func TestLanesLegacy(t *testing.T) {
+	t.Parallel()
+	j1, j2, j3 := bref("j", 1), bref("j", 2), bref("j", 3)
+	blocked := func(by BuildRef) string { return "blocked by build " + by.String() + " of the same job" }
+	runLaneOpsOn(t, &Lanes{legacy: true}, laneT0, []laneOp{
+		batch(3, lreq(j1), lreq(j2), lreq(j3)).then(
+			grantFx(j1), statusFx(j2, StatusBlocked, blocked(j1)), statusFx(j3, StatusBlocked, blocked(j1))).holds(3),
+		done(j1, collapseFx(j2, j3), grantFx(j3)),
+		enq(lreq(bref("j", 2)), statusFx(j2, StatusBlocked, blocked(j3))),
+	})
 }
 
 func TestLanesSameJob(t *testing.T) {
@@ -266,10 +350,12 @@ func TestLanesSameJob(t *testing.T) {
 			name: "a newer event's permutations collapse the older ones index by index",
 			ops: []laneOp{
 				enq(lreq(mref("m", 1, 1), noCollapse), grantFx(mref("m", 1, 1))),
+				started(mref("m", 1, 1)),
 				enq(lreq(mref("m", 2, 1), noCollapse), statusFx(mref("m", 2, 1), StatusBlocked, "blocked by build p/m/1.1 of the same job")),
 				enq(lreq(mref("m", 2, 2), noCollapse), statusFx(mref("m", 2, 2), StatusBlocked, "blocked by build p/m/1.1 of the same job")),
-				enq(lreq(mref("m", 3, 1)), statusFx(mref("m", 3, 1), StatusBlocked, "blocked by build p/m/1.1 of the same job")),
-				enq(lreq(mref("m", 3, 2)), statusFx(mref("m", 3, 2), StatusBlocked, "blocked by build p/m/1.1 of the same job")),
+				// A whole event's permutations wait behind the event before.
+				enq(lreq(mref("m", 3, 1)), statusFx(mref("m", 3, 1), StatusBlocked, "waiting behind build p/m/2.2 of the same job")),
+				enq(lreq(mref("m", 3, 2)), statusFx(mref("m", 3, 2), StatusBlocked, "waiting behind build p/m/2.2 of the same job")),
 				done(mref("m", 1, 1),
 					collapseFx(mref("m", 2, 1), mref("m", 3, 1)),
 					collapseFx(mref("m", 2, 2), mref("m", 3, 2)),
@@ -476,7 +562,15 @@ func TestLanesEventHold(t *testing.T) {
 			ops: []laneOp{
 				hold(2, 10*time.Minute).wake(laneT0.Add(10 * time.Minute)),
 				batch(3, lreq(j3)).then(statusFx(j3, StatusQueued, heldBy2)).wake(laneT0.Add(10 * time.Minute)),
-				batch(2, lreq(j2)).then(grantFx(j2), statusFx(j3, StatusBlocked, "blocked by build p/j/2 of the same job")).after(time.Minute),
+				batch(2, lreq(j2)).then(collapseFx(j2, j3), grantFx(j3)).after(time.Minute),
+			},
+		},
+		{
+			name: "the held event's builds come first, collapse off",
+			ops: []laneOp{
+				hold(2, 10*time.Minute).wake(laneT0.Add(10 * time.Minute)),
+				batch(3, lreq(j3, noCollapse)).then(statusFx(j3, StatusQueued, heldBy2)).wake(laneT0.Add(10 * time.Minute)),
+				batch(2, lreq(j2, noCollapse)).then(grantFx(j2), statusFx(j3, StatusBlocked, "blocked by build p/j/2 of the same job")).after(time.Minute),
 			},
 		},
 	}
@@ -555,4 +649,159 @@ func TestLanesZeroValue(t *testing.T) {
 	require.True(t, l.NextWake(laneT0).IsZero())
 	require.Empty(t, l.Evaluate(laneT0))
 	require.Empty(t, l.AbortAll("x"))
+}
+
+func prref(job string, pr, event int) BuildRef {
+	return BuildRef{Pipeline: "p", Job: job, Event: event, PR: pr}
+}
+
+func TestLanesPullRequests(t *testing.T) {
+	t.Parallel()
+	main1, main3 := bref("main", 1), bref("main", 3)
+	pr1a, pr2, pr1b := prref("main", 1, 2), prref("main", 2, 4), prref("main", 1, 5)
+	blocked := func(by BuildRef) string { return "blocked by build " + by.String() + " of the same job" }
+	t.Run("each pull request has its own lane", func(t *testing.T) {
+		t.Parallel()
+		l := runLaneOps(t, laneT0, []laneOp{
+			enq(lreq(main1), grantFx(main1)),
+			started(main1),
+			// Pull requests neither wait for the branch's build nor for each
+			// other, and the branch's next build does not collapse into them.
+			enq(lreq(pr1a), grantFx(pr1a)),
+			enq(lreq(pr2), grantFx(pr2)),
+			enq(lreq(main3), statusFx(main3, StatusBlocked, blocked(main1))),
+			started(pr1a),
+			// A newer commit to pull request 1 waits for its own lane only.
+			enq(lreq(pr1b), statusFx(pr1b, StatusBlocked, blocked(pr1a))).holds(5),
+		})
+		require.ElementsMatch(t, []string{"main", "PR-1:main", "PR-2:main"}, l.sortedJobs())
+	})
+	t.Run("a newer commit supersedes the pull request's older builds", func(t *testing.T) {
+		t.Parallel()
+		var l Lanes
+		older := prref("main", 1, 3)
+		l.Enqueue(lreq(pr1a), laneT0) // granted
+		l.Enqueue(lreq(older, noCollapse), laneT0)
+		l.Enqueue(lreq(pr2), laneT0)
+		got := l.SupersedePR(1, 5, LaneCollapse, "superseded by abc (event 5)")
+		require.Equal(t, []LaneEffect{
+			{Build: pr1a, Msg: LaneMessage{Kind: LaneCancel, Reason: "superseded by abc (event 5)"}},
+			{Build: older, Msg: LaneMessage{Kind: LaneCollapse, Status: StatusCollapsed, Reason: "superseded by abc (event 5)"}},
+		}, got)
+		// The granted build stays until it reports its end; it is told once.
+		require.Equal(t, 2, l.Len())
+		require.Empty(t, l.SupersedePR(1, 5, LaneCollapse, "again"))
+		// Nothing newer of the pull request is granted before it ended.
+		require.Equal(t, []LaneEffect{statusFx(pr1b, StatusQueued, "waiting for build "+pr1a.String()+" to give way")},
+			l.Enqueue(lreq(pr1b), laneT0))
+		require.Equal(t, []LaneEffect{grantFx(pr1b)}, l.Done(pr1a, laneT0))
+	})
+	t.Run("closing aborts the waiting builds", func(t *testing.T) {
+		t.Parallel()
+		var l Lanes
+		l.Enqueue(lreq(pr2), laneT0)
+		l.Enqueue(lreq(prref("main", 2, 6), noCollapse), laneT0)
+		got := l.SupersedePR(2, 7, LaneAbort, "pull request #2 was closed")
+		require.Equal(t, []LaneEffect{
+			{Build: pr2, Msg: LaneMessage{Kind: LaneCancel, Reason: "pull request #2 was closed"}},
+			{Build: prref("main", 2, 6), Msg: LaneMessage{Kind: LaneAbort, Status: StatusAborted, Reason: "pull request #2 was closed"}},
+		}, got)
+		l.Done(pr2, laneT0)
+		require.Zero(t, l.Len())
+		require.Contains(t, l.Latest, "PR-2:main")
+		l.ForgetPR(2)
+		require.NotContains(t, l.Latest, "PR-2:main")
+	})
+	t.Run("an explicit blockedBy reaches the branch and the same pull request", func(t *testing.T) {
+		t.Parallel()
+		deploy, prTest := bref("deploy", 1), prref("test", 3, 2)
+		runLaneOps(t, laneT0, []laneOp{
+			enq(lreq(deploy), grantFx(deploy)),
+			enq(lreq(prTest, blockedBy("~deploy")), statusFx(prTest, StatusBlocked, "blocked by build p/deploy/1 of job deploy")),
+			done(deploy, grantFx(prTest)),
+		})
+	})
+}
+
+func TestLanesForcedBuilds(t *testing.T) {
+	t.Parallel()
+	j1, j2, j3 := bref("j", 1), bref("j", 2), bref("j", 3)
+	frozen := "frozen until " + nightT0.Add(4*time.Hour).Format(time.RFC3339) + " by freeze window `" + nightWindow + "`"
+	seven := nightT0.Add(4 * time.Hour)
+	runLaneOps(t, nightT0, []laneOp{
+		enq(lreq(j1, frozenAtNight, forced), grantFx(j1)),
+		started(j1),
+		// A forced build waits behind the running one.
+		enq(lreq(j2, frozenAtNight, forced), statusFx(j2, StatusBlocked, "blocked by build p/j/1 of the same job")),
+		// A newer commit arrives inside the window, not forced: it is frozen.
+		enq(lreq(j3, frozenAtNight), timedFx(j3, StatusFrozen, frozen, seven)).wake(seven),
+		// When the job frees, the forced build runs: it is not collapsed into
+		// the frozen one (the force would be lost).
+		// j3 keeps waiting for the window's end.
+		done(j1, grantFx(j2)).wake(seven),
+	})
+}
+
+func TestLanesMatrixCollapseNamesAnExistingBuild(t *testing.T) {
+	t.Parallel()
+	// Event 2 has three permutations, event 3 only one: builds 2.2 and 2.3
+	// collapse into 3.1, which exists, not into "3.2" or "3.3".
+	var l Lanes
+	l.Enqueue(lreq(bref("other", 1)), laneT0)
+	var got []LaneEffect
+	for i := 1; i <= 3; i++ {
+		got = append(got, l.Enqueue(lreq(mref("m", 2, i), blockedBy("~other")), laneT0)...)
+	}
+	got = append(got, l.Enqueue(lreq(mref("m", 3, 1), blockedBy("~other")), laneT0)...)
+	got = l.Done(bref("other", 1), laneT0)
+	require.Equal(t, []LaneEffect{
+		collapseFx(mref("m", 2, 1), mref("m", 3, 1)),
+		collapseFx(mref("m", 2, 2), mref("m", 3, 1)),
+		collapseFx(mref("m", 2, 3), mref("m", 3, 1)),
+		grantFx(mref("m", 3, 1)),
+	}, got)
+}
+
+// TestLanesLongBacklogSignalsLinear: a backlog of 2,000 builds of one job
+// with collapse off costs a number of lane messages linear in its length
+// (each build hears of its place a bounded number of times), and every
+// build is granted exactly once, in order.
+func TestLanesLongBacklogSignalsLinear(t *testing.T) {
+	t.Parallel()
+	const n = 2000
+	var l Lanes
+	perBuild := map[BuildRef]int{}
+	granted := map[BuildRef]int{}
+	var order []int
+	count := func(fx []LaneEffect) {
+		for _, e := range fx {
+			perBuild[e.Build]++
+			if e.Msg.Kind == LaneGrant {
+				granted[e.Build]++
+				order = append(order, e.Build.Event)
+			}
+		}
+	}
+	for i := 1; i <= n; i++ {
+		count(l.Enqueue(lreq(bref("j", i), noCollapse), laneT0))
+	}
+	for i := 1; i <= n; i++ {
+		require.True(t, l.Started(bref("j", i)), "build %d granted", i)
+		count(l.Evaluate(laneT0))
+		count(l.Done(bref("j", i), laneT0))
+	}
+	total := 0
+	for b, c := range perBuild {
+		require.LessOrEqual(t, c, 3, "build %s got %d messages", b, c)
+		total += c
+	}
+	require.LessOrEqual(t, total, 3*n)
+	require.Len(t, granted, n)
+	for b, c := range granted {
+		require.Equal(t, 1, c, "build %s granted %d times", b, c)
+	}
+	for i, e := range order {
+		require.Equal(t, i+1, e, "grant %d went to event %d", i, e)
+	}
+	require.Zero(t, l.Len())
 }

@@ -40,6 +40,8 @@ type pipelineRun struct {
 	cfg     PipelineConfig
 	st      PipelineState
 	deleted bool
+	// legacy: a run recorded before changeLaneOrder.
+	legacy bool
 	// pending signals to builds, drained before continue-as-new.
 	pending []pendingSignal
 	// startQueue are events asked for by signal (schedules), started in order.
@@ -67,11 +69,17 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 		p.st.NextEvent = 1
 	}
 	log := workflow.GetLogger(ctx)
+	// Runs recorded before lanes kept the order of granted builds, pull
+	// requests had lanes of their own and syncs were ordered replay with the
+	// old rules until they continue as new.
+	p.legacy = workflow.GetVersion(ctx, changeLaneOrder, workflow.DefaultVersion, 1) == workflow.DefaultVersion
+	p.st.Lanes.legacy = p.legacy
 
 	if err := workflow.SetQueryHandler(ctx, QueryPipeline, func() (PipelineInfo, error) {
 		return PipelineInfo{
 			Config: p.cfg, Events: p.st.NextEvent - 1, Lanes: p.st.Lanes,
 			Subscriptions: p.st.Subscriptions, Periodic: p.st.Periodic, LastSHA: p.st.LastSHA,
+			ScheduleError: p.st.ScheduleError,
 		}, nil
 	}); err != nil {
 		return fmt.Errorf("register pipeline query: %w", err)
@@ -89,6 +97,9 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 			p.cfg.Repo, p.cfg.Branch, p.cfg.Queue = c.Repo, c.Branch, c.Queue
 			if c.Dispatch != (Dispatch{}) {
 				p.cfg.Dispatch = c.Dispatch
+			}
+			if c.Owner != nil {
+				p.cfg.Owner = c.Owner
 			}
 			return p.cfg, nil
 		}, workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, c PipelineConfig) error {
@@ -122,6 +133,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 	doneCh := workflow.GetSignalChannel(ctx, SignalBuildDone)
 	syncCh := workflow.GetSignalChannel(ctx, SignalSpecSynced)
 	startCh := workflow.GetSignalChannel(ctx, SignalStartEvent)
+	startedCh := workflow.GetSignalChannel(ctx, SignalBuildStarted)
 
 	// One timer, for the earliest timed wait (freeze window or delay).
 	var timer workflow.Future
@@ -147,7 +159,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 			sel.AddFuture(ps.f, func(workflow.Future) {})
 		}
 		// The callbacks only wake the loop; everything is drained below.
-		for _, ch := range []workflow.ReceiveChannel{enqueueCh, doneCh, syncCh, startCh} {
+		for _, ch := range []workflow.ReceiveChannel{enqueueCh, doneCh, syncCh, startCh, startedCh} {
 			sel.AddReceive(ch, func(workflow.ReceiveChannel, bool) {})
 		}
 		sel.AddReceive(p.wake, func(c workflow.ReceiveChannel, _ bool) { c.ReceiveAsync(nil) })
@@ -162,6 +174,13 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 				break
 			}
 			p.st.Lanes.Remove(d.Build)
+		}
+		for {
+			var st BuildStarted
+			if !startedCh.ReceiveAsync(&st) {
+				break
+			}
+			p.st.Lanes.Started(st.Build)
 		}
 		// A build that ended without the lane hearing of it (its signal to
 		// the build failed) leaves the lane.
@@ -184,6 +203,10 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 						Kind: LaneAbort, Status: StatusAborted,
 						Reason: fmt.Sprintf("pipeline %s was deleted", p.cfg.Name),
 					}})
+					continue
+				}
+				if e, ok := p.supersededPR(req.Build); ok {
+					effects = append(effects, e)
 					continue
 				}
 				p.st.Lanes.Add(req, now)
@@ -211,14 +234,16 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 			p.startQueue = p.startQueue[1:]
 			if err := p.validateStart(ctx, r); err != nil {
 				log.Warn("signalled_event_rejected", "pipeline", p.cfg.Name, "error", err)
+				p.notifyPeriodic(ctx, r.Notify, err.Error())
 				continue
 			}
 			if _, err := p.startEvent(ctx, r); err != nil {
 				log.Warn("signalled_event_failed", "pipeline", p.cfg.Name, "error", err)
+				p.notifyPeriodic(ctx, r.Notify, err.Error())
 			}
 		}
 		if len(p.syncs) > 0 {
-			last := p.syncs[len(p.syncs)-1]
+			last := p.newestSync()
 			p.syncs = nil
 			p.applySync(ctx, last)
 		}
@@ -226,6 +251,11 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 		if p.deleted && p.st.Lanes.Len() == 0 && p.launching == 0 {
 			p.flush(ctx)
 			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+			if !p.legacy {
+				if err := workflow.UpsertMemo(ctx, map[string]any{MemoNextEvent: p.st.NextEvent}); err != nil {
+					log.Warn("next_event_memo_failed", "pipeline", p.cfg.Name, "error", err)
+				}
+			}
 			if err := p.syncSchedules(ctx, nil); err != nil {
 				log.Warn("schedule_cleanup_failed", "pipeline", p.cfg.Name, "error", err)
 			}
@@ -237,7 +267,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 			// Signals that arrived meanwhile stay in the channels; keep going
 			// until a pass ends with nothing pending.
-			if enqueueCh.Len() == 0 && doneCh.Len() == 0 && syncCh.Len() == 0 && startCh.Len() == 0 &&
+			if enqueueCh.Len() == 0 && doneCh.Len() == 0 && syncCh.Len() == 0 && startCh.Len() == 0 && startedCh.Len() == 0 &&
 				len(p.startQueue) == 0 && len(p.syncs) == 0 && p.launching == 0 {
 				st := p.st
 				return workflow.NewContinueAsNewError(ctx, PipelineWorkflow, PipelineInput{Config: p.cfg, State: &st})
@@ -267,7 +297,10 @@ func (p *pipelineRun) reap(ctx workflow.Context, now time.Time) []LaneEffect {
 		}
 		if err := ps.f.Get(ctx, nil); err != nil {
 			workflow.GetLogger(ctx).Info("lane_signal_failed", "build", ps.build.String(), "error", err)
-			effects = append(effects, p.st.Lanes.Done(ps.build, now)...)
+			var gone *temporal.UnknownExternalWorkflowExecutionError
+			if p.legacy || errors.As(err, &gone) {
+				effects = append(effects, p.st.Lanes.Done(ps.build, now)...)
+			}
 		}
 	}
 	p.pending = kept
@@ -333,7 +366,19 @@ func (p *pipelineRun) launchEvent(ctx workflow.Context, r StartEventRequest) lau
 	}
 	ref := EventRef{Pipeline: p.cfg.Name, Number: p.st.NextEvent}
 	p.st.NextEvent++
-	p.st.Lanes.Hold(ref.Number, workflow.Now(ctx).Add(eventHold))
+	if pr := r.Trigger.PR; !p.legacy && pr > 0 && (r.Trigger.Kind == TriggerPR || r.Trigger.Kind == TriggerPRClosed) {
+		p.st.Lanes.HoldPR(ref.Number, pr, workflow.Now(ctx).Add(eventHold))
+	} else {
+		p.st.Lanes.Hold(ref.Number, workflow.Now(ctx).Add(eventHold))
+	}
+	if !p.legacy {
+		if r.Identity == nil && p.cfg.Owner != nil {
+			// Nobody started it by hand: it acts for the pipeline's owner.
+			owner := *p.cfg.Owner
+			r.Identity = &owner
+		}
+		p.send(ctx, p.supersedePR(r.Trigger, ref.Number))
+	}
 	if id := r.Trigger.DeliveryID; id != "" {
 		p.st.Deliveries = append(p.st.Deliveries, DeliverySeen{ID: id, Event: ref.Number})
 		if len(p.st.Deliveries) > maxDeliveries {
@@ -352,7 +397,8 @@ func (p *pipelineRun) launchEvent(ctx workflow.Context, r StartEventRequest) lau
 		StaticSummary: fmt.Sprintf("event %s: %s", ref, describeTrigger(r.Trigger, r.StartFrom)),
 	})
 	child := workflow.ExecuteChildWorkflow(cctx, EventWorkflow, EventInput{
-		Event: ref, Config: p.cfg, Trigger: r.Trigger, StartFrom: r.StartFrom, Force: r.Force, Parent: r.Parent,
+		Event: ref, Config: p.cfg, Trigger: r.Trigger, StartFrom: r.StartFrom, StartJobs: r.StartJobs, Rerun: r.Rerun,
+		Notify: r.Notify, Force: r.Force, Parent: r.Parent,
 		ParentSucceeded: r.ParentSucceeded, Creator: r.Creator, Identity: r.Identity,
 	})
 	return launchedEvent{res: StartEventResult{Event: ref}, started: child.GetChildWorkflowExecution()}
@@ -394,9 +440,33 @@ func describeTrigger(t Trigger, startFrom string) string {
 	return s
 }
 
+// newestSync picks the sync to apply from those that arrived together: the
+// newest event's (legacy runs: the last to arrive).
+func (p *pipelineRun) newestSync() SpecSync {
+	last := p.syncs[len(p.syncs)-1]
+	if p.legacy {
+		return last
+	}
+	for _, s := range p.syncs {
+		if s.Event > last.Event {
+			last = s
+		}
+	}
+	return last
+}
+
 // applySync records the default branch's subscriptions and periodic jobs,
-// updating the search attribute and the schedules when they changed.
+// updating the search attribute and the schedules when they changed. A sync
+// from an event older than the last one applied is ignored: an old commit
+// that resolved slowly must not bring back its older spec.
 func (p *pipelineRun) applySync(ctx workflow.Context, s SpecSync) {
+	if !p.legacy {
+		if s.Event < p.st.SyncedEvent || (s.Event == 0 && p.st.SyncedEvent > 0) {
+			workflow.GetLogger(ctx).Info("stale_spec_sync_ignored", "pipeline", p.cfg.Name, "event", s.Event, "applied", p.st.SyncedEvent)
+			return
+		}
+		p.st.SyncedEvent = s.Event
+	}
 	p.st.LastSHA = s.SHA
 	subs := slices.Clone(s.Subscriptions)
 	sort.Strings(subs)
@@ -410,10 +480,90 @@ func (p *pipelineRun) applySync(ctx workflow.Context, s SpecSync) {
 	if !same {
 		if err := p.syncSchedules(ctx, s.Periodic); err != nil {
 			workflow.GetLogger(ctx).Warn("schedule_sync_failed", "pipeline", p.cfg.Name, "error", err)
+			if !p.legacy {
+				p.st.ScheduleError = "periodic builds are not scheduled: " + rootMessage(err)
+			}
 			return
 		}
 		p.st.Periodic = s.Periodic
+		p.st.ScheduleError = ""
 	}
+}
+
+// supersedePR ends the builds of a pull request's older events when a newer
+// commit to it (a pr event) or its close (a pr-closed event) arrives.
+func (p *pipelineRun) supersedePR(t Trigger, event int) []LaneEffect {
+	if t.PR <= 0 || (t.Kind != TriggerPR && t.Kind != TriggerPRClosed) {
+		return nil
+	}
+	if p.st.PRs == nil {
+		p.st.PRs = map[int]PRState{}
+	}
+	p.st.PRs[t.PR] = PRState{Event: event, SHA: t.SHA, Closed: t.Kind == TriggerPRClosed}
+	if t.Kind == TriggerPRClosed {
+		p.pruneClosedPRs()
+		return p.st.Lanes.SupersedePR(t.PR, event, LaneAbort, fmt.Sprintf("pull request #%d was closed", t.PR))
+	}
+	return p.st.Lanes.SupersedePR(t.PR, event, LaneCollapse, supersededBy(t, event))
+}
+
+// supersededBy is the reason a pull request's older builds end with.
+func supersededBy(t Trigger, event int) string {
+	if t.SHA != "" {
+		return fmt.Sprintf("superseded by %s (event %d)", short(t.SHA), event)
+	}
+	return fmt.Sprintf("superseded by event %d of pull request #%d", event, t.PR)
+}
+
+// supersededPR answers a pull request build that arrives after a newer
+// event of its pull request (or its close) superseded its event.
+func (p *pipelineRun) supersededPR(b BuildRef) (LaneEffect, bool) {
+	if p.legacy || b.PR <= 0 {
+		return LaneEffect{}, false
+	}
+	st, ok := p.st.PRs[b.PR]
+	if !ok || b.Event >= st.Event {
+		return LaneEffect{}, false
+	}
+	if st.Closed {
+		return LaneEffect{Build: b, Msg: LaneMessage{Kind: LaneAbort, Status: StatusAborted, Reason: fmt.Sprintf("pull request #%d was closed", b.PR)}}, true
+	}
+	return LaneEffect{Build: b, Msg: LaneMessage{Kind: LaneCollapse, Status: StatusCollapsed,
+		Reason: supersededBy(Trigger{Kind: TriggerPR, PR: b.PR, SHA: st.SHA}, st.Event)}}, true
+}
+
+// maxClosedPRs bounds how many closed pull requests a pipeline remembers.
+const maxClosedPRs = 200
+
+// pruneClosedPRs forgets the oldest closed pull requests beyond
+// maxClosedPRs: a build of theirs arriving later is unlikely, and would
+// only run once more.
+func (p *pipelineRun) pruneClosedPRs() {
+	var closed []int
+	// Collected, then sorted.
+	//workflowcheck:ignore
+	for n, st := range p.st.PRs {
+		if st.Closed {
+			closed = append(closed, n)
+		}
+	}
+	if len(closed) <= maxClosedPRs {
+		return
+	}
+	sort.Slice(closed, func(i, j int) bool { return p.st.PRs[closed[i]].Event < p.st.PRs[closed[j]].Event })
+	for _, n := range closed[:len(closed)-maxClosedPRs] {
+		delete(p.st.PRs, n)
+		p.st.Lanes.ForgetPR(n)
+	}
+}
+
+// notifyPeriodic tells a schedule's PeriodicWorkflow that its fire started
+// nothing (so the schedule's next fire is not held back).
+func (p *pipelineRun) notifyPeriodic(ctx workflow.Context, id, reason string) {
+	if id == "" {
+		return
+	}
+	_ = workflow.SignalExternalWorkflow(ctx, id, "", SignalPeriodicDone, PeriodicDone{Reason: reason})
 }
 
 func (p *pipelineRun) syncSchedules(ctx workflow.Context, periodic map[string]string) error {

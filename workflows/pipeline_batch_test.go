@@ -46,8 +46,14 @@ func TestPipelineStartEventsNumbersInOrder(t *testing.T) {
 		{Result: StartEventResult{Event: ev(3)}},
 	}}, startEventsResult(t, batch))
 	require.Equal(t, []string{"event/app/1", "event/app/2", "event/app/3"}, h.rec.children)
+	// Child workflows of one batch run concurrently in the test
+	// environment: find event 3 by its number, not by start order.
 	require.Len(t, h.events, 3)
-	require.Equal(t, "d-2", h.events[2].Input.Trigger.DeliveryID)
+	deliveries := map[int]string{}
+	for _, e := range h.events {
+		deliveries[e.Input.Event.Number] = e.Input.Trigger.DeliveryID
+	}
+	require.Equal(t, map[int]string{1: "d-0", 2: "d-1", 3: "d-2"}, deliveries)
 }
 
 func TestPipelineStartEventsValidation(t *testing.T) {

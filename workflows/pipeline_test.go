@@ -12,10 +12,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sluice-ci/sluice/activities"
+	"github.com/sluice-ci/sluice/queue"
 )
 
 var appConfig = PipelineConfig{Name: "app", Repo: "/src/app", Branch: "main"}
@@ -36,6 +38,8 @@ type pipelineHarness struct {
 	schedules []map[string]string
 	// failStart lists events whose workflow fails to start (ID taken).
 	failStart map[int]bool
+	// scheduleErr, when set, fails SyncSchedules.
+	scheduleErr error
 }
 
 func newPipelineHarness(t *testing.T) *pipelineHarness {
@@ -58,7 +62,7 @@ func newPipelineHarness(t *testing.T) *pipelineHarness {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			h.schedules = append(h.schedules, in.Periodic)
-			return nil
+			return h.scheduleErr
 		}).Maybe()
 	return h
 }
@@ -243,6 +247,9 @@ func TestPipelineLaneMessages(t *testing.T) {
 	deploy1 := appBuild("deploy", 1)
 	h := newPipelineHarness(t)
 	h.enqueue(time.Minute, lreqFor(test1))
+	// An executor claimed test1: it refuses the collapse test2 brings and
+	// tells its pipeline it runs.
+	h.signal(90*time.Second+time.Second, SignalBuildStarted, BuildStarted{Build: test1})
 	h.enqueue(2*time.Minute, lreqFor(test2))
 	h.enqueue(3*time.Minute, lreqFor(deploy1, blockedBy("test")))
 	h.enqueue(4*time.Minute, lreqFor(test3))
@@ -269,7 +276,8 @@ func TestPipelineLaneMessages(t *testing.T) {
 		test1.WorkflowID(): {grantMsg}, // granted builds are never collapsed
 		// When test1 ends, the waiting test2 collapses into the newest.
 		test2.WorkflowID(): {sameJob(test1), collapse(test3)},
-		test3.WorkflowID(): {sameJob(test1), grantMsg},
+		// A waiting build names the build right ahead of it.
+		test3.WorkflowID(): {{Kind: LaneStatus, Status: StatusBlocked, Reason: "waiting behind build app/test/2 of the same job"}, grantMsg},
 		// When test1 ends no test build runs: deploy1 is granted in the same
 		// pass as test3 (blockedBy waits for running builds only).
 		deploy1.WorkflowID(): {blockedByTest(test1), grantMsg},
@@ -290,6 +298,22 @@ func TestPipelineHoldsLaterEvents(t *testing.T) {
 		// Event 2 read its spec first.
 		h.enqueue(3*time.Minute, lreqFor(j2))
 		h.enqueue(4*time.Minute, lreqFor(j1))
+		h.done(5*time.Minute, j2, StatusSuccess)
+		h.deleteAt(7 * time.Minute)
+		h.run(PipelineInput{Config: appConfig})
+		msgs := h.rec.laneMessages()
+		// Event 1's build arrives while event 2's waits: it is replaced by
+		// the newer one, which runs; it never runs after it.
+		require.Equal(t, []LaneMessage{{Kind: LaneCollapse, Status: StatusCollapsed, Into: j2.String(), Reason: "collapsed into build app/test/2"}}, msgs[j1.WorkflowID()])
+		require.Equal(t, []LaneMessage{heldBy1, grantMsg}, msgs[j2.WorkflowID()])
+	})
+	t.Run("until the earlier event hands over its builds, collapse off", func(t *testing.T) {
+		t.Parallel()
+		h := newPipelineHarness(t)
+		h.startEvent(time.Minute, commit)
+		h.startEvent(2*time.Minute, commit)
+		h.enqueue(3*time.Minute, lreqFor(j2, noCollapse))
+		h.enqueue(4*time.Minute, lreqFor(j1, noCollapse))
 		h.done(5*time.Minute, j1, StatusSuccess)
 		h.done(6*time.Minute, j2, StatusSuccess)
 		h.deleteAt(7 * time.Minute)
@@ -335,8 +359,8 @@ func TestPipelineHoldsLaterEvents(t *testing.T) {
 
 func TestPipelineFreezeWindowTimer(t *testing.T) {
 	t.Parallel()
-	night := time.Date(2026, 11, 23, 3, 0, 0, 0, time.UTC)
-	open := time.Date(2026, 11, 23, 7, 0, 0, 0, time.UTC)
+	night := wfNight
+	open := wfNight.Add(4 * time.Hour)
 	frozen, forcedBuild := appBuild("deploy", 1), appBuild("hotfix", 1)
 	h := newPipelineHarness(t)
 	h.env.SetStartTime(night)
@@ -364,7 +388,7 @@ func TestPipelineFreezeWindowTimer(t *testing.T) {
 	require.Equal(t, []LaneMessage{
 		{
 			Kind: LaneStatus, Status: StatusFrozen, Until: open,
-			Reason: "frozen until 2026-11-23T07:00:00Z by freeze window `" + nightWindow + "`",
+			Reason: "frozen until " + open.Format(time.RFC3339) + " by freeze window `" + nightWindow + "`",
 		},
 		grantMsg,
 	}, msgs[frozen.WorkflowID()])
@@ -383,7 +407,7 @@ func TestPipelineDelayTimer(t *testing.T) {
 	h.run(PipelineInput{Config: appConfig})
 	until := wfT0.Add(31 * time.Minute)
 	require.Equal(t, []LaneMessage{
-		{Kind: LaneStatus, Status: StatusQueued, Until: until, Reason: "delayed until 2026-11-23T10:31:00Z (sluice.dev/delay 30m0s)"},
+		{Kind: LaneStatus, Status: StatusQueued, Until: until, Reason: "delayed until " + until.Format(time.RFC3339) + " (sluice.dev/delay 30m0s)"},
 		grantMsg,
 	}, h.rec.laneMessages()[b.WorkflowID()])
 }
@@ -520,20 +544,59 @@ func TestPipelineResumesFromState(t *testing.T) {
 	require.Equal(t, []LaneMessage{grantMsg}, h.rec.laneMessages()[test2.WorkflowID()])
 }
 
-func TestPeriodicWorkflowSignalsItsPipeline(t *testing.T) {
+func TestPeriodicWorkflowWaitsForItsBuild(t *testing.T) {
 	t.Parallel()
-	env, rec := newEnv(t)
-	env.ExecuteWorkflow(PeriodicWorkflow, PeriodicInput{Pipeline: "app", Job: "nightly"})
-	require.NoError(t, env.GetWorkflowError())
-	require.Equal(t, []any{StartEventRequest{
-		Trigger: Trigger{Kind: TriggerPeriodic, Sender: "schedule"}, StartFrom: "nightly", Creator: "schedule",
-	}}, rec.signalsTo("pipeline/app", SignalStartEvent))
+	t.Run("until the pipeline says the job ended", func(t *testing.T) {
+		t.Parallel()
+		env, rec := newEnv(t)
+		env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "periodic/app/nightly-fire-1"})
+		done := PeriodicDone{Event: "app/4", Status: StatusSuccess}
+		at(env, 3*time.Hour, func() { env.SignalWorkflow(SignalPeriodicDone, done) })
+		at(env, 2*time.Hour, func() { require.False(t, env.IsWorkflowCompleted(), "the fire ended before its build") })
+		env.ExecuteWorkflow(PeriodicWorkflow, PeriodicInput{Pipeline: "app", Job: "nightly"})
+		require.NoError(t, env.GetWorkflowError())
+		require.Equal(t, []any{StartEventRequest{
+			Trigger: Trigger{Kind: TriggerPeriodic, Sender: "schedule"}, StartFrom: "nightly", Creator: "schedule",
+			Notify: "periodic/app/nightly-fire-1",
+		}}, rec.signalsTo("pipeline/app", SignalStartEvent))
+		var res PeriodicResult
+		require.NoError(t, env.GetWorkflowResult(&res))
+		require.Equal(t, PeriodicResult{Done: done}, res)
+	})
+	t.Run("at most a day", func(t *testing.T) {
+		t.Parallel()
+		env, _ := newEnv(t)
+		env.ExecuteWorkflow(PeriodicWorkflow, PeriodicInput{Pipeline: "app", Job: "nightly"})
+		require.NoError(t, env.GetWorkflowError())
+		var res PeriodicResult
+		require.NoError(t, env.GetWorkflowResult(&res))
+		require.True(t, res.TimedOut)
+	})
+	t.Run("a pipeline that is gone fails the fire", func(t *testing.T) {
+		t.Parallel()
+		var s testsuite.WorkflowTestSuite
+		gone := s.NewTestWorkflowEnvironment()
+		gone.OnSignalExternalWorkflow(mock.Anything, "pipeline/app", "", SignalStartEvent, mock.Anything).Return(errors.New("not found"))
+		gone.ExecuteWorkflow(PeriodicWorkflow, PeriodicInput{Pipeline: "app", Job: "nightly"})
+		require.ErrorContains(t, gone.GetWorkflowError(), "start periodic event of app/nightly")
+	})
+}
 
-	var s testsuite.WorkflowTestSuite
-	gone := s.NewTestWorkflowEnvironment()
-	gone.OnSignalExternalWorkflow(mock.Anything, "pipeline/app", "", SignalStartEvent, mock.Anything).Return(errors.New("not found"))
-	gone.ExecuteWorkflow(PeriodicWorkflow, PeriodicInput{Pipeline: "app", Job: "nightly"})
-	require.ErrorContains(t, gone.GetWorkflowError(), "start periodic event of app/nightly")
+func TestPipelineTellsPeriodicFireItStartedNothing(t *testing.T) {
+	t.Parallel()
+	h := newPipelineHarness(t)
+	// A fire that cannot start (the pipeline is being deleted) still ends
+	// its PeriodicWorkflow, or the schedule would buffer forever.
+	h.signal(time.Minute, SignalStartEvent, StartEventRequest{Trigger: Trigger{Kind: "bogus"}, StartFrom: "nightly", Notify: "periodic-fire"})
+	h.signal(2*time.Minute, SignalStartEvent, StartEventRequest{Trigger: Trigger{Kind: TriggerPeriodic}, StartFrom: "nightly", Notify: "periodic-fire-2"})
+	h.deleteAt(time.Hour)
+	h.run(PipelineInput{Config: appConfig})
+	got := h.rec.signalsTo("periodic-fire", SignalPeriodicDone)
+	require.Len(t, got, 1)
+	require.Contains(t, got[0].(PeriodicDone).Reason, `unknown trigger kind "bogus"`)
+	require.Empty(t, h.rec.signalsTo("periodic-fire-2", SignalPeriodicDone), "a started event tells the fire itself")
+	require.Len(t, h.events, 1)
+	require.Equal(t, "periodic-fire-2", h.events[0].Input.Notify)
 }
 
 func TestPipelineEventStartFails(t *testing.T) {
@@ -597,7 +660,7 @@ func TestPipelineForgetsBuildsItCannotSignal(t *testing.T) {
 	// gone): the grant cannot reach it.
 	h.rec.fail = func(workflowID, name string) error {
 		if workflowID == gone.WorkflowID() {
-			return errors.New("workflow not found")
+			return &temporal.UnknownExternalWorkflowExecutionError{}
 		}
 		return nil
 	}
@@ -611,4 +674,142 @@ func TestPipelineForgetsBuildsItCannotSignal(t *testing.T) {
 	h.deleteAt(5 * time.Minute)
 	h.run(PipelineInput{Config: appConfig})
 	require.Equal(t, []LaneMessage{grantMsg}, h.rec.laneMessages()[next.WorkflowID()])
+}
+
+func TestPipelineIgnoresStaleSpecSync(t *testing.T) {
+	t.Parallel()
+	h := newPipelineHarness(t)
+	newer := map[string]string{"nightly": "17 3 * * *"}
+	h.signal(time.Minute, SignalSpecSynced, SpecSync{Event: 5, SHA: "new", Subscriptions: []string{"sd@lib:publish"}, Periodic: newer})
+	// Event 3's commit resolved slowly: its older spec must not come back.
+	h.signal(2*time.Minute, SignalSpecSynced, SpecSync{Event: 3, SHA: "old", Subscriptions: []string{"sd@old:job"}})
+	// The creation sync (event 0) never overrides an event's.
+	h.signal(3*time.Minute, SignalSpecSynced, SpecSync{SHA: "creation"})
+	at(h.env, 4*time.Minute, func() {
+		info := query[PipelineInfo](t, h.env, QueryPipeline)
+		require.Equal(t, "new", info.LastSHA)
+		require.Equal(t, []string{"sd@lib:publish"}, info.Subscriptions)
+		require.Equal(t, newer, info.Periodic)
+	})
+	// Two syncs arriving together: the newer event's wins.
+	at(h.env, 5*time.Minute, func() {
+		h.env.SignalWorkflow(SignalSpecSynced, SpecSync{Event: 9, SHA: "nine"})
+		h.env.SignalWorkflow(SignalSpecSynced, SpecSync{Event: 8, SHA: "eight"})
+	})
+	at(h.env, 6*time.Minute, func() {
+		require.Equal(t, "nine", query[PipelineInfo](t, h.env, QueryPipeline).LastSHA)
+	})
+	h.deleteAt(time.Hour)
+	h.run(PipelineInput{Config: appConfig})
+	require.Equal(t, []map[string]string{newer, nil, nil}, h.schedules)
+}
+
+func TestPipelineShowsScheduleError(t *testing.T) {
+	t.Parallel()
+	h := newPipelineHarness(t)
+	h.scheduleErr = temporal.NewNonRetryableApplicationError("job nightly: schedule rejected: bad cron", "ScheduleInvalid", nil)
+	h.signal(time.Minute, SignalSpecSynced, SpecSync{Event: 1, SHA: "a", Periodic: map[string]string{"nightly": "x"}})
+	at(h.env, 2*time.Minute, func() {
+		info := query[PipelineInfo](t, h.env, QueryPipeline)
+		require.Equal(t, "periodic builds are not scheduled: job nightly: schedule rejected: bad cron", info.ScheduleError)
+		require.Empty(t, info.Periodic)
+	})
+	h.deleteAt(time.Hour)
+	h.run(PipelineInput{Config: appConfig})
+}
+
+func TestPipelineOwnerActsForUnattendedEvents(t *testing.T) {
+	t.Parallel()
+	owner := &queue.Identity{User: "rel", Roles: []string{"release"}}
+	ann := &queue.Identity{User: "ann"}
+	cfg := appConfig
+	cfg.Owner = owner
+	h := newPipelineHarness(t)
+	h.startEvent(time.Minute, StartEventRequest{Trigger: Trigger{Kind: TriggerCommit, DeliveryID: "webhook-1"}})
+	h.startEvent(2*time.Minute, StartEventRequest{Trigger: Trigger{Kind: TriggerManual}, Identity: ann})
+	h.signal(3*time.Minute, SignalStartEvent, StartEventRequest{Trigger: Trigger{Kind: TriggerPeriodic}, StartFrom: "nightly"})
+	h.deleteAt(time.Hour)
+	h.run(PipelineInput{Config: cfg})
+	require.Len(t, h.events, 3)
+	require.Equal(t, owner, h.events[0].Input.Identity, "a webhook acts for the owner")
+	require.Equal(t, ann, h.events[1].Input.Identity, "a person acts for themselves")
+	require.Equal(t, owner, h.events[2].Input.Identity, "a schedule acts for the owner")
+}
+
+func TestPipelinePullRequests(t *testing.T) {
+	t.Parallel()
+	prBuild := func(job string, pr, event int) BuildRef {
+		return BuildRef{Pipeline: "app", Job: job, Event: event, PR: pr}
+	}
+	a1, b1, a2 := prBuild("a", 1, 1), prBuild("b", 1, 1), prBuild("a", 1, 2)
+	other := prBuild("a", 7, 3)
+	h := newPipelineHarness(t)
+	push := func(pr int, sha string) StartEventRequest {
+		return StartEventRequest{Trigger: Trigger{Kind: TriggerPR, PR: pr, SHA: sha}}
+	}
+	h.startEvent(time.Minute, push(1, "aaaaaaaaaaaaaaaa"))
+	h.enqueue(2*time.Minute, lreqFor(a1))
+	// A second commit to pull request 1: event 1's granted build is told to
+	// give way; event 1's build that arrives later is superseded at once.
+	h.startEvent(3*time.Minute, push(1, "bbbbbbbbbbbbbbbbbbbb"))
+	h.enqueue(4*time.Minute, lreqFor(b1))
+	h.startEvent(5*time.Minute, push(7, "cccccccc"))
+	h.enqueue(6*time.Minute, lreqFor(other))
+	h.enqueue(7*time.Minute, lreqFor(a2))
+	h.done(8*time.Minute, a1, StatusCollapsed)
+	// Closing pull request 1 aborts its running build; pull request 7 is
+	// not touched.
+	h.startEvent(9*time.Minute, StartEventRequest{Trigger: Trigger{Kind: TriggerPRClosed, PR: 1}})
+	h.done(10*time.Minute, a2, StatusAborted)
+	h.done(11*time.Minute, other, StatusSuccess)
+	h.deleteAt(time.Hour)
+	h.run(PipelineInput{Config: appConfig})
+
+	superseded := "superseded by bbbbbbbbbbbb (event 2)"
+	msgs := h.rec.laneMessages()
+	require.Equal(t, []LaneMessage{grantMsg, {Kind: LaneCancel, Reason: superseded}}, msgs[a1.WorkflowID()])
+	require.Equal(t, []LaneMessage{{Kind: LaneCollapse, Status: StatusCollapsed, Reason: superseded}}, msgs[b1.WorkflowID()])
+	require.Equal(t, []LaneMessage{
+		{Kind: LaneStatus, Status: StatusQueued, Reason: "waiting for build app/PR-1:a/1 to give way"},
+		grantMsg,
+		{Kind: LaneCancel, Reason: "pull request #1 was closed"},
+	}, msgs[a2.WorkflowID()])
+	require.Equal(t, []LaneMessage{grantMsg}, msgs[other.WorkflowID()])
+}
+
+// TestPipelineLongBacklog: a long backlog of one job with collapse off waits
+// in one lane. The pipeline sends each build a bounded number of lane messages
+// (total signals linear in the backlog, far from Temporal's per-run signal
+// limit) and grants every build exactly once, in event order. The SDK's test
+// environment itself slows super-linearly with the number of delayed
+// callbacks, so this runs 200 builds; the 2,000-build proof of the lane
+// algorithm is TestLanesLongBacklogSignalsLinear.
+func TestPipelineLongBacklog(t *testing.T) {
+	t.Parallel()
+	const n = 200
+	h := newPipelineHarness(t)
+	h.env.SetTestTimeout(2 * time.Minute)
+	for i := 1; i <= n; i++ {
+		h.enqueue(time.Duration(i)*time.Second, lreqFor(appBuild("test", i), noCollapse))
+	}
+	for i := 1; i <= n; i++ {
+		h.done(time.Duration(n+i)*time.Second, appBuild("test", i), StatusSuccess)
+	}
+	h.deleteAt(time.Duration(3*n) * time.Second)
+	h.run(PipelineInput{Config: appConfig})
+
+	msgs := h.rec.laneMessages()
+	require.Len(t, msgs, n)
+	total := 0
+	var grants []string
+	for i := 1; i <= n; i++ {
+		id := appBuild("test", i).WorkflowID()
+		got := msgs[id]
+		require.LessOrEqual(t, len(got), 3, "build %s got %v", id, got)
+		total += len(got)
+		require.Equal(t, grantMsg, got[len(got)-1], "build %s", id)
+		grants = append(grants, id)
+	}
+	require.LessOrEqual(t, total, 3*n)
+	require.Len(t, grants, n)
 }

@@ -22,6 +22,11 @@ var (
 	// SASubscriptions lists, on a pipeline workflow, the remote jobs
 	// ("sd@<pipeline>:<job>") whose success starts events in it.
 	SASubscriptions = temporal.NewSearchAttributeKeyKeywordList("SluiceSubscriptions")
+	// SAPR is, on a pull request's builds, the pull request's number.
+	SAPR = temporal.NewSearchAttributeKeyInt64("SluicePR")
+	// SAQueues lists, on an event workflow, every queue its jobs may reach:
+	// a queue is not deleted while a running event can still reach it.
+	SAQueues = temporal.NewSearchAttributeKeyKeywordList("SluiceQueues")
 )
 
 // SearchAttributes maps every custom attribute to its type, for registration.
@@ -38,5 +43,7 @@ func SearchAttributes() map[string]enumspb.IndexedValueType {
 		SAPriority.GetName():      enumspb.INDEXED_VALUE_TYPE_INT,
 		SADispatchedAt.GetName():  enumspb.INDEXED_VALUE_TYPE_DATETIME,
 		SASubscriptions.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST,
+		SAPR.GetName():            enumspb.INDEXED_VALUE_TYPE_INT,
+		SAQueues.GetName():        enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST,
 	}
 }

@@ -20,6 +20,12 @@ const (
 	// SignalStartEvent asks a pipeline to start an event without waiting for
 	// an answer (schedules use it); clients use UpdateStartEvent.
 	SignalStartEvent = "start-event"
+	// SignalBuildStarted carries a BuildStarted from a build to its pipeline
+	// when the build, already claimed by an executor, refuses a collapse.
+	SignalBuildStarted = "build-started"
+	// SignalPeriodicDone tells a PeriodicWorkflow that the build its fire
+	// started has ended (so the schedule's overlap policy applies to it).
+	SignalPeriodicDone = "periodic-done"
 
 	// UpdateStartEvent starts an event and returns its number.
 	UpdateStartEvent = "start-event"
@@ -50,8 +56,10 @@ type Trigger struct {
 	Before string `json:"before,omitempty"`
 	// PR is the pull request number.
 	PR int `json:"pr,omitempty"`
-	// ChangedFiles are the files the webhook said changed (sourcePaths).
-	ChangedFiles []string `json:"changed_files,omitempty"`
+	// ChangedFiles are the files the webhook said changed (sourcePaths): nil
+	// when unknown (every job runs), empty when nothing changed. The field
+	// is not omitted when empty, so an empty list survives serialisation.
+	ChangedFiles []string `json:"changed_files"`
 	// Remote is the remote job whose success started this event ("sd@p:j").
 	Remote string `json:"remote,omitempty"`
 	// Sender is who caused it (a user, "schedule", a webhook sender).
@@ -122,6 +130,11 @@ type PipelineConfig struct {
 	// Creator is who created the pipeline.
 	Creator   string    `json:"creator,omitempty"`
 	CreatedAt time.Time `json:"created_at,omitzero"`
+	// Owner is the identity that created or last updated the pipeline. Events
+	// that no person starts (webhooks, schedules, remote triggers) act for
+	// it: its roles decide which queues they may use. Nil on pipelines
+	// created before owners were recorded (they act as the system).
+	Owner *queue.Identity `json:"owner,omitempty"`
 }
 
 // PipelineInput starts a PipelineWorkflow; State carries over continue-as-new.
@@ -141,6 +154,25 @@ type PipelineState struct {
 	Periodic map[string]string `json:"periodic,omitempty"`
 	// LastSHA is the default branch commit last synced.
 	LastSHA string `json:"last_sha,omitempty"`
+	// SyncedEvent is the event whose spec sync was applied last: an older
+	// event's sync that arrives later is ignored.
+	SyncedEvent int `json:"synced_event,omitempty"`
+	// ScheduleError says why the periodic schedules could not be created or
+	// updated at the last sync ("" when they are in step with the spec).
+	ScheduleError string `json:"schedule_error,omitempty"`
+	// PRs are the open pull requests' newest events: builds of older events
+	// of a pull request are superseded by a newer commit or its close.
+	PRs map[int]PRState `json:"prs,omitempty"`
+}
+
+// PRState is what a pipeline remembers of one pull request.
+type PRState struct {
+	// Event is the pull request's newest event.
+	Event int `json:"event"`
+	// SHA is that event's commit, when known.
+	SHA string `json:"sha,omitempty"`
+	// Closed is set once a pr-closed event arrived.
+	Closed bool `json:"closed,omitempty"`
 }
 
 // DeliverySeen remembers which event a webhook delivery started.
@@ -157,6 +189,8 @@ type PipelineInfo struct {
 	Subscriptions []string          `json:"subscriptions,omitempty"`
 	Periodic      map[string]string `json:"periodic,omitempty"`
 	LastSHA       string            `json:"last_sha,omitempty"`
+	// ScheduleError says why the periodic schedules are not in step.
+	ScheduleError string `json:"schedule_error,omitempty"`
 }
 
 // StartEventRequest is UpdateStartEvent's argument.
@@ -164,17 +198,28 @@ type StartEventRequest struct {
 	Trigger Trigger `json:"trigger"`
 	// StartFrom starts the event at this job (restart, manual start).
 	StartFrom string `json:"start_from,omitempty"`
+	// StartJobs starts the event at several jobs at once (a restart from
+	// several jobs, a re-run of an event's failed jobs); StartFrom is then
+	// the first of them.
+	StartJobs []string `json:"start_jobs,omitempty"`
+	// Rerun marks a re-run of Parent's failed jobs (for display).
+	Rerun bool `json:"rerun,omitempty"`
+	// Notify is a workflow to signal SignalPeriodicDone once the start job's
+	// builds ended (a schedule's PeriodicWorkflow).
+	Notify string `json:"notify,omitempty"`
 	// Force starts builds through freeze windows.
 	Force bool `json:"force,omitempty"`
 	// Parent is the event a restart comes from: its commit is reused and its
 	// successful jobs count for joins.
 	Parent int `json:"parent,omitempty"`
-	// ParentSucceeded are the jobs that succeeded in Parent.
+	// ParentSucceeded are the jobs that succeeded in Parent, including the
+	// successes Parent itself inherited along its restart chain.
 	ParentSucceeded []string `json:"parent_succeeded,omitempty"`
 	// Creator is who asked.
 	Creator string `json:"creator,omitempty"`
 	// Identity is checked for `use` on every queue the event's jobs name;
-	// nil means the system (webhooks, schedules, auth off).
+	// nil means the pipeline's owner (webhooks, schedules, remote triggers)
+	// or, without one, the system.
 	Identity *queue.Identity `json:"identity,omitempty"`
 }
 
@@ -187,6 +232,8 @@ type StartEventResult struct {
 
 // SpecSync tells a pipeline what its default branch's spec subscribes to.
 type SpecSync struct {
+	// Event is the event that read the spec (0: the pipeline's creation).
+	Event         int               `json:"event,omitempty"`
 	SHA           string            `json:"sha"`
 	Subscriptions []string          `json:"subscriptions"`
 	Periodic      map[string]string `json:"periodic"`
@@ -198,6 +245,11 @@ type SpecSync struct {
 type EnqueueBatch struct {
 	Event    int           `json:"event"`
 	Requests []LaneRequest `json:"requests,omitempty"`
+}
+
+// BuildStarted tells a pipeline that a build an executor claimed runs.
+type BuildStarted struct {
+	Build BuildRef `json:"build"`
 }
 
 // BuildDone tells a pipeline that one of its builds left its lane.
@@ -212,8 +264,13 @@ type EventInput struct {
 	Config    PipelineConfig `json:"config"`
 	Trigger   Trigger        `json:"trigger"`
 	StartFrom string         `json:"start_from,omitempty"`
-	Force     bool           `json:"force,omitempty"`
-	Parent    int            `json:"parent,omitempty"`
+	// StartJobs are several start jobs (see StartEventRequest.StartJobs).
+	StartJobs []string `json:"start_jobs,omitempty"`
+	Rerun     bool     `json:"rerun,omitempty"`
+	// Notify is signalled SignalPeriodicDone when the start job's builds end.
+	Notify string `json:"notify,omitempty"`
+	Force  bool   `json:"force,omitempty"`
+	Parent int    `json:"parent,omitempty"`
 	// ParentSucceeded are the jobs that succeeded in Parent (they count for joins).
 	ParentSucceeded []string        `json:"parent_succeeded,omitempty"`
 	Creator         string          `json:"creator,omitempty"`
@@ -230,13 +287,21 @@ type JobOutcome struct {
 
 // EventState is an event's progress (QueryEvent) and, once closed, its result.
 type EventState struct {
-	Event     EventRef     `json:"event"`
-	Status    Status       `json:"status"`
-	Reason    string       `json:"reason,omitempty"`
-	SHA       string       `json:"sha,omitempty"`
-	Trigger   Trigger      `json:"trigger"`
-	StartFrom string       `json:"start_from,omitempty"`
-	Parent    int          `json:"parent,omitempty"`
+	Event     EventRef `json:"event"`
+	Status    Status   `json:"status"`
+	Reason    string   `json:"reason,omitempty"`
+	SHA       string   `json:"sha,omitempty"`
+	Trigger   Trigger  `json:"trigger"`
+	StartFrom string   `json:"start_from,omitempty"`
+	StartJobs []string `json:"start_jobs,omitempty"`
+	Rerun     bool     `json:"rerun,omitempty"`
+	Parent    int      `json:"parent,omitempty"`
+	// ActsFor is the user whose permissions the event acts with.
+	ActsFor string `json:"acts_for,omitempty"`
+	// Succeeded are the jobs that succeeded in this event or, for a
+	// restart, anywhere along its restart chain: a restart of this event
+	// inherits them.
+	Succeeded []string     `json:"succeeded,omitempty"`
 	Jobs      []JobOutcome `json:"jobs,omitempty"`
 	Warnings  []string     `json:"warnings,omitempty"`
 	StartTime time.Time    `json:"start_time,omitzero"`
@@ -299,6 +364,11 @@ type BuildState struct {
 	WaitUntil     time.Time     `json:"wait_until,omitzero"`
 	CollapsedInto string        `json:"collapsed_into,omitempty"`
 }
+
+// MemoNextEvent is the memo key, on a deleted pipeline's last run, of the
+// number its next event would have had: a pipeline created again under the
+// same name continues from it, so event and build IDs stay unique.
+const MemoNextEvent = "next_event"
 
 // MemoBuild is the memo key of a build workflow's BuildSummary.
 const MemoBuild = "build"

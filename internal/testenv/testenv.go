@@ -79,6 +79,9 @@ type Options struct {
 	// Tokens, when set, is a tokens file (YAML) the API authenticates
 	// requests against; Token is then what Env.API and executors send.
 	Tokens, Token string
+	// GitHubSecret, when set, makes the API verify GitHub webhook
+	// signatures with it.
+	GitHubSecret string
 }
 
 // Env is one isolated sluice installation on the shared server.
@@ -159,7 +162,7 @@ func (s *Server) NewEnv(t testing.TB, opts Options) *Env {
 		e.token = opts.Token
 	}
 	srv := httptest.NewServer(api.NewHandler(api.Deps{
-		Service: e.Service, Logs: e.Logs, Logger: e.Logger, Authenticate: auth,
+		Service: e.Service, Logs: e.Logs, Logger: e.Logger, Authenticate: auth, GitHubSecret: opts.GitHubSecret,
 		Ready: func(ctx context.Context) error {
 			_, err := e.Client.CheckHealth(ctx, &client.CheckHealthRequest{})
 			return err
