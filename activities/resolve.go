@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
@@ -165,6 +166,12 @@ func (a *Activities) SyncSchedules(ctx context.Context, in SyncSchedulesInput) e
 		return nil
 	}
 	if err := a.Schedules.SyncSchedules(ctx, in.Pipeline, in.Periodic); err != nil {
+		// A schedule Temporal refuses stays refused: retrying only delays the
+		// error the pipeline shows.
+		var invalid *serviceerror.InvalidArgument
+		if errors.As(err, &invalid) {
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("sync schedules of %s: %v", in.Pipeline, err), "InvalidSchedule", err)
+		}
 		return fmt.Errorf("sync schedules of %s: %w", in.Pipeline, err)
 	}
 	return nil

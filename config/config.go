@@ -75,6 +75,8 @@ type Config struct {
 	HeartbeatTimeout time.Duration `env:"SLUICE_BUILD_HEARTBEAT_TIMEOUT" envDefault:"20s" desc:"a running build whose executor is silent this long is dispatched again"`
 	// MaxAttempts bounds dispatches of one build after executor loss.
 	MaxAttempts int `env:"SLUICE_BUILD_MAX_ATTEMPTS" envDefault:"3" desc:"dispatch attempts per build before it fails for executor loss"`
+	// ScheduleCatchup bounds how late a periodic build may still start.
+	ScheduleCatchup time.Duration `env:"SLUICE_SCHEDULE_CATCHUP_WINDOW" envDefault:"5m" desc:"a buildPeriodically fire missed while Temporal was down still starts if it is at most this late; older missed fires are skipped, as Screwdriver does not catch up (minimum 10s)"`
 	// LivenessTimeout is how long an executor may miss heartbeats before it is gone.
 	LivenessTimeout time.Duration `env:"SLUICE_EXECUTOR_LIVENESS" envDefault:"15s" desc:"an executor silent this long is no longer a live queue member"`
 	// MemberHeartbeat is how often members report to the registry.
@@ -216,6 +218,9 @@ func (c *Config) validate(skip map[string]bool) error {
 	}
 	if c.HeartbeatTimeout > 0 && c.HeartbeatTimeout < time.Second {
 		bad("SLUICE_BUILD_HEARTBEAT_TIMEOUT", "must be at least 1s, got %s", c.HeartbeatTimeout)
+	}
+	if c.ScheduleCatchup < 10*time.Second {
+		bad("SLUICE_SCHEDULE_CATCHUP_WINDOW", "must be at least 10s (Temporal's minimum), got %s", c.ScheduleCatchup)
 	}
 	if c.MaxAttempts < 1 || c.MaxAttempts > 100 {
 		bad("SLUICE_BUILD_MAX_ATTEMPTS", "must be 1-100, got %d", c.MaxAttempts)

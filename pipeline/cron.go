@@ -76,3 +76,44 @@ func expandField(field string, min, max, h uint32) (string, error) {
 	}
 	return strings.Join(values, ","), nil
 }
+
+// ScheduleCrons translates an expanded buildPeriodically expression (the
+// result of ExpandCron, classic cron semantics as robfig/cron and Screwdriver
+// read them) into the cron expressions of a Temporal Schedule that fire at
+// exactly the same times. Temporal's scheduler differs from classic cron in
+// two ways that matter here:
+//   - it rejects "?" (Quartz's "no specific value"), which classic cron and
+//     Screwdriver accept as "*": it becomes "*";
+//   - it matches day-of-month AND day-of-week, where classic cron matches
+//     either one when both are restricted ("0 3 1 * MON" fires on the 1st and
+//     on every Monday): such an expression becomes two, one per day field,
+//     whose union is what classic cron fires.
+//
+// The expression must have the 5 fields ExpandCron returns.
+func ScheduleCrons(expanded string) []string {
+	f := strings.Fields(expanded)
+	if len(f) != 5 {
+		return []string{expanded}
+	}
+	for _, i := range []int{2, 4} {
+		if f[i] == "?" {
+			f[i] = "*"
+		}
+	}
+	// A day field is unrestricted when one of its comma-separated parts is a
+	// plain "*" (or "*/1"), as in robfig/cron; "*/2" restricts it.
+	restricted := func(v string) bool {
+		for _, part := range strings.Split(v, ",") {
+			if part == "*" || part == "*/1" {
+				return false
+			}
+		}
+		return true
+	}
+	if restricted(f[2]) && restricted(f[4]) {
+		byDOM := []string{f[0], f[1], f[2], f[3], "*"}
+		byDOW := []string{f[0], f[1], "*", f[3], f[4]}
+		return []string{strings.Join(byDOM, " "), strings.Join(byDOW, " ")}
+	}
+	return []string{strings.Join(f, " ")}
+}

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -94,3 +95,51 @@ shared:
     steps:
         - run: make
 `
+
+// TestScheduleCrons: the Temporal cron expressions fire at exactly the times
+// the classic expression fires (checked over a year with robfig/cron, whose
+// day semantics equal Temporal's AND whenever one day field is "*", which the
+// translation guarantees), and contain no "?".
+func TestScheduleCrons(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		expr string
+		want []string
+	}{
+		{"17 3 ? * MON", []string{"17 3 * * MON"}},
+		{"17 3 * * *", []string{"17 3 * * *"}},
+		{"17 3 1 * ?", []string{"17 3 1 * *"}},
+		{"5 4 1,15 * MON", []string{"5 4 1,15 * *", "5 4 * * MON"}},
+		{"5 4 */2 * 1-5", []string{"5 4 */2 * *", "5 4 * * 1-5"}},
+		{"5 4 *,3 * 1-5", []string{"5 4 *,3 * 1-5"}},
+		{"0 */6 13 * FRI", []string{"0 */6 13 * *", "0 */6 * * FRI"}},
+	}
+	from := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
+	until := from.AddDate(1, 0, 0)
+	fires := func(t *testing.T, expr string) map[time.Time]bool {
+		sched, err := cronParser.Parse(expr)
+		require.NoError(t, err, expr)
+		got := map[time.Time]bool{}
+		for at := sched.Next(from); at.Before(until); at = sched.Next(at) {
+			got[at] = true
+		}
+		return got
+	}
+	for _, tt := range tests {
+		t.Run(tt.expr, func(t *testing.T) {
+			t.Parallel()
+			got := ScheduleCrons(tt.expr)
+			require.Equal(t, tt.want, got)
+			union := map[time.Time]bool{}
+			for _, e := range got {
+				require.NotContains(t, e, "?")
+				for at := range fires(t, e) {
+					union[at] = true
+				}
+			}
+			want := fires(t, tt.expr)
+			require.NotEmpty(t, want)
+			require.Equal(t, want, union)
+		})
+	}
+}

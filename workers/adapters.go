@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -13,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/sluice-ci/sluice/activities"
+	"github.com/sluice-ci/sluice/pipeline"
 	"github.com/sluice-ci/sluice/queue"
 	"github.com/sluice-ci/sluice/workflows"
 )
@@ -21,6 +23,10 @@ import (
 type Temporal struct {
 	Client    client.Client
 	Namespace string
+	// ScheduleCatchup is the periodic schedules' catch-up window: a fire
+	// missed while the Temporal server was down runs only if it is at most
+	// this late (zero leaves Temporal's default of one year).
+	ScheduleCatchup time.Duration
 }
 
 var (
@@ -116,9 +122,9 @@ func StartEvent(ctx context.Context, c client.Client, pipeline string, req workf
 }
 
 // SyncSchedules makes the pipeline's periodic schedules match periodic.
-func (t Temporal) SyncSchedules(ctx context.Context, pipeline string, periodic map[string]string) error {
+func (t Temporal) SyncSchedules(ctx context.Context, pipelineName string, periodic map[string]string) error {
 	sc := t.Client.ScheduleClient()
-	prefix := workflows.PeriodicScheduleID(pipeline, "")
+	prefix := workflows.PeriodicScheduleID(pipelineName, "")
 	existing := map[string]bool{}
 	it, err := sc.List(ctx, client.ScheduleListOptions{PageSize: 100})
 	if err != nil {
@@ -135,12 +141,17 @@ func (t Temporal) SyncSchedules(ctx context.Context, pipeline string, periodic m
 	}
 	var errs []error
 	for job, cron := range periodic {
-		id := workflows.PeriodicScheduleID(pipeline, job)
-		spec := client.ScheduleSpec{CronExpressions: []string{cron}}
+		id := workflows.PeriodicScheduleID(pipelineName, job)
+		spec := client.ScheduleSpec{CronExpressions: pipeline.ScheduleCrons(cron)}
 		if existing[job] {
 			err := sc.GetHandle(ctx, id).Update(ctx, client.ScheduleUpdateOptions{
 				DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
 					in.Description.Schedule.Spec = &spec
+					if in.Description.Schedule.Policy == nil {
+						in.Description.Schedule.Policy = &client.SchedulePolicies{}
+					}
+					in.Description.Schedule.Policy.CatchupWindow = t.ScheduleCatchup
+					in.Description.Schedule.Policy.Overlap = enumspb.SCHEDULE_OVERLAP_POLICY_BUFFER_ONE
 					return &client.ScheduleUpdate{Schedule: &in.Description.Schedule}, nil
 				},
 			})
@@ -150,16 +161,17 @@ func (t Temporal) SyncSchedules(ctx context.Context, pipeline string, periodic m
 			continue
 		}
 		_, err := sc.Create(ctx, client.ScheduleOptions{
-			ID:      id,
-			Spec:    spec,
-			Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_BUFFER_ONE,
+			ID:            id,
+			Spec:          spec,
+			Overlap:       enumspb.SCHEDULE_OVERLAP_POLICY_BUFFER_ONE,
+			CatchupWindow: t.ScheduleCatchup,
 			Action: &client.ScheduleWorkflowAction{
 				ID:        id,
 				Workflow:  workflows.PeriodicWorkflow,
-				Args:      []any{workflows.PeriodicInput{Pipeline: pipeline, Job: job}},
+				Args:      []any{workflows.PeriodicInput{Pipeline: pipelineName, Job: job}},
 				TaskQueue: workflows.ControllerTaskQueue,
 			},
-			Note: fmt.Sprintf("screwdriver.cd/buildPeriodically of %s/%s", pipeline, job),
+			Note: fmt.Sprintf("screwdriver.cd/buildPeriodically of %s/%s", pipelineName, job),
 		})
 		var exists *serviceerror.AlreadyExists
 		if err != nil && !errors.As(err, &exists) {
@@ -170,7 +182,7 @@ func (t Temporal) SyncSchedules(ctx context.Context, pipeline string, periodic m
 		if _, keep := periodic[job]; keep {
 			continue
 		}
-		id := workflows.PeriodicScheduleID(pipeline, job)
+		id := workflows.PeriodicScheduleID(pipelineName, job)
 		var nf *serviceerror.NotFound
 		if err := sc.GetHandle(ctx, id).Delete(ctx); err != nil && !errors.As(err, &nf) {
 			errs = append(errs, fmt.Errorf("delete schedule %s: %w", id, err))

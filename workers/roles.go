@@ -33,7 +33,7 @@ type Options struct {
 }
 
 func (o Options) activities() *activities.Activities {
-	t := Temporal{Client: o.Client, Namespace: o.Config.TemporalNamespace}
+	t := Temporal{Client: o.Client, Namespace: o.Config.TemporalNamespace, ScheduleCatchup: o.Config.ScheduleCatchup}
 	return &activities.Activities{
 		Logger:         o.Logger,
 		Repos:          activities.CachedRepos(filepath.Join(o.Config.DataDir, "git")),

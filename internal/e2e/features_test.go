@@ -244,6 +244,63 @@ jobs:
 	require.Error(t, e.API.ScheduleAction(ctx, "cron", "main", "trigger"), "a job without buildPeriodically has no schedule")
 }
 
+// TestPeriodicScheduleMeansTheCron: what the spec check accepts is what the
+// Temporal Schedule fires, read back from the real server's next action
+// times: "H 3 ? * MON" (Quartz's "?", which Temporal's own parser rejects)
+// fires on Mondays at 03:xx; "H 5 1 * MON" fires on the 1st of a month and
+// on Mondays (classic cron ORs restricted day fields, Temporal ANDs them);
+// and the catch-up window is the configured one, not Temporal's year.
+func TestPeriodicScheduleMeansTheCron(t *testing.T) {
+	t.Parallel()
+	e := server.NewEnv(t, testenv.Options{})
+	ctx := e.Context()
+	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": `
+jobs:
+  main: {requires: [~commit], steps: [{x: 'true'}]}
+  weekly:
+    annotations: {screwdriver.cd/buildPeriodically: "H 3 ? * MON"}
+    steps: [{cron: 'echo weekly'}]
+  either:
+    annotations: {screwdriver.cd/buildPeriodically: "H 5 1 * MON"}
+    steps: [{cron: 'echo either'}]
+`})
+	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "crons", Repo: repo.Dir})
+	require.NoError(t, err)
+	var p api.Pipeline
+	e.WaitFor("both periodic jobs to be scheduled", 30*time.Second, func() bool {
+		p, err = e.API.GetPipeline(ctx, "crons")
+		return err == nil && len(p.Periodic) == 2
+	})
+	require.Empty(t, p.ScheduleError)
+
+	next := func(job string) ([]time.Time, time.Duration) {
+		d, err := e.Client.ScheduleClient().GetHandle(ctx, workflows.PeriodicScheduleID("crons", job)).Describe(ctx)
+		require.NoError(t, err, job)
+		require.NotEmpty(t, d.Info.NextActionTimes, job)
+		return d.Info.NextActionTimes, d.Schedule.Policy.CatchupWindow
+	}
+	weekly, catchup := next("weekly")
+	require.Equal(t, e.Config.ScheduleCatchup, catchup)
+	require.Equal(t, 5*time.Minute, catchup, "the documented default")
+	for _, at := range weekly {
+		at = at.UTC()
+		require.Equal(t, time.Monday, at.Weekday(), "weekly fires on Mondays: %s", at)
+		require.Equal(t, 3, at.Hour(), at.String())
+	}
+	either, _ := next("either")
+	sawFirst, sawMonday := false, false
+	for _, at := range either {
+		at = at.UTC()
+		require.True(t, at.Day() == 1 || at.Weekday() == time.Monday, "either fires on the 1st or a Monday: %s", at)
+		require.Equal(t, 5, at.Hour(), at.String())
+		sawFirst = sawFirst || (at.Day() == 1 && at.Weekday() != time.Monday)
+		sawMonday = sawMonday || (at.Weekday() == time.Monday && at.Day() != 1)
+	}
+	require.True(t, sawMonday, "Mondays that are not the 1st fire: %v", either)
+	// Ten fires span ten weeks at most, so a 1st that is no Monday is among them.
+	require.True(t, sawFirst, "a 1st that is no Monday fires: %v", either)
+}
+
 // TestFairness: on a queue with one slot, a pipeline that queues 8 builds
 // does not starve another pipeline that queues 2 after it: the fairness key
 // (the pipeline) interleaves them instead of first-come-first-served.
