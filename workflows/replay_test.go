@@ -12,7 +12,9 @@ import (
 // (internal/e2e TestRecordedHistoriesReplay with SLUICE_RECORD_HISTORIES=1)
 // against the current workflow code. A change that would break workflows
 // already running fails here: version it with workflow.GetVersion, or, if no
-// deployment runs the old code, record the histories again.
+// deployment runs the old code, record the histories again. Files without a
+// prefix come from the first release's code, v2_* from the code after the
+// pull-request lanes and ordering rules; both must keep replaying.
 func TestReplayRecordedHistories(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob(filepath.Join("testdata", "histories", "*.json"))

@@ -28,7 +28,9 @@ import (
 // the current workflow code. With SLUICE_RECORD_HISTORIES=1 it also saves
 // them to workflows/testdata/histories, where TestReplayRecordedHistories
 // replays them on every run: a change to workflow code that breaks running
-// workflows fails there.
+// workflows fails there. Any other value than 1 names a generation: the files
+// get it as a prefix (SLUICE_RECORD_HISTORIES=v3 writes v3_*.json), so the
+// histories of older workflow code stay and keep being replayed.
 func TestRecordedHistoriesReplay(t *testing.T) {
 	t.Parallel()
 	e := server.NewEnv(t, testenv.Options{LocalExecutor: true})
@@ -110,8 +112,13 @@ jobs:
 		require.NoError(t, replayer.ReplayWorkflowHistory(nil, h), "replay %s", id)
 	}
 
-	if os.Getenv("SLUICE_RECORD_HISTORIES") == "" {
+	generation := os.Getenv("SLUICE_RECORD_HISTORIES")
+	if generation == "" {
 		return
+	}
+	prefix := ""
+	if generation != "1" {
+		prefix = generation + "_"
 	}
 	_, file, _, _ := runtime.Caller(0)
 	dir := filepath.Join(filepath.Dir(file), "..", "..", "workflows", "testdata", "histories")
@@ -119,7 +126,7 @@ jobs:
 	for id, h := range histories {
 		data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(h)
 		require.NoError(t, err)
-		name := strings.NewReplacer("/", "_", "@", "_", ":", "_").Replace(id) + ".json"
+		name := prefix + strings.NewReplacer("/", "_", "@", "_", ":", "_").Replace(id) + ".json"
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o644))
 	}
 	t.Logf("recorded %d histories in %s", len(histories), dir)
