@@ -74,7 +74,9 @@ func (ag *Agent) Name() string { return ag.opts.Member.Name }
 
 // Accepting reports whether a build of the queue may start here now. Besides
 // the last heartbeat's answer it asks the registry afresh, so deactivating or
-// draining an executor stops new builds at once.
+// draining an executor stops new builds at once, and a member that the
+// queue's active rule no longer includes hands the build back (the build
+// workflow dispatches it again without counting an attempt).
 func (ag *Agent) Accepting(queueName string) (bool, string) {
 	ag.mu.Lock()
 	qw, state := ag.queues[queueName], ag.state
@@ -89,16 +91,25 @@ func (ag *Agent) Accepting(queueName string) (bool, string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	v, err := ag.opts.Client.QueryWorkflow(ctx, workflows.RegistryID, "", workflows.QueryMember, ag.Name())
+	v, err := ag.opts.Client.QueryWorkflow(ctx, workflows.RegistryID, "", workflows.QueryMemberGrant, ag.Name(), queueName)
 	if err != nil {
 		return true, "" // registry unreachable: trust the last heartbeat
 	}
-	var m queue.Member
-	if err := v.Get(&m); err == nil && m.State != queue.StateActive && m.State != "" {
+	var g workflows.MemberGrant
+	if err := v.Get(&g); err != nil {
+		return true, ""
+	}
+	if m := g.Member; m.State != queue.StateActive && m.State != "" {
 		ag.mu.Lock()
 		ag.state = m.State
 		ag.mu.Unlock()
 		return false, fmt.Sprintf("%s is %s", ag.Name(), m.State)
+	}
+	// The active rule may have changed since the last heartbeat (a member
+	// of a preferred rule became live): a poll that was in flight must not
+	// run the build. The next heartbeat stops the poller.
+	if g.Grant.Allowed == 0 {
+		return false, fmt.Sprintf("%s is not in queue %s's active rule: %s", ag.Name(), queueName, g.Grant.Why)
 	}
 	return true, ""
 }

@@ -64,15 +64,22 @@ func (e encodedValue) Get(ptr any) error {
 	return converter.GetDefaultDataConverter().FromPayloads(e.p, ptr)
 }
 
+// memberAnswer is the registry's answer for a member with one slot on the
+// queue.
 func memberAnswer(t *testing.T, m queue.Member) encodedValue {
 	t.Helper()
-	p, err := converter.GetDefaultDataConverter().ToPayloads(m)
+	return grantAnswer(t, workflows.MemberGrant{Member: m, Grant: workflows.SlotGrant{Allowed: 1}})
+}
+
+func grantAnswer(t *testing.T, g workflows.MemberGrant) encodedValue {
+	t.Helper()
+	p, err := converter.GetDefaultDataConverter().ToPayloads(g)
 	require.NoError(t, err)
 	return encodedValue{p: p}
 }
 
 func onMemberQuery(tc *mocks.Client) *mock.Call {
-	return tc.On("QueryWorkflow", mock.Anything, workflows.RegistryID, "", workflows.QueryMember, "exec-a")
+	return tc.On("QueryWorkflow", mock.Anything, workflows.RegistryID, "", workflows.QueryMemberGrant, "exec-a", "gpu")
 }
 
 // poolOf returns the agent's slot pool for a queue.
@@ -92,6 +99,7 @@ func TestAgentAcceptingReasons(t *testing.T) {
 		view   *workflows.MemberView // applied before asking; nil applies nothing
 		worker int                   // slots of a running worker for gpu; 0: none
 		member *queue.Member         // the registry's answer; nil: no query expected
+		grant  *workflows.SlotGrant  // the registry's grant with member (default: one slot)
 		qerr   error                 // the registry query's error
 		ok     bool
 		why    string
@@ -122,6 +130,11 @@ func TestAgentAcceptingReasons(t *testing.T) {
 			name: "registry says draining", worker: 2, member: &queue.Member{Name: "exec-a", State: queue.StateDraining},
 			ok: false, why: "exec-a is draining",
 		},
+		{
+			name: "the active rule changed since the last heartbeat", worker: 2, member: &queue.Member{Name: "exec-a", State: queue.StateActive},
+			grant: &workflows.SlotGrant{Why: "rule 1 (run-on=controller) is active: 1 live controller"},
+			ok:    false, why: "exec-a is not in queue gpu's active rule: rule 1 (run-on=controller) is active: 1 live controller",
+		},
 		{name: "registry unreachable trusts the last heartbeat", worker: 2, qerr: errors.New("connection refused"), ok: true},
 	}
 	for _, tt := range tests {
@@ -135,6 +148,8 @@ func TestAgentAcceptingReasons(t *testing.T) {
 				require.NoError(t, ag.apply(*tt.view))
 			}
 			switch {
+			case tt.grant != nil:
+				onMemberQuery(tc).Return(grantAnswer(t, workflows.MemberGrant{Member: *tt.member, Grant: *tt.grant}), nil).Once()
 			case tt.member != nil:
 				onMemberQuery(tc).Return(memberAnswer(t, *tt.member), nil).Once()
 			case tt.qerr != nil:

@@ -22,6 +22,11 @@ const (
 	QueryQueues          = "queues"
 	QueryMembers         = "members"
 	QueryMember          = "member"
+	// QueryMemberGrant answers, for a member and a queue, what the last
+	// heartbeat would answer now (no state changes): an executor asks it
+	// before it claims a build, so a poll that was in flight when the queue's
+	// active rule changed does not run a build the rule no longer gives it.
+	QueryMemberGrant = "member-grant"
 )
 
 // PrivilegeManageExecutors lets a user activate, deactivate and drain executors.
@@ -60,6 +65,13 @@ type MemberView struct {
 	State queue.MemberState `json:"state"`
 	// Slots maps each queue the member serves to its allowance.
 	Slots map[string]SlotGrant `json:"slots"`
+}
+
+// MemberGrant is a member's registry entry and its current grant on one
+// queue (QueryMemberGrant).
+type MemberGrant struct {
+	Member queue.Member `json:"member"`
+	Grant  SlotGrant    `json:"grant"`
 }
 
 // SlotGrant is how many builds of a queue a member may run, and the gap
@@ -156,6 +168,25 @@ func RegistryWorkflow(ctx workflow.Context, in RegistryInput) error {
 	}); err != nil {
 		return fmt.Errorf("register member query: %w", err)
 	}
+	if err := workflow.SetQueryHandler(ctx, QueryMemberGrant, func(name, queueName string) (MemberGrant, error) {
+		m, ok := r.st.Members[name]
+		if !ok {
+			return MemberGrant{}, fmt.Errorf("%w: %s", ErrNoSuchMember, name)
+		}
+		out := MemberGrant{Member: *m}
+		q, ok := r.st.Queues[queueName]
+		switch {
+		case !ok:
+			out.Grant.Why = fmt.Sprintf("queue %s does not exist", queueName)
+		case !m.Serves(queueName):
+			out.Grant.Why = fmt.Sprintf("%s does not serve queue %s", name, queueName)
+		default:
+			out.Grant = r.grant(q, m.Name, r.members(), workflow.Now(ctx))
+		}
+		return out, nil
+	}); err != nil {
+		return fmt.Errorf("register member grant query: %w", err)
+	}
 
 	// Everything happens in update handlers; the main coroutine only decides
 	// when to continue as new.
@@ -231,14 +262,19 @@ func (r *registry) heartbeat(ctx workflow.Context, hb Heartbeat) (MemberView, er
 		if !m.Serves(q.Name) {
 			continue
 		}
-		plan := queue.Evaluate(q, members, now, r.liveness)
-		g := SlotGrant{Allowed: plan.Allowed[m.Name], Why: plan.Why}
-		if plan.Active() {
-			g.MinGap = plan.Rule.MinGap
-		}
-		view.Slots[q.Name] = g
+		view.Slots[q.Name] = r.grant(q, m.Name, members, now)
 	}
 	return view, nil
+}
+
+// grant is what member may run of queue q now.
+func (r *registry) grant(q queue.Queue, member string, members []queue.Member, now time.Time) SlotGrant {
+	plan := queue.Evaluate(q, members, now, r.liveness)
+	g := SlotGrant{Allowed: plan.Allowed[member], Why: plan.Why}
+	if plan.Active() {
+		g.MinGap = plan.Rule.MinGap
+	}
+	return g
 }
 
 func running(m *queue.Member) int {

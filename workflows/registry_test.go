@@ -132,6 +132,35 @@ func TestRegistryRuleFallback(t *testing.T) {
 	require.Zero(t, memberView(t, back).Slots["default"].Allowed)
 }
 
+// TestRegistryMemberGrantQuery: between two heartbeats of a member, the
+// grant query already answers with the rule active now, so a controller
+// whose poll was in flight when an executor came back hands its build back.
+func TestRegistryMemberGrantQuery(t *testing.T) {
+	t.Parallel()
+	env, _ := newEnv(t)
+	var alone, back MemberGrant
+	var unknownQueue MemberGrant
+	var noMember error
+	updateAt(env, time.Second, UpdateHeartbeat, controller("ctl-1"))
+	at(env, 2*time.Second, func() {
+		alone = query[MemberGrant](t, env, QueryMemberGrant, "ctl-1", "default")
+		unknownQueue = query[MemberGrant](t, env, QueryMemberGrant, "ctl-1", "nope")
+		_, noMember = env.QueryWorkflow(QueryMemberGrant, "ghost", "default")
+	})
+	// An executor becomes live; the controller has not heartbeated since.
+	updateAt(env, 3*time.Second, UpdateHeartbeat, executor("exec-a", "default"))
+	at(env, 4*time.Second, func() { back = query[MemberGrant](t, env, QueryMemberGrant, "ctl-1", "default") })
+	runRegistry(t, env, RegistryInput{Liveness: 30 * time.Second}, time.Minute)
+
+	require.Equal(t, "ctl-1", alone.Member.Name)
+	require.Equal(t, 1, alone.Grant.Allowed, "the controller runs builds while no executor is live: %s", alone.Grant.Why)
+	require.Zero(t, back.Grant.Allowed, "an executor is live again: the controller's grant is gone before its next heartbeat")
+	require.Contains(t, back.Grant.Why, "exec-a")
+	require.Zero(t, unknownQueue.Grant.Allowed)
+	require.Equal(t, "queue nope does not exist", unknownQueue.Grant.Why)
+	require.ErrorContains(t, noMember, "no such executor: ghost")
+}
+
 func TestRegistryHeartbeatValidation(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
