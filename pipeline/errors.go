@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 )
 
@@ -25,10 +26,20 @@ type Problem struct {
 	Field string `json:"field,omitempty"`
 	// Message is the complete, human readable description.
 	Message string `json:"message"`
+	// Line and Column locate the YAML node the problem is about (1-based;
+	// 0 when the problem is about the file as a whole).
+	Line   int `json:"line,omitempty"`
+	Column int `json:"column,omitempty"`
 }
 
-// String returns the problem's message.
-func (p Problem) String() string { return p.Message }
+// String returns the problem's message, preceded by "LINE:COLUMN: " when the
+// problem has a place in the file.
+func (p Problem) String() string {
+	if p.Line > 0 {
+		return fmt.Sprintf("%d:%d: %s", p.Line, p.Column, p.Message)
+	}
+	return p.Message
+}
 
 // ValidationError reports every problem found in a spec at once.
 type ValidationError struct {
@@ -36,11 +47,11 @@ type ValidationError struct {
 	Problems []Problem `json:"problems"`
 }
 
-// Error joins the problems' messages with newlines.
+// Error joins the problems (each with its line and column) with newlines.
 func (e *ValidationError) Error() string {
 	msgs := make([]string, len(e.Problems))
 	for i, p := range e.Problems {
-		msgs[i] = p.Message
+		msgs[i] = p.String()
 	}
 	return strings.Join(msgs, "\n")
 }

@@ -32,6 +32,11 @@ func ParseWithOptions(data []byte, opts Options) (*Spec, error) {
 		spec = p.build(root)
 	}
 	if len(p.problems) > 0 {
+		for i := range p.problems {
+			if v := locate(root, p.problems[i].Job, p.problems[i].Field); v != nil {
+				p.problems[i].Line, p.problems[i].Column = v.line, v.col
+			}
+		}
 		return nil, &ValidationError{Problems: p.problems}
 	}
 	spec.Warnings = p.warnings
@@ -462,8 +467,12 @@ func (p *parser) jobLike(v *value, name, path string) *rawJob {
 			j.blockedBy = []string{}
 			for bi, b := range list {
 				r, err := ParseRequire(b)
-				if err == nil && r.Kind != RequireJob && r.Kind != RequireRemote {
+				switch {
+				case err == nil && r.Kind != RequireJob && r.Kind != RequireRemote:
 					err = fmt.Errorf("%q is not a job (~job) or a remote job (~sd@pipeline:job)", b)
+				case err == nil && !r.OR:
+					// Screwdriver's parser accepts only ~job and ~sd@pipeline:job.
+					err = fmt.Errorf("%q must start with ~ (write ~%s), as Screwdriver requires", b, b)
 				}
 				if err != nil {
 					p.add(jobRef, fmt.Sprintf("blockedBy[%d]", bi), "\"%s[%d]\": %v", field, bi, err)

@@ -98,6 +98,9 @@ func TestParseProblems(t *testing.T) {
 		{name: "long job name", yaml: fmt.Sprintf("jobs: {%s: {image: a, steps: [x]}}", strings.Repeat("j", 101)), wants: []string{"name cannot be longer than 100 characters"}},
 		{name: "bad requires syntax", yaml: "jobs: {main: {image: a, steps: [x], requires: [\"~commit:\", \"a b\"]}}", wants: []string{`"jobs.main.requires[0]"`, `"jobs.main.requires[1]": "a b" is not a job`}},
 		{name: "bad trigger regex", yaml: "jobs: {main: {image: a, steps: [x], requires: [\"~commit:/(/\"]}}", wants: []string{`"jobs.main.requires[0]": invalid regular expression /(/`}},
+		{name: "requires a misspelt job", yaml: "jobs: {build: {image: a, steps: [x]}, test: {image: a, steps: [x], requires: [~commit, biuld]}}", wants: []string{"test job has invalid requires: biuld. Cannot find job biuld in jobs. Did you mean build?"}},
+		{name: "bare blockedBy job", yaml: "jobs: {main: {image: a, steps: [x], blockedBy: [other]}, other: {image: a, steps: [x]}}", wants: []string{`"jobs.main.blockedBy[0]": "other" must start with ~ (write ~other), as Screwdriver requires`}},
+		{name: "bare blockedBy remote", yaml: "jobs: {main: {image: a, steps: [x], blockedBy: [sd@p:j]}}", wants: []string{`"jobs.main.blockedBy[0]": "sd@p:j" must start with ~`}},
 		{name: "bad blockedBy", yaml: "jobs: {main: {image: a, steps: [x], blockedBy: [~commit]}}", wants: []string{`"jobs.main.blockedBy[0]": "~commit" is not a job`}},
 		{name: "self cycle", yaml: "jobs: {main: {image: a, steps: [x], requires: [main]}}", wants: []string{"Jobs: should not have circular dependency in jobs (main -> main)"}},
 		{name: "or cycle", yaml: "jobs: {a: {image: a, steps: [x], requires: [~b]}, b: {image: a, steps: [x], requires: [~a]}}", wants: []string{"Jobs: should not have circular dependency in jobs (a -> b -> a)"}},
@@ -113,7 +116,7 @@ func TestParseProblems(t *testing.T) {
 		{name: "stage without jobs", yaml: "jobs: {a: {image: a, steps: [x]}}\nstages: {s: {description: x}}", wants: []string{`"stages.s.jobs" is required`}},
 		{name: "scm url", yaml: "subscribe: {scmUrls: [nope]}\njobs: {a: {image: a, steps: [x]}}", wants: []string{`"subscribe.scmUrls[0]" with value "nope" fails to match the required pattern`}},
 		{name: "multi-error order: env then combined", yaml: "jobs: {a: {image: a, steps: [x], environment: {" + envVars(101) + "}}}", wants: []string{
-			"Job \"a\": \"environment\" can only have 100 environment variables defined\nJob \"a\": \"environment\" and \"matrix\" can only have a combined  maxiumum of 100 environment variables defined (currently 101)",
+			"1:47: Job \"a\": \"environment\" can only have 100 environment variables defined\n1:47: Job \"a\": \"environment\" and \"matrix\" can only have a combined  maxiumum of 100 environment variables defined (currently 101)",
 		}},
 		{name: "alias bomb", yaml: aliasBomb(), wants: []string{"cannot parse YAML"}},
 	}
@@ -160,14 +163,14 @@ func TestParseWarnings(t *testing.T) {
 jobs:
 	main:
 		requires: [~commit]
-		blockedBy: [~ghost, ~sd@other:deploy, main]
+		blockedBy: [~ghost, ~sd@other:deploy, ~main, ~sd@other:stage@ship:teardown]
 		order: [a]
 `)
 	require.Equal(t, []string{
 		`"order" in main job cannot be used without "template"`,
 		`Job "main": "blockedBy" names job "ghost", which does not exist; it can never block`,
 	}, spec.Warnings)
-	require.Equal(t, []string{"~ghost", "~sd@other:deploy", "main"}, spec.Jobs["main"].BlockedBy)
+	require.Equal(t, []string{"~ghost", "~sd@other:deploy", "~main", "~sd@other:stage@ship:teardown"}, spec.Jobs["main"].BlockedBy)
 }
 
 func TestSteps(t *testing.T) {
@@ -382,6 +385,8 @@ func TestParseRequire(t *testing.T) {
 		{in: "~release:/", want: Require{Raw: "~release:/", Kind: RequireEvent, OR: true, Event: EventRelease, Branch: "/"}},
 		{in: "~sd@123:publish", want: Require{Raw: "~sd@123:publish", Kind: RequireRemote, OR: true, Pipeline: "123", Job: "publish"}},
 		{in: "sd@org/repo.main:build", want: Require{Raw: "sd@org/repo.main:build", Kind: RequireRemote, Pipeline: "org/repo.main", Job: "build"}},
+		{in: "~sd@p:stage@ship:setup", want: Require{Raw: "~sd@p:stage@ship:setup", Kind: RequireRemote, OR: true, Pipeline: "p", Job: "stage@ship:setup"}},
+		{in: "sd@p:stage@ship:teardown", want: Require{Raw: "sd@p:stage@ship:teardown", Kind: RequireRemote, Pipeline: "p", Job: "stage@ship:teardown"}},
 		{in: "~sd@org/repo:main:build", want: Require{Raw: "~sd@org/repo:main:build", Kind: RequireRemote, OR: true, Pipeline: "org/repo:main", Job: "build"}},
 		{in: "stage@canary", want: Require{Raw: "stage@canary", Kind: RequireStage, Stage: "canary"}},
 		{in: "~stage@canary:setup", want: Require{Raw: "~stage@canary:setup", Kind: RequireStage, OR: true, Stage: "canary", StagePhase: "setup"}},
@@ -405,4 +410,51 @@ func TestParseRequire(t *testing.T) {
 			require.Equal(t, tt.want, got)
 		})
 	}
+}
+
+// TestProblemLocations: every problem names the line and column of the YAML
+// node it is about, through aliases, dotted annotation keys, list items,
+// stages and shared; a far-off name gets no suggestion.
+func TestProblemLocations(t *testing.T) {
+	t.Parallel()
+	src := `shared:
+  image: 3
+stages:
+  ship:
+    jobs: [deploy]
+    requires: [~sd@x:y, tset]
+jobs:
+  build:
+    image: a
+    steps: [make]
+  test:
+    image: a
+    requires: [~commit, biuld]
+    steps: [go test]
+    annotations:
+      screwdriver.cd/buildPeriodically: nope
+  deploy:
+    image: a
+    steps: [x]
+    requires: [ghostly]
+`
+	_, err := Parse([]byte(src))
+	var verr *ValidationError
+	require.ErrorAs(t, err, &verr)
+	got := map[string][2]int{}
+	for _, p := range verr.Problems {
+		got[p.Message] = [2]int{p.Line, p.Column}
+	}
+	want := map[string][2]int{
+		`"shared.image" must be a string`: {2, 10},
+		`test job has invalid requires: biuld. Cannot find job biuld in jobs. Did you mean build?`:                                      {13, 25},
+		`Job "test": annotation "screwdriver.cd/buildPeriodically" is not a valid cron expression: nope does not have exactly 5 fields`: {16, 41},
+		`ship stage has invalid requires: tset. Cannot find job tset in jobs. Did you mean test?`:                                       {6, 25},
+		`deploy job has invalid requires: ghostly. Cannot find job ghostly in jobs.`:                                                    {20, 16},
+	}
+	for msg, at := range want {
+		require.Contains(t, got, msg, "problems: %v", verr.Problems)
+		require.Equal(t, at, got[msg], msg)
+	}
+	require.Contains(t, err.Error(), "13:25: test job has invalid requires: biuld.")
 }

@@ -61,9 +61,11 @@ type Require struct {
 var (
 	reJobName      = regexp.MustCompile(`^[\w-]+$`)
 	reEventTrigger = regexp.MustCompile(`^~(commit|pr|pr-closed|release|tag)(?::(.+))?$`)
-	reRemote       = regexp.MustCompile(`^(~?)sd@([^\s~@]+):([\w-]+)$`)
-	reStage        = regexp.MustCompile(`^(~?)stage@([\w-]+)(?::(setup|teardown))?$`)
-	reLocalJob     = regexp.MustCompile(`^(~?)([\w-]+)$`)
+	// reRemote's job may be a stage's setup or teardown job of the other
+	// pipeline (~sd@pipeline:stage@name:setup), as Screwdriver allows.
+	reRemote   = regexp.MustCompile(`^(~?)sd@([^\s~@]+):([\w-]+|stage@[\w-]+:(?:setup|teardown))$`)
+	reStage    = regexp.MustCompile(`^(~?)stage@([\w-]+)(?::(setup|teardown))?$`)
+	reLocalJob = regexp.MustCompile(`^(~?)([\w-]+)$`)
 )
 
 // ParseRequire parses one requires entry:

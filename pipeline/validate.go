@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -62,21 +63,25 @@ func (p *parser) checkStages(spec *Spec, stages []*stageDef) {
 	}
 }
 
-// checkRequires rejects requires that can never fire: a job or stage that does not exist.
+// checkRequires rejects requires that can never fire: a job or stage that
+// does not exist (with the closest existing name as a suggestion).
 func (p *parser) checkRequires(spec *Spec, stages []*stageDef) {
-	check := func(owner, kind, r string) {
+	jobNames := slices.Collect(maps.Keys(spec.Jobs))
+	stageNames := slices.Collect(maps.Keys(spec.Stages))
+	check := func(owner, kind string, i int, r string) {
 		req, err := ParseRequire(r)
 		if err != nil {
 			return // reported when the requires was parsed
 		}
+		field := fmt.Sprintf("requires[%d]", i)
 		switch req.Kind {
 		case RequireJob:
 			if _, ok := spec.Jobs[req.Job]; !ok {
-				p.add(owner, "requires", "%s %s has invalid requires: %s. Cannot find job %s in jobs.", owner, kind, r, req.Job)
+				p.add(owner, field, "%s %s has invalid requires: %s. Cannot find job %s in jobs.%s", owner, kind, r, req.Job, didYouMean(req.Job, jobNames))
 			}
 		case RequireStage:
 			if _, ok := spec.Stages[req.Stage]; !ok {
-				p.add(owner, "requires", "%s %s has invalid requires: %s. Cannot find stage %s in stages.", owner, kind, r, req.Stage)
+				p.add(owner, field, "%s %s has invalid requires: %s. Cannot find stage %s in stages.%s", owner, kind, r, req.Stage, didYouMean(req.Stage, stageNames))
 			}
 		}
 	}
@@ -85,15 +90,69 @@ func (p *parser) checkRequires(spec *Spec, stages []*stageDef) {
 		if job.Stage != "" && name == StageJobName(job.Stage, "setup") {
 			continue // a setup job's requires are its stage's, checked below
 		}
-		for _, r := range job.Requires {
-			check(name, "job", r)
+		for i, r := range job.Requires {
+			check(name, "job", i, r)
 		}
 	}
 	for _, s := range stages {
-		for _, r := range s.requires {
-			check(s.name, "stage", r)
+		for i, r := range s.requires {
+			check(s.name, "stage", i, r)
 		}
 	}
+}
+
+// didYouMean suggests the name closest to want (" Did you mean build?"),
+// or "" when none is close: at most a third of want's letters differ.
+func didYouMean(want string, names []string) string {
+	best, bestD := "", 0
+	for _, n := range names {
+		d := editDistance(want, n)
+		if d == 0 {
+			continue
+		}
+		if best == "" || d < bestD || d == bestD && n < best {
+			best, bestD = n, d
+		}
+	}
+	if best == "" || bestD > max(1, len([]rune(want))/3) {
+		return ""
+	}
+	return " Did you mean " + best + "?"
+}
+
+// sentence ends the text before a suggestion with a period.
+func sentence(suggestion string) string {
+	if suggestion == "" {
+		return ""
+	}
+	return "." + suggestion
+}
+
+// editDistance is the optimal string alignment distance between a and b:
+// insertions, deletions, substitutions and swaps of neighbours cost one.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	d := make([][]int, len(ra)+1)
+	for i := range d {
+		d[i] = make([]int, len(rb)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(ra)][len(rb)]
 }
 
 // checkBlockedBy warns about blockedBy entries naming jobs that do not exist.
@@ -105,7 +164,7 @@ func (p *parser) checkBlockedBy(spec *Spec) {
 				continue
 			}
 			if _, ok := spec.Jobs[req.Job]; !ok {
-				p.warn("Job %q: \"blockedBy\" names job %q, which does not exist; it can never block", name, req.Job)
+				p.warn("Job %q: \"blockedBy\" names job %q, which does not exist; it can never block%s", name, req.Job, sentence(didYouMean(req.Job, slices.Collect(maps.Keys(spec.Jobs)))))
 			}
 		}
 	}

@@ -54,6 +54,8 @@ type value struct {
 	items []*value
 	keys  []string
 	vals  []*value
+	// line and col are where the value is written (1-based; 0 when unknown).
+	line, col int
 }
 
 // get returns the value of key in a mapping.
@@ -104,6 +106,15 @@ type converter struct {
 }
 
 func (c *converter) convert(n *yaml.Node, depth int) (*value, error) {
+	v, err := c.convertNode(n, depth)
+	if v != nil && n.Kind != yaml.DocumentNode {
+		// An alias is placed where it is used, not where its anchor is.
+		v.line, v.col = n.Line, n.Column
+	}
+	return v, err
+}
+
+func (c *converter) convertNode(n *yaml.Node, depth int) (*value, error) {
 	c.budget--
 	if c.budget < 0 || depth > maxValueDepth {
 		return nil, errTooComplex
