@@ -30,6 +30,19 @@ func NewClient(baseURL string) *Client {
 	return &Client{BaseURL: strings.TrimRight(baseURL, "/"), HTTP: &http.Client{Timeout: 60 * time.Second}}
 }
 
+// UnreachableError is an API that did not answer at all (connection
+// refused, DNS, timeout); the CLI exits with its own code for it.
+type UnreachableError struct {
+	URL string
+	Err error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("sluice API at %s: %v (is `sluice dev` or `sluice api` running? set SLUICE_API_URL)", e.URL, e.Err)
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
 // Error is an error the API answered with: the HTTP status and the
 // message of its ErrorBody (or the method, path and status when it had none).
 type Error struct {
@@ -66,7 +79,7 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return fmt.Errorf("sluice API at %s: %w (is `sluice dev` or `sluice api` running? set SLUICE_API_URL)", c.BaseURL, err)
+		return &UnreachableError{URL: c.BaseURL, Err: err}
 	}
 	defer func() { _ = resp.Body.Close() }()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))

@@ -265,9 +265,9 @@ func (c *Config) Workspaces() string {
 
 // Field describes one configuration variable for help texts and docs.
 type Field struct {
-	Env     string
-	Default string
-	Desc    string
+	Env     string `json:"variable"`
+	Default string `json:"default,omitempty"`
+	Desc    string `json:"description"`
 }
 
 // Fields lists every variable in declaration order.
@@ -281,6 +281,44 @@ func Fields() []Field {
 			continue
 		}
 		out = append(out, Field{Env: name, Default: f.Tag.Get("envDefault"), Desc: f.Tag.Get("desc")})
+	}
+	return out
+}
+
+// Setting is one variable's effective value (`sluice config`).
+type Setting struct {
+	Variable    string `json:"variable"`
+	Value       string `json:"value"`
+	Default     string `json:"default,omitempty"`
+	Source      string `json:"source"` // "env" or "default"
+	Secret      bool   `json:"secret,omitempty"`
+	Description string `json:"description"`
+}
+
+// Redacted stands for a secret's value in Effective.
+const Redacted = "<redacted>"
+
+// Effective lists every variable's value as getenv (flags first, then the
+// environment) sets it, or its default; secrets (TEMPORAL_API_KEY,
+// SLUICE_TOKEN, webhook secrets) show as Redacted when set.
+func Effective(getenv func(string) string) []Setting {
+	t := reflect.TypeFor[Config]()
+	out := make([]Setting, 0, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name := f.Tag.Get("env")
+		if name == "" {
+			continue
+		}
+		s := Setting{Variable: name, Default: f.Tag.Get("envDefault"), Source: "default", Secret: f.Tag.Get("json") == "-", Description: f.Tag.Get("desc")}
+		s.Value = s.Default
+		if v := getenv(name); v != "" {
+			s.Value, s.Source = v, "env"
+		}
+		if s.Secret && s.Value != "" {
+			s.Value = Redacted
+		}
+		out = append(out, s)
 	}
 	return out
 }

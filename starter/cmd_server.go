@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -370,16 +372,42 @@ func orDisabled(s string) string {
 }
 
 func (a *app) configCmd() *cobra.Command {
-	return &cobra.Command{
+	var defaults bool
+	cmd := &cobra.Command{
 		Use:   "config",
-		Short: "Print every configuration variable with its default (markdown)",
-		Args:  cobra.NoArgs,
+		Short: "Print the effective configuration and check it (--defaults: the README's table)",
+		Long: `Print every configuration variable with its effective value (from the
+environment, else its default; secrets are redacted) and check them all,
+exiting 1 when any is invalid. --defaults prints the table of variables and
+defaults as markdown instead.`,
+		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			if a.output == "json" {
-				return a.print(config.Fields(), nil)
+			if defaults {
+				if a.output == "json" {
+					return a.print(config.Fields(), nil)
+				}
+				_, err := fmt.Fprint(a.stdout, strings.TrimRight(config.Markdown(), "\n")+"\n")
+				return err
 			}
-			_, err := fmt.Fprint(a.stdout, strings.TrimRight(config.Markdown(), "\n")+"\n")
+			settings := config.Effective(a.env)
+			if err := a.print(settings, func(w io.Writer) error {
+				tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+				_, _ = fmt.Fprintln(tw, "VARIABLE\tVALUE\tSOURCE")
+				for _, s := range settings {
+					v := s.Value
+					if v == "" {
+						v = "-"
+					}
+					_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Variable, v, s.Source)
+				}
+				return tw.Flush()
+			}); err != nil {
+				return err
+			}
+			_, err := a.config()
 			return err
 		},
 	}
+	cmd.Flags().BoolVar(&defaults, "defaults", false, "print the variables with their defaults and meaning (markdown), not the effective values")
+	return cmd
 }

@@ -27,7 +27,7 @@ func (a *app) addClientCommands(root *cobra.Command) {
 jobs. validate and graph work on local files; the other subcommands talk to the
 sluice API.`,
 	}
-	pipelineCmd.AddCommand(newPipelineValidateCmd(), newPipelineGraphCmd())
+	pipelineCmd.AddCommand(a.pipelineValidateCmd(), a.pipelineGraphCmd())
 	pipelineCmd.AddCommand(a.pipelineCommands()...)
 	root.AddCommand(pipelineCmd, a.eventCmd(), a.buildCmd(), a.queueCmd(), a.executorCmd(), a.scheduleCmd())
 }
@@ -125,7 +125,7 @@ func (a *app) done(v any, format string, args ...any) error {
 // interrupted is returned when Ctrl-C stops a command that waits; the
 // server-side work goes on.
 func interrupted(what string) error {
-	return &exitError{code: 130, err: errors.New(what)}
+	return &exitError{code: exitInterrupted, err: errors.New(what)}
 }
 
 // limitFlag checks a --limit value.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-ci/sluice/api"
 	"github.com/sluice-ci/sluice/config"
+	"github.com/sluice-ci/sluice/workers"
 )
 
 // app is what every command shares: the environment, the output streams and
@@ -43,12 +44,43 @@ type exitError struct {
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
+// Exit codes, documented in `sluice --help`.
+const (
+	exitFailed      = 1   // what was asked for failed: an event ended FAILURE, a spec is invalid
+	exitUsage       = 2   // the command line is wrong: unknown command or flag, bad arguments
+	exitUnreachable = 3   // the sluice API or Temporal could not be reached
+	exitInterrupted = 130 // interrupted (Ctrl-C)
+)
+
+const exitCodesHelp = `Exit codes:
+  0    success
+  1    what was asked for failed (an event ended FAILURE, a spec is invalid)
+  2    usage error (unknown command or flag, bad arguments)
+  3    the sluice API or Temporal could not be reached
+  130  interrupted (Ctrl-C); work already started on the server goes on`
+
 func exitCode(err error) int {
 	var ee *exitError
-	if errors.As(err, &ee) {
+	var unreachable *api.UnreachableError
+	var dial *workers.DialError
+	switch {
+	case errors.As(err, &ee):
 		return ee.code
+	case errors.Is(err, context.Canceled):
+		return exitInterrupted
+	case errors.As(err, &unreachable), errors.As(err, &dial):
+		return exitUnreachable
 	}
-	return 1
+	return exitFailed
+}
+
+// usageError marks a mistake in the command line (exit code 2).
+func usageError(err error) error {
+	var ee *exitError
+	if err == nil || errors.As(err, &ee) {
+		return err
+	}
+	return &exitError{code: exitUsage, err: err}
 }
 
 // run builds the command tree and executes it with args.
@@ -62,7 +94,36 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if errors.Is(err, errSilent) {
 		return &exitError{code: exitCode(err), err: errors.New("failed")}
 	}
+	if err != nil && strings.HasPrefix(err.Error(), "unknown command ") {
+		return usageError(err) // cobra's own, for the root command
+	}
 	return err
+}
+
+// strictTree makes every command's usage mistakes exit 2, and a command
+// that only groups subcommands refuse an unknown one (with suggestions)
+// instead of printing its help and exiting 0.
+func strictTree(cmd *cobra.Command) {
+	if orig := cmd.Args; orig != nil {
+		cmd.Args = func(c *cobra.Command, args []string) error { return usageError(orig(c, args)) }
+	}
+	cmd.SuggestionsMinimumDistance = 2
+	if cmd.HasSubCommands() && cmd.Run == nil && cmd.RunE == nil && cmd.HasParent() {
+		cmd.Args = func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return nil
+			}
+			msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+			if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += "; did you mean " + strings.Join(s, " or ") + "?"
+			}
+			return usageError(fmt.Errorf("%s (see '%s --help')", msg, c.CommandPath()))
+		}
+		cmd.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+	}
+	for _, sub := range cmd.Commands() {
+		strictTree(sub)
+	}
 }
 
 func (a *app) rootCmd() *cobra.Command {
@@ -74,7 +135,9 @@ queues until an executor with a free slot takes them; nothing is dropped when
 executors are offline or full.
 
 Start everything on this machine with 'sluice dev', then use the other
-commands against its API (SLUICE_API_URL, default http://localhost:8080).`,
+commands against its API (SLUICE_API_URL, default http://localhost:8080).
+
+`+exitCodesHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -82,12 +145,16 @@ commands against its API (SLUICE_API_URL, default http://localhost:8080).`,
 	root.PersistentFlags().StringVar(&a.apiURL, "api-url", "", "sluice API base URL (env SLUICE_API_URL, default http://localhost:8080)")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
 		if a.output != "text" && a.output != "json" {
-			return fmt.Errorf("--output %q: want text or json", a.output)
+			return usageError(fmt.Errorf("--output %q: want text or json", a.output))
 		}
 		return nil
 	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError(fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
+	})
 	root.AddCommand(a.devCmd(), a.workerCmd(), a.apiCmd(), a.temporalCmd(), a.configCmd())
 	a.addClientCommands(root)
+	strictTree(root)
 	return root
 }
 

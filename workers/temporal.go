@@ -57,10 +57,23 @@ func Dial(ctx context.Context, cfg *config.Config, address string, logger *slog.
 	defer cancel()
 	c, err := client.DialContext(dialCtx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("connect to Temporal at %s (namespace %s): %w", address, cfg.TemporalNamespace, err)
+		return nil, &DialError{Address: address, Namespace: cfg.TemporalNamespace, Err: err}
 	}
 	return c, nil
 }
+
+// DialError is a Temporal frontend that could not be reached (the CLI exits
+// with its own code for it).
+type DialError struct {
+	Address, Namespace string
+	Err                error
+}
+
+func (e *DialError) Error() string {
+	return fmt.Sprintf("connect to Temporal at %s (namespace %s): %v", e.Address, e.Namespace, e.Err)
+}
+
+func (e *DialError) Unwrap() error { return e.Err }
 
 // RegisterSearchAttributes adds sluice's custom search attributes to the
 // namespace where they are missing. It is idempotent.

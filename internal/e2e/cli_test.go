@@ -78,6 +78,80 @@ func TestCLIBadInput(t *testing.T) {
 	}
 }
 
+// TestCLIExitCodes: 2 for usage mistakes (a mistyped subcommand gets a
+// suggestion instead of help and 0), 3 when the API cannot be reached, 1
+// when what was asked failed (an invalid spec, an invalid configuration);
+// --help documents them.
+func TestCLIExitCodes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("jobs:\n  build:\n    image: a\n    steps: [make]\n  test:\n    image: a\n    requires: [~commit, biuld]\n    steps: [x]\n"), 0o644))
+	unreachable := []string{"SLUICE_API_URL=http://127.0.0.1:1"}
+	cases := []struct {
+		name string
+		env  []string
+		args []string
+		code int
+		want string
+	}{
+		{name: "mistyped subcommand", args: []string{"queue", "stauts", "x"}, code: 2, want: `unknown command "stauts" for "sluice queue"; did you mean status?`},
+		{name: "mistyped command", args: []string{"pipline", "list"}, code: 2, want: `unknown command "pipline"`},
+		{name: "unknown flag", args: []string{"queue", "list", "--bogus"}, code: 2, want: "unknown flag: --bogus"},
+		{name: "missing argument", args: []string{"event", "show"}, code: 2, want: "missing EVENT"},
+		{name: "bad output", args: []string{"queue", "list", "-o", "yaml"}, code: 2, want: `--output "yaml"`},
+		{name: "API unreachable", env: unreachable, args: []string{"queue", "list"}, code: 3, want: "is `sluice dev` or `sluice api` running?"},
+		{name: "invalid spec", args: []string{"pipeline", "validate", bad}, code: 1, want: bad + ":7:25: error: test job has invalid requires: biuld. Cannot find job biuld in jobs. Did you mean build?"},
+		{name: "invalid config", env: []string{"SLUICE_BUILD_MAX_ATTEMPTS=0"}, args: []string{"config"}, code: 1, want: "SLUICE_BUILD_MAX_ATTEMPTS: must be 1-100"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, stderr, code := sluice(t, tc.env, tc.args...)
+			require.Equal(t, tc.code, code, stderr)
+			require.Contains(t, stderr, tc.want)
+		})
+	}
+
+	out, _, code := sluice(t, nil, "--help")
+	require.Zero(t, code)
+	require.Contains(t, out, "Exit codes:")
+	require.Contains(t, out, "3    the sluice API or Temporal could not be reached")
+	out, _, code = sluice(t, nil, "queue")
+	require.Zero(t, code, "a command group without arguments shows its help")
+	require.Contains(t, out, "Available Commands")
+
+	// -o json: the problems as an array of {file, line, column, job, field, message}.
+	out, _, code = sluice(t, nil, "pipeline", "validate", "-o", "json", bad)
+	require.Equal(t, 1, code)
+	var problems []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &problems), out)
+	require.Len(t, problems, 1)
+	require.Equal(t, map[string]any{
+		"file": bad, "line": 7.0, "column": 25.0, "job": "test", "field": "requires[1]", "severity": "error",
+		"message": "test job has invalid requires: biuld. Cannot find job biuld in jobs. Did you mean build?",
+	}, problems[0])
+	out, _, code = sluice(t, nil, "pipeline", "graph", "-o", "json", bad)
+	require.Equal(t, 1, code)
+	require.NoError(t, json.Unmarshal([]byte(out), &problems), out)
+	require.Equal(t, "requires[1]", problems[0]["field"])
+
+	// sluice config: effective values, secrets redacted, snake_case JSON.
+	out, _, code = sluice(t, []string{"SLUICE_TOKEN=s3cret", "SLUICE_BUILD_MAX_ATTEMPTS=5"}, "config", "-o", "json")
+	require.Zero(t, code)
+	require.NotContains(t, out, "s3cret")
+	var settings []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &settings))
+	byName := map[string]map[string]any{}
+	for _, s := range settings {
+		byName[s["variable"].(string)] = s
+	}
+	require.Equal(t, "<redacted>", byName["SLUICE_TOKEN"]["value"])
+	require.Equal(t, "5", byName["SLUICE_BUILD_MAX_ATTEMPTS"]["value"])
+	require.Equal(t, "env", byName["SLUICE_BUILD_MAX_ATTEMPTS"]["source"])
+	require.Equal(t, "default", byName["SLUICE_LOG_LEVEL"]["source"])
+}
+
 // TestCLIPipelineSpec: validate prints ok or every error and exits non-zero
 // for an invalid file; graph prints Screwdriver's workflowGraph; the dot
 // output renders with Graphviz.
