@@ -486,6 +486,14 @@ func (s *Service) GetEvent(ctx context.Context, ref workflows.EventRef) (Event, 
 		}
 		return builds[i].ID < builds[j].ID
 	})
+	// Waiting builds get the same detailed reason as `build show`.
+	ptrs := make([]*Build, len(builds))
+	for i := range builds {
+		ptrs[i] = &builds[i]
+	}
+	if err := s.liveReasons(ctx, ptrs); err != nil {
+		s.Logger.DebugContext(ctx, "live_reason_failed", "event", ref.String(), "error", err)
+	}
 	return Event{
 		ID: ref.String(), Pipeline: ref.Pipeline, Number: ref.Number, SHA: st.SHA, Status: st.Status, Reason: st.Reason,
 		Trigger: st.Trigger, StartFrom: st.StartFrom, StartJobs: st.StartJobs, Rerun: st.Rerun, Parent: st.Parent,

@@ -268,6 +268,10 @@ jobs:
 		return err == nil && queued.Status == workflows.StatusQueued && !queued.QueuedTime.IsZero()
 	})
 	require.Contains(t, queued.Reason, "no live member")
+	// event show gives the waiting build the same detailed reason.
+	shown, err := e.API.GetEvent(ctx, ev.ID)
+	require.NoError(t, err)
+	require.Contains(t, buildOf(t, shown, "queued").Reason, "no live member")
 	require.NoError(t, e.API.CancelBuild(ctx, queuedID))
 
 	var pid int
