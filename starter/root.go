@@ -94,8 +94,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if errors.Is(err, errSilent) {
 		return &exitError{code: exitCode(err), err: errors.New("failed")}
 	}
-	if err != nil && strings.HasPrefix(err.Error(), "unknown command ") {
+	switch {
+	case err == nil:
+	case strings.HasPrefix(err.Error(), "unknown command "):
 		return usageError(err) // cobra's own, for the root command
+	case strings.HasPrefix(err.Error(), "--"):
+		// Every check of a flag's value names the flag first ("--attempt 0:
+		// want 1 or more"): a usage mistake.
+		return usageError(err)
 	}
 	return err
 }

@@ -100,6 +100,7 @@ func TestCLIExitCodes(t *testing.T) {
 		{name: "unknown flag", args: []string{"queue", "list", "--bogus"}, code: 2, want: "unknown flag: --bogus"},
 		{name: "missing argument", args: []string{"event", "show"}, code: 2, want: "missing EVENT"},
 		{name: "bad output", args: []string{"queue", "list", "-o", "yaml"}, code: 2, want: `--output "yaml"`},
+		{name: "bad flag value", args: []string{"build", "logs", "p/j/1", "--attempt", "0"}, code: 2, want: "--attempt 0: want 1 or more"},
 		{name: "API unreachable", env: unreachable, args: []string{"queue", "list"}, code: 3, want: "is `sluice dev` or `sluice api` running?"},
 		{name: "invalid spec", args: []string{"pipeline", "validate", bad}, code: 1, want: bad + ":7:25: error: test job has invalid requires: biuld. Cannot find job biuld in jobs. Did you mean build?"},
 		{name: "invalid config", env: []string{"SLUICE_BUILD_MAX_ATTEMPTS=0"}, args: []string{"config"}, code: 1, want: "SLUICE_BUILD_MAX_ATTEMPTS: must be 1-100"},
