@@ -60,6 +60,7 @@ const validSpec = `jobs:
     steps:
       - test: echo hello
   deploy:
+    image: alpine
     requires: [main]
     steps:
       - ship: echo ship

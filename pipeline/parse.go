@@ -1054,6 +1054,11 @@ func (p *parser) permutations(j *rawJob, commands []Command) []Permutation {
 		combos = next
 	}
 	secrets := j.secrets
+	if j.image == "" {
+		// Screwdriver requires an image; sluice's executors run the job in it
+		// (or say that the host runtime does not).
+		p.add(j.name, "image", "\"jobs.%s.image\" is required (set it in the job or in \"shared\"), as Screwdriver requires", j.name)
+	}
 	reported := map[string]bool{}
 	out := make([]Permutation, 0, len(combos))
 	for _, c := range combos {

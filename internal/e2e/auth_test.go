@@ -52,8 +52,8 @@ tokens:
 	e.StartExecutor(testenv.ExecutorOptions{Name: "exec-1", Queues: []string{"default", "prod"}, Env: []string{"SLUICE_TOKEN=" + execToken}})
 	e.WaitExecutorLive("exec-1")
 
-	app := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": "jobs:\n  main:\n    requires: [~commit]\n    steps: [{run: 'echo built by the executor'}]\n"})
-	rel := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": "jobs:\n  ship:\n    requires: [~commit]\n    steps: [{run: 'echo shipped'}]\n    annotations: {screwdriver.cd/executor: prod}\n"})
+	app := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": "shared: {image: alpine}\njobs:\n  main:\n    requires: [~commit]\n    steps: [{run: 'echo built by the executor'}]\n"})
+	rel := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": "shared: {image: alpine}\njobs:\n  ship:\n    requires: [~commit]\n    steps: [{run: 'echo shipped'}]\n    annotations: {screwdriver.cd/executor: prod}\n"})
 	_, err = dana.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "app", Repo: app.Dir})
 	require.NoError(t, err)
 	_, err = e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "release", Repo: rel.Dir})

@@ -175,7 +175,7 @@ jobs:
   downstream: {requires: [~sd@other:publish], steps: [x]}
 `), 0o644))
 	bad := filepath.Join(dir, "bad.yaml")
-	require.NoError(t, os.WriteFile(bad, []byte("jobs:\n  main:\n    requires: [nothere]\n    steps: [{sd-x: y}]\n"), 0o644))
+	require.NoError(t, os.WriteFile(bad, []byte("shared: {image: alpine}\njobs:\n  main:\n    requires: [nothere]\n    steps: [{sd-x: y}]\n"), 0o644))
 
 	out, _, code := sluice(t, nil, "pipeline", "validate", good)
 	require.Zero(t, code)

@@ -153,6 +153,7 @@ func TestDevRestartSurvival(t *testing.T) {
 
 	rec := filepath.Join(dir, "records")
 	spec := fmt.Sprintf(`
+shared: {image: alpine}
 jobs:
   first:
     requires: [~commit]

@@ -34,6 +34,7 @@ func TestTriggersAndJoins(t *testing.T) {
 			c = record(rec, "sleep 1") + "; exit 3"
 		}
 		return fmt.Sprintf(`
+shared: {image: alpine}
 jobs:
   A:
     requires: [~commit]
@@ -102,6 +103,7 @@ func TestCollapse(t *testing.T) {
 	ctx := e.Context()
 	rec := recordsFile(t)
 	spec := fmt.Sprintf(`
+shared: {image: alpine}
 jobs:
   A:
     requires: [~commit]
@@ -190,6 +192,7 @@ func TestFreezeWindow(t *testing.T) {
 	window := fmt.Sprintf("%d %d * * ?", now.Minute(), now.Hour())
 	end := now.Truncate(time.Minute).Add(time.Minute)
 	spec := fmt.Sprintf(`
+shared: {image: alpine}
 jobs:
   deploy:
     requires: [~commit]
@@ -242,6 +245,7 @@ func TestCancel(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	marker := filepath.Join(t.TempDir(), "queued-ran")
 	spec := fmt.Sprintf(`
+shared: {image: alpine}
 jobs:
   queued:
     requires: [~commit]

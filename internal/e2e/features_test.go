@@ -23,7 +23,7 @@ func TestGitHubWebhook(t *testing.T) {
 	t.Parallel()
 	e := server.NewEnv(t, testenv.Options{LocalExecutor: true})
 	ctx := e.Context()
-	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": "jobs:\n  main:\n    requires: [~commit]\n    steps: [{hi: 'echo $SD_SHA'}]\n"})
+	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": "shared: {image: alpine}\njobs:\n  main:\n    requires: [~commit]\n    steps: [{hi: 'echo $SD_SHA'}]\n"})
 	sha := repo.Commit(map[string]string{"README": "hello"}, "second")
 	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "hooked", Repo: repo.Dir})
 	require.NoError(t, err)
@@ -77,8 +77,8 @@ func TestRemoteTrigger(t *testing.T) {
 	t.Parallel()
 	e := server.NewEnv(t, testenv.Options{LocalExecutor: true})
 	ctx := e.Context()
-	up := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": "jobs:\n  publish:\n    requires: [~commit]\n    steps: [{pub: 'echo published'}]\n"})
-	down := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": "jobs:\n  consume:\n    requires: [~sd@upstream:publish]\n    steps: [{use: 'echo consumed'}]\n  own:\n    requires: [~commit]\n    steps: [{x: 'true'}]\n"})
+	up := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": "shared: {image: alpine}\njobs:\n  publish:\n    requires: [~commit]\n    steps: [{pub: 'echo published'}]\n"})
+	down := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": "shared: {image: alpine}\njobs:\n  consume:\n    requires: [~sd@upstream:publish]\n    steps: [{use: 'echo consumed'}]\n  own:\n    requires: [~commit]\n    steps: [{x: 'true'}]\n"})
 	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "downstream", Repo: down.Dir})
 	require.NoError(t, err)
 	_, err = e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "upstream", Repo: up.Dir})
@@ -117,7 +117,7 @@ func TestPriority(t *testing.T) {
 	require.NoError(t, err)
 	rec := recordsFile(t)
 	pipelineWith := func(name string, jobs, priority int) string {
-		spec := "jobs:\n"
+		spec := "shared: {image: alpine}\njobs:\n"
 		for i := range jobs {
 			spec += fmt.Sprintf("  %s%d:\n    requires: [~commit]\n    annotations: {screwdriver.cd/executor: one, sluice.dev/priority: %d}\n    steps: [{run: %q}]\n",
 				name, i, priority, record(rec, "sleep 0.2"))
@@ -211,6 +211,7 @@ func TestPeriodicSchedule(t *testing.T) {
 	e := server.NewEnv(t, testenv.Options{LocalExecutor: true})
 	ctx := e.Context()
 	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": `
+shared: {image: alpine}
 jobs:
   main: {requires: [~commit], steps: [{x: 'true'}]}
   nightly:
@@ -255,6 +256,7 @@ func TestPeriodicScheduleMeansTheCron(t *testing.T) {
 	e := server.NewEnv(t, testenv.Options{})
 	ctx := e.Context()
 	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": `
+shared: {image: alpine}
 jobs:
   main: {requires: [~commit], steps: [{x: 'true'}]}
   weekly:

@@ -40,6 +40,7 @@ stages:
   ship:
     requires: [check]
     jobs: [deploy]
+shared: {image: alpine}
 jobs:
   unit:
     requires: [~commit]

@@ -19,7 +19,7 @@ import (
 // each running cmd with its start and end recorded in rec.
 func parallelSpec(n int, q, rec, cmd string) string {
 	var b strings.Builder
-	b.WriteString("jobs:\n")
+	b.WriteString("shared: {image: alpine}\njobs:\n")
 	for i := range n {
 		fmt.Fprintf(&b, "  j%d:\n    requires: [~commit]\n    annotations:\n      screwdriver.cd/executor: %q\n    steps:\n      - run: %q\n",
 			i, q, record(rec, cmd))

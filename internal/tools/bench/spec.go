@@ -25,7 +25,7 @@ type job struct {
 // specYAML renders jobs, every one on the bench queue.
 func specYAML(jobs []job) string {
 	var b strings.Builder
-	b.WriteString("jobs:\n")
+	b.WriteString("shared: {image: alpine}\njobs:\n")
 	for _, j := range jobs {
 		fmt.Fprintf(&b, "  %s:\n", j.name)
 		fmt.Fprintf(&b, "    requires: [%s]\n", strings.Join(j.requires, ", "))

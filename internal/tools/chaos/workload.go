@@ -39,7 +39,7 @@ func pipelineSpec(sh shape, index int, rec string) string {
 	b.WriteString("    screwdriver.cd/collapseBuilds: false\n")
 	b.WriteString("    screwdriver.cd/blockedBySameJob: false\n")
 	fmt.Fprintf(&b, "    screwdriver.cd/executor: %s\n", queueName)
-	b.WriteString("jobs:\n")
+	b.WriteString("shared: {image: alpine}\njobs:\n")
 	for i, job := range jobs {
 		requires := "[~commit]"
 		switch {
