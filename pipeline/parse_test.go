@@ -99,6 +99,7 @@ func TestParseProblems(t *testing.T) {
 		{name: "bad requires syntax", yaml: "jobs: {main: {image: a, steps: [x], requires: [\"~commit:\", \"a b\"]}}", wants: []string{`"jobs.main.requires[0]"`, `"jobs.main.requires[1]": "a b" is not a job`}},
 		{name: "bad trigger regex", yaml: "jobs: {main: {image: a, steps: [x], requires: [\"~commit:/(/\"]}}", wants: []string{`"jobs.main.requires[0]": invalid regular expression /(/`}},
 		{name: "requires a misspelt job", yaml: "jobs: {build: {image: a, steps: [x]}, test: {image: a, steps: [x], requires: [~commit, biuld]}}", wants: []string{"test job has invalid requires: biuld. Cannot find job biuld in jobs. Did you mean build?"}},
+		{name: "no image", yaml: "jobs: {main: {steps: [x]}, other: {image: a, steps: [x]}}", wants: []string{`"jobs.main.image" is required (set it in the job or in "shared"), as Screwdriver requires`}},
 		{name: "bare blockedBy job", yaml: "jobs: {main: {image: a, steps: [x], blockedBy: [other]}, other: {image: a, steps: [x]}}", wants: []string{`"jobs.main.blockedBy[0]": "other" must start with ~ (write ~other), as Screwdriver requires`}},
 		{name: "bare blockedBy remote", yaml: "jobs: {main: {image: a, steps: [x], blockedBy: [sd@p:j]}}", wants: []string{`"jobs.main.blockedBy[0]": "sd@p:j" must start with ~`}},
 		{name: "bad blockedBy", yaml: "jobs: {main: {image: a, steps: [x], blockedBy: [~commit]}}", wants: []string{`"jobs.main.blockedBy[0]": "~commit" is not a job`}},
@@ -457,4 +458,12 @@ jobs:
 		require.Equal(t, at, got[msg], msg)
 	}
 	require.Contains(t, err.Error(), "13:25: test job has invalid requires: biuld.")
+}
+
+// TestImageFromShared: an image in shared satisfies every job.
+func TestImageFromShared(t *testing.T) {
+	t.Parallel()
+	spec, err := Parse([]byte("shared: {image: node:22}\njobs: {main: {steps: [x]}}\n"))
+	require.NoError(t, err)
+	require.Equal(t, "node:22", spec.Jobs["main"].Permutations[0].Image)
 }
