@@ -333,3 +333,55 @@ func TestLiveQueueUpdate(t *testing.T) {
 	require.Contains(t, proc.Output(), "queue=live slots=3")
 	require.Equal(t, 1, strings.Count(proc.Output(), "msg=executor_started"))
 }
+
+// TestQueueDeleteRefusedWhileReachable: a queue that a running event's later
+// job names cannot be deleted (the build would wait on a task queue nobody
+// polls), even before that job has a build; once the event ends it can.
+func TestQueueDeleteRefusedWhileReachable(t *testing.T) {
+	t.Parallel()
+	e := server.NewEnv(t, testenv.Options{LocalExecutor: true})
+	ctx := e.Context()
+	_, err := e.API.CreateQueue(ctx, api.QueueRequest{Name: "late", Rules: []string{"run-on=executors"}})
+	require.NoError(t, err)
+	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": `
+shared: {image: alpine}
+jobs:
+  build: {requires: [~commit], steps: [{wait: 'sleep 30'}]}
+  deploy:
+    requires: [build]
+    annotations: {screwdriver.cd/executor: late}
+    steps: [{ship: 'true'}]
+`})
+	_, err = e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "reach", Repo: repo.Dir})
+	require.NoError(t, err)
+	ev, err := e.API.StartEvent(ctx, "reach", api.StartEventRequest{Type: "commit", Branch: "main"})
+	require.NoError(t, err)
+	e.WaitFor("build to run", 30*time.Second, func() bool {
+		b, err := e.API.GetBuild(ctx, "reach/build/"+strconv.Itoa(ev.Number))
+		return err == nil && b.Status == workflows.StatusRunning
+	})
+	var derr error
+	e.WaitFor("the delete to be refused for the running event", 30*time.Second, func() bool {
+		derr = e.API.DeleteQueue(ctx, "late")
+		return derr != nil && strings.Contains(derr.Error(), "can still be reached by running events ("+ev.ID+")")
+	})
+	var ae *api.Error
+	require.ErrorAs(t, derr, &ae)
+	require.Equal(t, 409, ae.Status)
+	qs, err := e.API.ListQueues(ctx)
+	require.NoError(t, err)
+	require.True(t, func() bool {
+		for _, q := range qs {
+			if q.Name == "late" {
+				return true
+			}
+		}
+		return false
+	}(), "the refused delete left the queue in place")
+
+	require.NoError(t, e.API.CancelEvent(ctx, ev.ID))
+	require.Equal(t, workflows.StatusAborted, e.WaitEvent(ev.ID, time.Minute).Status)
+	e.WaitFor("the delete to succeed once the event ended", 30*time.Second, func() bool {
+		return e.API.DeleteQueue(ctx, "late") == nil
+	})
+}
