@@ -178,8 +178,10 @@ func (s *Service) failBuildsOf(ctx context.Context, name string) {
 		s.Logger.WarnContext(ctx, "deleted_queue_sweep_failed", "queue", name, "error", err)
 		return
 	}
-	msg := workflows.LaneMessage{Kind: workflows.LaneFail, Status: workflows.StatusFailure,
-		Reason: fmt.Sprintf("queue %s was deleted while the build waited for it", name)}
+	msg := workflows.LaneMessage{
+		Kind: workflows.LaneFail, Status: workflows.StatusFailure,
+		Reason: fmt.Sprintf("queue %s was deleted while the build waited for it", name),
+	}
 	for _, ex := range execs {
 		if err := s.Client.SignalWorkflow(ctx, ex.GetExecution().GetWorkflowId(), "", workflows.SignalLane, msg); err != nil {
 			s.Logger.WarnContext(ctx, "deleted_queue_build_not_failed", "build", ex.GetExecution().GetWorkflowId(), "error", err)

@@ -143,7 +143,7 @@ executors are offline or full.
 Start everything on this machine with 'sluice dev', then use the other
 commands against its API (SLUICE_API_URL, default http://localhost:8080).
 
-`+exitCodesHelp,
+` + exitCodesHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

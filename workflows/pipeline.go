@@ -528,8 +528,10 @@ func (p *pipelineRun) supersededPR(b BuildRef) (LaneEffect, bool) {
 	if st.Closed {
 		return LaneEffect{Build: b, Msg: LaneMessage{Kind: LaneAbort, Status: StatusAborted, Reason: fmt.Sprintf("pull request #%d was closed", b.PR)}}, true
 	}
-	return LaneEffect{Build: b, Msg: LaneMessage{Kind: LaneCollapse, Status: StatusCollapsed,
-		Reason: supersededBy(Trigger{Kind: TriggerPR, PR: b.PR, SHA: st.SHA}, st.Event)}}, true
+	return LaneEffect{Build: b, Msg: LaneMessage{
+		Kind: LaneCollapse, Status: StatusCollapsed,
+		Reason: supersededBy(Trigger{Kind: TriggerPR, PR: b.PR, SHA: st.SHA}, st.Event),
+	}}, true
 }
 
 // maxClosedPRs bounds how many closed pull requests a pipeline remembers.
