@@ -29,6 +29,9 @@ type Activities struct {
 	Executor Executor
 	// Logs returns the sink for one build attempt's step logs.
 	Logs func(key string) runner.LogSink
+	// Secrets gives running builds their secrets (nil: a job that lists
+	// secrets fails with that reason).
+	Secrets SecretSource
 	// WorkDir is the root of build workspaces.
 	WorkDir string
 	// KeepWorkspaces leaves workspaces behind after builds (debugging).

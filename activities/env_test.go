@@ -33,7 +33,7 @@ func TestBuildEnv(t *testing.T) {
 			"SD_SHA": "forged", "SD_BUILD_ID": "forged", "SD_JOB_NAME": "forged", "CI": "false", "SLUICE": "no",
 		},
 	}
-	env := buildEnv(in, "/work/app/test/4.2/attempt-3", "exec-a")
+	env := buildEnv(in, "/work/app/test/4.2/attempt-3", "exec-a", nil)
 
 	keys := make([]string, 0, len(env))
 	for _, kv := range env {
@@ -56,12 +56,12 @@ func TestBuildEnv(t *testing.T) {
 
 	in.PR = 17
 	in.Environment = map[string]string{"SD_PULL_REQUEST": "1"}
-	require.Equal(t, "17", envMap(t, buildEnv(in, "/w", "exec-a"))["SD_PULL_REQUEST"])
+	require.Equal(t, "17", envMap(t, buildEnv(in, "/w", "exec-a", nil))["SD_PULL_REQUEST"])
 }
 
 func TestBuildEnvInheritsOnlyTheBasics(t *testing.T) {
 	t.Parallel()
-	got := envMap(t, buildEnv(RunBuildInput{}, "/w", "exec-a"))
+	got := envMap(t, buildEnv(RunBuildInput{}, "/w", "exec-a", nil))
 	sdOrCI := func(k string) bool {
 		return strings.HasPrefix(k, "SD_") || k == "CI" || k == "SCREWDRIVER" || k == "SLUICE"
 	}
@@ -84,10 +84,10 @@ func TestBuildEnvInheritsOnlyTheBasics(t *testing.T) {
 func TestBuildEnvDefaultPath(t *testing.T) {
 	t.Setenv("PATH", "")
 	require.NoError(t, os.Unsetenv("PATH"))
-	got := envMap(t, buildEnv(RunBuildInput{}, "/w", "exec-a"))
+	got := envMap(t, buildEnv(RunBuildInput{}, "/w", "exec-a", nil))
 	require.Equal(t, "/usr/local/bin:/usr/bin:/bin", got["PATH"], "steps can find sh and friends without an executor PATH")
 
 	// A job may set its own PATH.
-	got = envMap(t, buildEnv(RunBuildInput{Environment: map[string]string{"PATH": "/opt/tools/bin"}}, "/w", "exec-a"))
+	got = envMap(t, buildEnv(RunBuildInput{Environment: map[string]string{"PATH": "/opt/tools/bin"}}, "/w", "exec-a", nil))
 	require.Equal(t, "/opt/tools/bin", got["PATH"])
 }

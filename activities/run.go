@@ -38,7 +38,10 @@ type RunBuildInput struct {
 	Image       string             `json:"image,omitempty"`
 	Steps       []pipeline.Command `json:"steps"`
 	Environment map[string]string  `json:"environment,omitempty"`
-	Timeout     time.Duration      `json:"timeout"`
+	// Secrets names the secrets the job lists; their values come from the
+	// API at claim time (Activities.Secrets), never from Temporal.
+	Secrets []string      `json:"secrets,omitempty"`
+	Timeout time.Duration `json:"timeout"`
 	// Dispatch numbers the build workflow's dispatches: the claim names it,
 	// so a claim from a dispatch the workflow gave up on is refused.
 	Dispatch int `json:"dispatch,omitempty"`
@@ -139,16 +142,36 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 			fail(res, fmt.Sprintf("check out %s at %s: %v", in.Repo, short(in.SHA), err)))
 	}
 
+	// Secrets come from the API now that the build is claimed; a missing
+	// one fails the build with its name.
+	logs := a.Logs(res.LogKey)
+	var secrets map[string]string
+	if len(in.Secrets) > 0 {
+		var withheld []string
+		secrets, withheld, err = a.resolveSecrets(runCtx, in)
+		if err != nil {
+			if runCtx.Err() != nil {
+				res.Status, res.Reason = runner.StatusAborted, "aborted while fetching secrets"
+				return a.finish(ctx, runCtx, rep, hb, &stopped, info.TaskToken, in, res)
+			}
+			return a.finish(ctx, runCtx, rep, hb, &stopped, info.TaskToken, in, fail(res, "secrets: "+err.Error()))
+		}
+		if len(withheld) > 0 {
+			a.Logger.Info("secrets_withheld_from_pr_build", "build", in.BuildID, "secrets", strings.Join(withheld, ","))
+		}
+		logs = maskSecrets(logs, secrets)
+	}
+
 	steps := make([]runner.Step, 0, len(in.Steps))
 	for _, s := range in.Steps {
 		steps = append(steps, runner.Step{Name: s.Name, Command: s.Command})
 	}
 	out := runner.Run(runCtx, runner.Spec{
 		Dir:     dir,
-		Env:     buildEnv(in, dir, name),
+		Env:     buildEnv(in, dir, name, secrets),
 		Steps:   steps,
 		Timeout: in.Timeout,
-		Logs:    a.Logs(res.LogKey),
+		Logs:    logs,
 		OnStep: func(ev runner.StepEvent) {
 			if ev.Kind == runner.StepStarted {
 				hb.step(ev.Step.Name)
@@ -212,9 +235,9 @@ func fail(res RunBuildResult, reason string) RunBuildResult {
 var baseEnv = []string{"PATH", "LANG", "LC_ALL", "TZ", "TMPDIR", "HOME", "USER", "SHELL", "TERM"}
 
 // buildEnv is the step environment: a few executor basics, the job's
-// environment and matrix values, then the SD_* variables and CI=true, which
-// a job cannot override.
-func buildEnv(in RunBuildInput, dir, executor string) []string {
+// environment and matrix values, its secrets, then the SD_* variables and
+// CI=true, which neither can override.
+func buildEnv(in RunBuildInput, dir, executor string, secrets map[string]string) []string {
 	vars := map[string]string{}
 	for _, k := range baseEnv {
 		if v, ok := os.LookupEnv(k); ok {
@@ -225,6 +248,9 @@ func buildEnv(in RunBuildInput, dir, executor string) []string {
 		vars["PATH"] = "/usr/local/bin:/usr/bin:/bin"
 	}
 	for k, v := range in.Environment {
+		vars[k] = v
+	}
+	for k, v := range secrets {
 		vars[k] = v
 	}
 	sd := map[string]string{
@@ -258,6 +284,14 @@ func buildEnv(in RunBuildInput, dir, executor string) []string {
 		env = append(env, k+"="+vars[k])
 	}
 	return env
+}
+
+// resolveSecrets fetches the build's secrets from the API.
+func (a *Activities) resolveSecrets(ctx context.Context, in RunBuildInput) (map[string]string, []string, error) {
+	if a.Secrets == nil {
+		return nil, nil, fmt.Errorf("job %s lists secrets %s, but this executor has no secret source (SLUICE_API_URL)", in.Job, strings.Join(in.Secrets, ", "))
+	}
+	return a.Secrets.ResolveSecrets(ctx, in.BuildID, in.Secrets)
 }
 
 // IsDeclined reports whether err is an executor's refusal to run a build.

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-ci/sluice/activities"
 	"github.com/sluice-ci/sluice/logstore"
 )
 
@@ -251,6 +252,41 @@ func (c *Client) CreateQueue(ctx context.Context, req QueueRequest) (Queue, erro
 func (c *Client) UpdateQueue(ctx context.Context, req QueueRequest) (Queue, error) {
 	var q Queue
 	return q, c.do(ctx, http.MethodPut, "/api/v1/queues/"+seg(req.Name), req, &q)
+}
+
+// SetSecret sets a pipeline's secret.
+func (c *Client) SetSecret(ctx context.Context, pipeline, name string, req SetSecretRequest) (Secret, error) {
+	var out Secret
+	return out, c.do(ctx, http.MethodPut, "/api/v1/pipelines/"+seg(pipeline)+"/secrets/"+seg(name), req, &out)
+}
+
+// ListSecrets lists a pipeline's secrets (names, never values).
+func (c *Client) ListSecrets(ctx context.Context, pipeline string) ([]Secret, error) {
+	var out []Secret
+	return out, c.do(ctx, http.MethodGet, "/api/v1/pipelines/"+seg(pipeline)+"/secrets", nil, &out)
+}
+
+// DeleteSecret deletes a pipeline's secret.
+func (c *Client) DeleteSecret(ctx context.Context, pipeline, name string) error {
+	return c.do(ctx, http.MethodDelete, "/api/v1/pipelines/"+seg(pipeline)+"/secrets/"+seg(name), nil, nil)
+}
+
+// ResolveSecrets fetches the values of a running build's secrets (for
+// executors).
+func (c *Client) ResolveSecrets(ctx context.Context, build string, names []string) (ResolveSecretsResponse, error) {
+	var out ResolveSecretsResponse
+	return out, c.do(ctx, http.MethodPost, "/api/v1/secrets/resolve", ResolveSecretsRequest{Build: build, Names: names}, &out)
+}
+
+// SecretSource is the client as an executor's source of build secrets.
+func (c *Client) SecretSource() activities.SecretSource {
+	return activities.SecretSourceFunc(func(ctx context.Context, build string, names []string) (map[string]string, []string, error) {
+		res, err := c.ResolveSecrets(ctx, build, names)
+		if err != nil {
+			return nil, nil, err
+		}
+		return res.Values, res.Withheld, nil
+	})
 }
 
 // DeleteQueue deletes a queue.

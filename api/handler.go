@@ -38,7 +38,9 @@ type Deps struct {
 	// must authenticate (reads and log shipping included); health checks
 	// and webhooks (verified by their own secrets) stay open.
 	Authenticate func(r *http.Request) (queue.Identity, error)
-	Logger       *slog.Logger
+	// Secrets stores pipeline secrets; nil disables the secret routes.
+	Secrets *SecretStore
+	Logger  *slog.Logger
 }
 
 type handler struct {
@@ -84,6 +86,8 @@ func NewHandler(d Deps) http.Handler {
 		mux.Handle("/api/v1/builds/{id}/logs", logs)
 		mux.Handle("/api/v1/builds/{id}/logs/", logs)
 	}
+
+	h.secretRoutes(mux)
 
 	mux.HandleFunc("GET /api/v1/queues", h.listQueues)
 	mux.HandleFunc("POST /api/v1/queues", h.defineQueue(true))
@@ -294,6 +298,11 @@ func (h *handler) deletePipeline(w http.ResponseWriter, r *http.Request) {
 	if err := h.svc.DeletePipeline(r.Context(), r.PathValue("name")); err != nil {
 		h.fail(w, r, err)
 		return
+	}
+	if h.d.Secrets != nil {
+		if err := h.d.Secrets.DeletePipeline(r.PathValue("name")); err != nil {
+			h.log.WarnContext(r.Context(), "pipeline_secrets_delete_failed", "pipeline", r.PathValue("name"), "error", err)
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"deleted": r.PathValue("name")})
 }

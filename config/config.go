@@ -59,6 +59,8 @@ type Config struct {
 	// GitLabToken verifies GitLab webhook deliveries (X-Gitlab-Token).
 	GitLabToken string `env:"SLUICE_GITLAB_TOKEN" desc:"GitLab webhook token; empty accepts any" json:"-"`
 
+	// SecretKey encrypts pipeline secrets at rest.
+	SecretKey string `env:"SLUICE_SECRET_KEY" desc:"key material that encrypts pipeline secrets at rest (AES-256-GCM; use a long random string); empty generates one into DATA_DIR/secrets/secret.key with a warning" json:"-"`
 	// ExecutorName is this executor's registry name.
 	ExecutorName string `env:"SLUICE_EXECUTOR_NAME" desc:"executor name in the registry (default: host name; 'local' in dev)"`
 	// ExecutorQueues are the queues this executor serves ("*" = all).

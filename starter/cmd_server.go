@@ -112,7 +112,11 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 	if err != nil {
 		return fmt.Errorf("SLUICE_API_ADDR %s: %w", cfg.APIAddr, err)
 	}
-	srv := a.apiServer(cfg, c, store, log, auth)
+	secrets, err := openSecrets(cfg, log)
+	if err != nil {
+		return err
+	}
+	srv := a.apiServer(cfg, c, store, secrets, log, auth)
 
 	ui := "disabled"
 	if stack != nil && stack.UIURL() != "" {
@@ -137,7 +141,7 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 			return workers.RunController(ctx, workers.Options{Client: c, Config: cfg, Logger: log, Logs: local})
 		},
 		func(ctx context.Context) error {
-			return workers.RunExecutor(ctx, workers.Options{Client: c, Config: cfg, Logger: log, Logs: local, Name: name})
+			return workers.RunExecutor(ctx, workers.Options{Client: c, Config: cfg, Logger: log, Logs: local, Name: name, Secrets: secrets.LocalSource()})
 		},
 	)
 }
@@ -188,7 +192,20 @@ func authenticator(cfg *config.Config, log *slog.Logger) (func(*http.Request) (q
 	return t.Authenticate, nil
 }
 
-func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Store, log *slog.Logger, auth func(*http.Request) (queue.Identity, error)) *http.Server {
+// openSecrets opens the API's secret store under the data directory.
+func openSecrets(cfg *config.Config, log *slog.Logger) (*api.SecretStore, error) {
+	secrets, generated, err := api.OpenSecretStore(filepath.Join(cfg.DataDir, "secrets"), cfg.SecretKey)
+	if err != nil {
+		return nil, err
+	}
+	if generated {
+		log.Warn("secret_key_generated", "file", filepath.Join(cfg.DataDir, "secrets", "secret.key"),
+			"advice", "set SLUICE_SECRET_KEY (the same on every API replica) and keep it out of the data directory's backups")
+	}
+	return secrets, nil
+}
+
+func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Store, secrets *api.SecretStore, log *slog.Logger, auth func(*http.Request) (queue.Identity, error)) *http.Server {
 	svc := &api.Service{
 		Client: c, Namespace: cfg.TemporalNamespace, Liveness: cfg.LivenessTimeout,
 		Dispatch: workflows.Dispatch{HeartbeatTimeout: cfg.HeartbeatTimeout, MaxAttempts: cfg.MaxAttempts},
@@ -196,7 +213,7 @@ func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Sto
 		Logger:   log,
 	}
 	h := api.NewHandler(api.Deps{
-		Service: svc, Logs: store, Logger: log,
+		Service: svc, Logs: store, Logger: log, Secrets: secrets,
 		GitHubSecret: cfg.GitHubSecret, GitLabToken: cfg.GitLabToken,
 		Authenticate: auth,
 		Ready: func(ctx context.Context) error {
@@ -260,7 +277,9 @@ Executors ship step logs to the API (SLUICE_API_URL).`,
 			remote := func(key string) runner.LogSink {
 				return logstore.NewRemoteSink(cfg.APIURL, key, hc, logstore.RemoteOptions{Logger: log})
 			}
-			o := workers.Options{Client: c, Config: cfg, Logger: log, Logs: remote}
+			apiClient := api.NewClient(cfg.APIURL)
+			apiClient.Token = cfg.Token
+			o := workers.Options{Client: c, Config: cfg, Logger: log, Logs: remote, Secrets: apiClient.SecretSource()}
 			if role == "controller" {
 				return workers.RunController(cmd.Context(), o)
 			}
@@ -314,8 +333,13 @@ SLUICE_DATA_DIR/logs: give every API replica the same volume.`,
 			if err != nil {
 				return fmt.Errorf("SLUICE_API_ADDR %s: %w", cfg.APIAddr, err)
 			}
+			secrets, err := openSecrets(cfg, log)
+			if err != nil {
+				return err
+			}
+			srv := a.apiServer(cfg, c, store, secrets, log, auth)
 			log.Info("api_listening", "address", apiBase(cfg.APIAddr))
-			return serve(cmd.Context(), a.apiServer(cfg, c, store, log, auth), ln)
+			return serve(cmd.Context(), srv, ln)
 		},
 	}
 	a.configFlag(cmd, "temporal-address", "TEMPORAL_ADDRESS", "")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -20,6 +21,7 @@ import (
 // the global flags.
 type app struct {
 	getenv         func(string) string
+	stdin          io.Reader
 	stdout, stderr io.Writer
 	// output is "text" or "json" (--output).
 	output string
@@ -85,7 +87,7 @@ func usageError(err error) error {
 
 // run builds the command tree and executes it with args.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	a := &app{getenv: getenv, stdout: stdout, stderr: stderr, flags: map[string]string{}, flagOf: map[string]string{}}
+	a := &app{getenv: getenv, stdin: os.Stdin, stdout: stdout, stderr: stderr, flags: map[string]string{}, flagOf: map[string]string{}}
 	root := a.rootCmd() //nolint:contextcheck // rootCmd only builds the command tree; ExecuteContext hands ctx to each command through cmd.Context()
 	root.SetArgs(args)
 	root.SetOut(stdout)

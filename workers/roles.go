@@ -28,6 +28,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Logs returns the sink of one build attempt's step logs.
 	Logs func(key string) runner.LogSink
+	// Secrets gives executors the secrets of the builds they run.
+	Secrets activities.SecretSource
 	// Name is the member name ("controller@host", or the executor's name).
 	Name string
 }
@@ -42,6 +44,7 @@ func (o Options) activities() *activities.Activities {
 		Schedules:      t,
 		Claimer:        t,
 		Logs:           o.Logs,
+		Secrets:        o.Secrets,
 		WorkDir:        o.Config.Workspaces(),
 		KeepWorkspaces: o.Config.KeepWorkspaces,
 		Reporter:       o.Client,

@@ -349,7 +349,7 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 		e.running++
 		in := BuildInput{
 			Build: ref, Repo: e.in.Config.Repo, SHA: e.state.SHA, Branch: eventBranch(e.in.Config, t), Trigger: t,
-			Queue: q, Priority: spec.Settings.Priority, Image: perm.Image, Steps: perm.Commands,
+			Queue: q, Priority: spec.Settings.Priority, Image: perm.Image, Steps: perm.Commands, Secrets: perm.Secrets,
 			Environment: perm.Environment, Timeout: spec.Settings.Timeout, Virtual: spec.Settings.VirtualJob,
 			Dispatch: e.in.Config.Dispatch,
 			Lane: LaneRequest{

@@ -321,10 +321,13 @@ type BuildInput struct {
 	Image       string             `json:"image,omitempty"`
 	Steps       []pipeline.Command `json:"steps"`
 	Environment map[string]string  `json:"environment,omitempty"`
-	Timeout     time.Duration      `json:"timeout"`
-	Virtual     bool               `json:"virtual,omitempty"`
-	Lane        LaneRequest        `json:"lane"`
-	Dispatch    Dispatch           `json:"dispatch"`
+	// Secrets names the secrets the job lists (values never travel through
+	// Temporal: the executor fetches them from the API when it claims).
+	Secrets  []string      `json:"secrets,omitempty"`
+	Timeout  time.Duration `json:"timeout"`
+	Virtual  bool          `json:"virtual,omitempty"`
+	Lane     LaneRequest   `json:"lane"`
+	Dispatch Dispatch      `json:"dispatch"`
 }
 
 // Attempt is one dispatch of a build to an executor.

@@ -161,8 +161,10 @@ func (s *Server) NewEnv(t testing.TB, opts Options) *Env {
 		auth = tokens.Authenticate
 		e.token = opts.Token
 	}
+	secrets, _, err := api.OpenSecretStore(filepath.Join(dir, "secrets"), "test key "+e.Namespace)
+	require.NoError(t, err)
 	srv := httptest.NewServer(api.NewHandler(api.Deps{
-		Service: e.Service, Logs: e.Logs, Logger: e.Logger, Authenticate: auth, GitHubSecret: opts.GitHubSecret,
+		Service: e.Service, Logs: e.Logs, Logger: e.Logger, Authenticate: auth, GitHubSecret: opts.GitHubSecret, Secrets: secrets,
 		Ready: func(ctx context.Context) error {
 			_, err := e.Client.CheckHealth(ctx, &client.CheckHealthRequest{})
 			return err
@@ -181,7 +183,7 @@ func (s *Server) NewEnv(t testing.TB, opts Options) *Env {
 	}
 	if opts.LocalExecutor {
 		e.run(ctx, func(ctx context.Context) error {
-			return workers.RunExecutor(ctx, workers.Options{Client: e.Client, Config: cfg, Logger: e.Logger, Logs: local, Name: "local"})
+			return workers.RunExecutor(ctx, workers.Options{Client: e.Client, Config: cfg, Logger: e.Logger, Logs: local, Name: "local", Secrets: secrets.LocalSource()})
 		})
 	}
 	t.Cleanup(func() {

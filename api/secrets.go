@@ -1,0 +1,457 @@
+package api
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluice-ci/sluice/activities"
+	"github.com/sluice-ci/sluice/queue"
+	"github.com/sluice-ci/sluice/workflows"
+)
+
+// Privileges for secrets: managing them (set, list names, delete), and
+// reading their values, which executors do when they claim a build.
+const (
+	PrivilegeManageSecrets = "manage-secrets"
+	PrivilegeReadSecrets   = "read-secrets"
+)
+
+// reSecretName is Screwdriver's secret name rule (uppercase, digits,
+// underscore, not starting with a digit).
+var reSecretName = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
+
+// maxSecretSize bounds one value.
+const maxSecretSize = 64 << 10
+
+// Secret is a secret's public part: never its value.
+type Secret struct {
+	Pipeline  string    `json:"pipeline"`
+	Name      string    `json:"name"`
+	AllowInPR bool      `json:"allow_in_pr"`
+	UpdatedAt time.Time `json:"updated_at"`
+	UpdatedBy string    `json:"updated_by,omitempty"`
+}
+
+// SetSecretRequest sets a secret's value.
+type SetSecretRequest struct {
+	Value     string `json:"value"`
+	AllowInPR bool   `json:"allow_in_pr,omitempty"`
+}
+
+// ResolveSecretsRequest asks for the values a build's job lists.
+type ResolveSecretsRequest struct {
+	Build string   `json:"build"`
+	Names []string `json:"names"`
+}
+
+// ResolveSecretsResponse maps each name to its value; Withheld names the
+// secrets a pull request's build does not get.
+type ResolveSecretsResponse struct {
+	Values   map[string]string `json:"values"`
+	Withheld []string          `json:"withheld,omitempty"`
+}
+
+// SecretStore keeps secret values encrypted at rest (AES-256-GCM) in one
+// file under the API's data directory. Values leave it only through Resolve.
+type SecretStore struct {
+	path string
+	aead cipher.AEAD
+
+	mu sync.Mutex
+}
+
+// secretFile is the on-disk format: pipeline → name → record.
+type secretFile struct {
+	Pipelines map[string]map[string]secretRecord `json:"pipelines"`
+}
+
+type secretRecord struct {
+	// Sealed is base64(nonce || AES-GCM(value)), the pipeline and name as
+	// additional data (a value cannot be moved to another secret).
+	Sealed    string    `json:"sealed"`
+	AllowInPR bool      `json:"allow_in_pr,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
+	UpdatedBy string    `json:"updated_by,omitempty"`
+}
+
+// OpenSecretStore opens (or creates) the store in dir with key material:
+// any string, stretched with SHA-256 (use a long random one). An empty key
+// is generated once into dir/secret.key; generated reports that.
+func OpenSecretStore(dir, key string) (store *SecretStore, generated bool, err error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, false, fmt.Errorf("secrets: %w", err)
+	}
+	if key == "" {
+		keyFile := filepath.Join(dir, "secret.key")
+		raw, err := os.ReadFile(keyFile) //nolint:gosec // our own data directory
+		switch {
+		case err == nil:
+			key = string(raw)
+		case errors.Is(err, os.ErrNotExist):
+			b := make([]byte, 32)
+			if _, err := rand.Read(b); err != nil {
+				return nil, false, fmt.Errorf("secrets: generate key: %w", err)
+			}
+			key = base64.StdEncoding.EncodeToString(b)
+			if err := os.WriteFile(keyFile, []byte(key), 0o600); err != nil {
+				return nil, false, fmt.Errorf("secrets: save generated key: %w", err)
+			}
+			generated = true
+		default:
+			return nil, false, fmt.Errorf("secrets: read key: %w", err)
+		}
+	}
+	sum := sha256.Sum256([]byte(key))
+	block, err := aes.NewCipher(sum[:])
+	if err != nil {
+		return nil, false, fmt.Errorf("secrets: %w", err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, false, fmt.Errorf("secrets: %w", err)
+	}
+	return &SecretStore{path: filepath.Join(dir, "secrets.json"), aead: aead}, generated, nil
+}
+
+func (s *SecretStore) load() (secretFile, error) {
+	f := secretFile{Pipelines: map[string]map[string]secretRecord{}}
+	raw, err := os.ReadFile(s.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return f, nil
+	}
+	if err != nil {
+		return f, fmt.Errorf("secrets: %w", err)
+	}
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return f, fmt.Errorf("secrets: %s is corrupt: %w", s.path, err)
+	}
+	if f.Pipelines == nil {
+		f.Pipelines = map[string]map[string]secretRecord{}
+	}
+	return f, nil
+}
+
+// save writes the file atomically (a crash leaves the old or the new one).
+func (s *SecretStore) save(f secretFile) error {
+	raw, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return fmt.Errorf("secrets: %w", err)
+	}
+	tmp := s.path + ".tmp"
+	if err := os.WriteFile(tmp, raw, 0o600); err != nil {
+		return fmt.Errorf("secrets: %w", err)
+	}
+	if err := os.Rename(tmp, s.path); err != nil {
+		return fmt.Errorf("secrets: %w", err)
+	}
+	return nil
+}
+
+func additional(pipeline, name string) []byte { return []byte(pipeline + "\x00" + name) }
+
+func (s *SecretStore) seal(pipeline, name, value string) (string, error) {
+	nonce := make([]byte, s.aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return "", fmt.Errorf("secrets: %w", err)
+	}
+	out := s.aead.Seal(nonce, nonce, []byte(value), additional(pipeline, name))
+	return base64.StdEncoding.EncodeToString(out), nil
+}
+
+func (s *SecretStore) open(pipeline, name, sealed string) (string, error) {
+	raw, err := base64.StdEncoding.DecodeString(sealed)
+	if err != nil || len(raw) < s.aead.NonceSize() {
+		return "", fmt.Errorf("secret %s of %s is corrupt", name, pipeline)
+	}
+	n := s.aead.NonceSize()
+	plain, err := s.aead.Open(nil, raw[:n], raw[n:], additional(pipeline, name))
+	if err != nil {
+		return "", fmt.Errorf("secret %s of %s cannot be decrypted: was SLUICE_SECRET_KEY changed?", name, pipeline)
+	}
+	return string(plain), nil
+}
+
+// CheckSecretName reports a name Screwdriver would refuse.
+func CheckSecretName(name string) error {
+	if !reSecretName.MatchString(name) {
+		return invalid("secret name %q: use uppercase letters, digits and underscores, not starting with a digit (as Screwdriver's secrets)", name)
+	}
+	return nil
+}
+
+// Set stores a secret's value.
+func (s *SecretStore) Set(id queue.Identity, pipeline, name string, req SetSecretRequest, now time.Time) (Secret, error) {
+	if err := CheckSecretName(name); err != nil {
+		return Secret{}, err
+	}
+	if req.Value == "" {
+		return Secret{}, invalid("secret %s: empty value", name)
+	}
+	if len(req.Value) > maxSecretSize {
+		return Secret{}, invalid("secret %s: %d bytes, at most %d", name, len(req.Value), maxSecretSize)
+	}
+	sealed, err := s.seal(pipeline, name, req.Value)
+	if err != nil {
+		return Secret{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, err := s.load()
+	if err != nil {
+		return Secret{}, err
+	}
+	if f.Pipelines[pipeline] == nil {
+		f.Pipelines[pipeline] = map[string]secretRecord{}
+	}
+	rec := secretRecord{Sealed: sealed, AllowInPR: req.AllowInPR, UpdatedAt: now.UTC(), UpdatedBy: id.User}
+	f.Pipelines[pipeline][name] = rec
+	if err := s.save(f); err != nil {
+		return Secret{}, err
+	}
+	return Secret{Pipeline: pipeline, Name: name, AllowInPR: rec.AllowInPR, UpdatedAt: rec.UpdatedAt, UpdatedBy: rec.UpdatedBy}, nil
+}
+
+// List returns a pipeline's secrets, names only, sorted.
+func (s *SecretStore) List(pipeline string) ([]Secret, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, err := s.load()
+	if err != nil {
+		return nil, err
+	}
+	out := []Secret{}
+	for name, rec := range f.Pipelines[pipeline] {
+		out = append(out, Secret{Pipeline: pipeline, Name: name, AllowInPR: rec.AllowInPR, UpdatedAt: rec.UpdatedAt, UpdatedBy: rec.UpdatedBy})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Delete removes a secret.
+func (s *SecretStore) Delete(pipeline, name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, err := s.load()
+	if err != nil {
+		return err
+	}
+	if _, ok := f.Pipelines[pipeline][name]; !ok {
+		return fmt.Errorf("%w: secret %s of pipeline %s", ErrNotFound, name, pipeline)
+	}
+	delete(f.Pipelines[pipeline], name)
+	if len(f.Pipelines[pipeline]) == 0 {
+		delete(f.Pipelines, pipeline)
+	}
+	return s.save(f)
+}
+
+// DeletePipeline removes every secret of a pipeline.
+func (s *SecretStore) DeletePipeline(pipeline string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, err := s.load()
+	if err != nil {
+		return err
+	}
+	if _, ok := f.Pipelines[pipeline]; !ok {
+		return nil
+	}
+	delete(f.Pipelines, pipeline)
+	return s.save(f)
+}
+
+// Resolve returns the values of names for a build of pipeline. A pull
+// request's build (pr) gets only the secrets set with AllowInPR, as in
+// Screwdriver: the others are withheld (named in withheld), not an error. A
+// name that is not set is an error naming it.
+func (s *SecretStore) Resolve(pipeline string, names []string, pr bool) (values map[string]string, withheld []string, err error) {
+	s.mu.Lock()
+	f, err := s.load()
+	s.mu.Unlock()
+	if err != nil {
+		return nil, nil, err
+	}
+	values = make(map[string]string, len(names))
+	var missing []string
+	for _, name := range names {
+		rec, ok := f.Pipelines[pipeline][name]
+		switch {
+		case !ok:
+			missing = append(missing, name)
+			continue
+		case pr && !rec.AllowInPR:
+			withheld = append(withheld, name)
+			continue
+		}
+		v, err := s.open(pipeline, name, rec.Sealed)
+		if err != nil {
+			return nil, nil, err
+		}
+		values[name] = v
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return nil, nil, fmt.Errorf("%w: secret %s of pipeline %s is not set (sluice secret set %s NAME)",
+			ErrNotFound, strings.Join(missing, ", "), pipeline, pipeline)
+	}
+	slices.Sort(withheld)
+	return values, withheld, nil
+}
+
+// LocalSource is the store as the secret source of an executor in the API's
+// own process (sluice dev): a pull request's build is known from its ID.
+func (s *SecretStore) LocalSource() activities.SecretSource {
+	return activities.SecretSourceFunc(func(_ context.Context, build string, names []string) (map[string]string, []string, error) {
+		ref, err := workflows.ParseBuildRef(build)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s.Resolve(ref.Pipeline, names, ref.PR > 0)
+	})
+}
+
+// ---- HTTP ----
+
+// secretRoutes adds the secret routes when the handler has a store.
+func (h *handler) secretRoutes(mux *http.ServeMux) {
+	if h.d.Secrets == nil {
+		return
+	}
+	mux.HandleFunc("GET /api/v1/pipelines/{name}/secrets", h.listSecrets)
+	mux.HandleFunc("PUT /api/v1/pipelines/{name}/secrets/{secret}", h.setSecret)
+	mux.HandleFunc("DELETE /api/v1/pipelines/{name}/secrets/{secret}", h.deleteSecret)
+	mux.HandleFunc("POST /api/v1/secrets/resolve", h.resolveSecrets)
+}
+
+// needPrivilege checks the caller's privilege.
+func (h *handler) needPrivilege(r *http.Request, privilege string) (queue.Identity, error) {
+	id, err := h.identity(r)
+	if err != nil {
+		return id, err
+	}
+	if !id.Has(privilege) {
+		return id, fmt.Errorf("%w: user %q lacks the %s privilege", queue.ErrForbidden, id.User, privilege)
+	}
+	return id, nil
+}
+
+func (h *handler) listSecrets(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if _, err := h.needPrivilege(r, PrivilegeManageSecrets); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if _, err := h.svc.GetPipeline(r.Context(), name); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out, err := h.d.Secrets.List(name)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *handler) setSecret(w http.ResponseWriter, r *http.Request) {
+	name, secret := r.PathValue("name"), r.PathValue("secret")
+	id, err := h.needPrivilege(r, PrivilegeManageSecrets)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	var req SetSecretRequest
+	if err := decode(r, &req); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if err := CheckSecretName(secret); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if _, err := h.svc.GetPipeline(r.Context(), name); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out, err := h.d.Secrets.Set(id, name, secret, req, h.svc.now())
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	h.log.InfoContext(r.Context(), "secret_set", "pipeline", name, "secret", secret, "user", id.User, "allow_in_pr", req.AllowInPR)
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *handler) deleteSecret(w http.ResponseWriter, r *http.Request) {
+	name, secret := r.PathValue("name"), r.PathValue("secret")
+	id, err := h.needPrivilege(r, PrivilegeManageSecrets)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if err := h.d.Secrets.Delete(name, secret); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	h.log.InfoContext(r.Context(), "secret_deleted", "pipeline", name, "secret", secret, "user", id.User)
+	writeJSON(w, http.StatusOK, map[string]string{"deleted": secret})
+}
+
+// resolveSecrets gives an executor the values its build's job lists, while
+// that build runs: the values travel only from here to the executor, never
+// through Temporal.
+func (h *handler) resolveSecrets(w http.ResponseWriter, r *http.Request) {
+	id, err := h.needPrivilege(r, PrivilegeReadSecrets)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	var req ResolveSecretsRequest
+	if err := decode(r, &req); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	ref, err := workflows.ParseBuildRef(req.Build)
+	if err != nil {
+		h.fail(w, r, invalid("build %q: %v", req.Build, err))
+		return
+	}
+	for _, n := range req.Names {
+		if err := CheckSecretName(n); err != nil {
+			h.fail(w, r, err)
+			return
+		}
+	}
+	b, err := h.svc.GetBuild(r.Context(), ref)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if b.Status != workflows.StatusRunning {
+		h.fail(w, r, fmt.Errorf("%w: build %s is %s: secrets are given to running builds only", ErrConflict, ref, b.Status))
+		return
+	}
+	values, withheld, err := h.d.Secrets.Resolve(ref.Pipeline, req.Names, ref.PR > 0)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	h.log.InfoContext(r.Context(), "secrets_resolved", "build", ref.String(), "names", len(values), "withheld", len(withheld), "user", id.User)
+	writeJSON(w, http.StatusOK, ResolveSecretsResponse{Values: values, Withheld: withheld})
+}

@@ -1,0 +1,129 @@
+package api_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-ci/sluice/api"
+	"github.com/sluice-ci/sluice/queue"
+)
+
+func TestSecretStore(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s, generated, err := api.OpenSecretStore(dir, "")
+	require.NoError(t, err)
+	require.True(t, generated, "no key: one is generated")
+	ann := queue.Identity{User: "ann"}
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+	_, err = s.Set(ann, "app", "NPM_TOKEN", api.SetSecretRequest{Value: "hunter2-value"}, now)
+	require.NoError(t, err)
+	_, err = s.Set(ann, "app", "PR_OK", api.SetSecretRequest{Value: "in-prs", AllowInPR: true}, now)
+	require.NoError(t, err)
+	_, err = s.Set(ann, "other", "NPM_TOKEN", api.SetSecretRequest{Value: "other-value"}, now)
+	require.NoError(t, err)
+
+	// Encrypted at rest: the file holds no value.
+	raw, err := os.ReadFile(filepath.Join(dir, "secrets.json"))
+	require.NoError(t, err)
+	for _, v := range []string{"hunter2-value", "in-prs", "other-value"} {
+		require.NotContains(t, string(raw), v)
+	}
+
+	list, err := s.List("app")
+	require.NoError(t, err)
+	require.Equal(t, []api.Secret{
+		{Pipeline: "app", Name: "NPM_TOKEN", UpdatedAt: now, UpdatedBy: "ann"},
+		{Pipeline: "app", Name: "PR_OK", AllowInPR: true, UpdatedAt: now, UpdatedBy: "ann"},
+	}, list)
+
+	vals, withheld, err := s.Resolve("app", []string{"NPM_TOKEN", "PR_OK"}, false)
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"NPM_TOKEN": "hunter2-value", "PR_OK": "in-prs"}, vals)
+	require.Empty(t, withheld)
+	vals, withheld, err = s.Resolve("app", []string{"NPM_TOKEN", "PR_OK"}, true)
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"PR_OK": "in-prs"}, vals, "a pull request gets only allowed secrets")
+	require.Equal(t, []string{"NPM_TOKEN"}, withheld)
+	_, _, err = s.Resolve("app", []string{"NPM_TOKEN", "GHOST", "ALSO_GONE"}, false)
+	require.ErrorIs(t, err, api.ErrNotFound)
+	require.ErrorContains(t, err, "secret ALSO_GONE, GHOST of pipeline app is not set")
+
+	// The same generated key opens the store again; another key cannot read it.
+	again, generated, err := api.OpenSecretStore(dir, "")
+	require.NoError(t, err)
+	require.False(t, generated)
+	vals, _, err = again.Resolve("other", []string{"NPM_TOKEN"}, false)
+	require.NoError(t, err)
+	require.Equal(t, "other-value", vals["NPM_TOKEN"])
+	wrong, _, err := api.OpenSecretStore(dir, "another key")
+	require.NoError(t, err)
+	_, _, err = wrong.Resolve("app", []string{"NPM_TOKEN"}, false)
+	require.ErrorContains(t, err, "cannot be decrypted: was SLUICE_SECRET_KEY changed?")
+
+	require.NoError(t, s.Delete("app", "NPM_TOKEN"))
+	require.ErrorIs(t, s.Delete("app", "NPM_TOKEN"), api.ErrNotFound)
+	require.NoError(t, s.DeletePipeline("app"))
+	list, err = s.List("app")
+	require.NoError(t, err)
+	require.Empty(t, list)
+}
+
+func TestSecretStoreRefusesBadInput(t *testing.T) {
+	t.Parallel()
+	s, _, err := api.OpenSecretStore(t.TempDir(), "k")
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name, secret, value, want string
+	}{
+		{"lowercase name", "npm_token", "v", `secret name "npm_token"`},
+		{"leading digit", "1TOKEN", "v", `secret name "1TOKEN"`},
+		{"empty value", "TOKEN", "", "secret TOKEN: empty value"},
+		{"too large", "TOKEN", strings.Repeat("x", 65<<10), "at most 65536"},
+	} {
+		_, err := s.Set(queue.Identity{}, "app", tc.secret, api.SetSecretRequest{Value: tc.value}, time.Now())
+		require.ErrorIs(t, err, api.ErrInvalid, tc.name)
+		require.ErrorContains(t, err, tc.want, tc.name)
+	}
+}
+
+// TestSecretRoutesNeedPrivileges: setting, listing and deleting need
+// manage-secrets; reading values needs read-secrets.
+func TestSecretRoutesNeedPrivileges(t *testing.T) {
+	t.Parallel()
+	store, _, err := api.OpenSecretStore(t.TempDir(), "k")
+	require.NoError(t, err)
+	bob := queue.Identity{User: "bob", Privileges: []string{api.PrivilegeReadSecrets}}
+	exec := queue.Identity{User: "exec", Privileges: []string{api.PrivilegeManageSecrets}}
+	cases := []struct {
+		name, method, path, body string
+		who                      queue.Identity
+		want                     string
+	}{
+		{"set", http.MethodPut, "/api/v1/pipelines/app/secrets/TOKEN", `{"value":"v"}`, bob, `user "bob" lacks the manage-secrets privilege`},
+		{"list", http.MethodGet, "/api/v1/pipelines/app/secrets", "", bob, `user "bob" lacks the manage-secrets privilege`},
+		{"delete", http.MethodDelete, "/api/v1/pipelines/app/secrets/TOKEN", "", bob, `user "bob" lacks the manage-secrets privilege`},
+		{"resolve", http.MethodPost, "/api/v1/secrets/resolve", `{"build":"app/deploy/1","names":["TOKEN"]}`, exec, `user "exec" lacks the read-secrets privilege`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHandler(t, api.Deps{Secrets: store, Authenticate: func(*http.Request) (queue.Identity, error) { return tc.who, nil }})
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body)))
+			require.Equal(t, http.StatusForbidden, rec.Code, rec.Body.String())
+			var body api.ErrorBody
+			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body))
+			require.Contains(t, body.Error, tc.want)
+		})
+	}
+}
