@@ -14,7 +14,7 @@ WORKFLOWCHECK_VERSION := v0.6.0
 # Packages that link the embedded Temporal server are tested without -race
 # (instrumenting the whole server costs more than it finds); everything else
 # runs with -race.
-E2E_PKGS  := ./internal/e2e/...
+E2E_PKGS  := ./internal/e2e/... ./internal/devstack/...
 UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e /internal/e2e -e /internal/devstack -e /starter -e /internal/tools)
 
 .PHONY: help

@@ -37,6 +37,10 @@ type Config struct {
 	// DataDir holds the embedded server's SQLite file, repository mirrors,
 	// workspaces and build logs.
 	DataDir string `env:"SLUICE_DATA_DIR" envDefault:".sluice" desc:"state directory: temporal.db, git mirrors, workspaces, logs"`
+	// TemporalDB selects the embedded server's persistence.
+	TemporalDB string `env:"SLUICE_TEMPORAL_DB" desc:"persistence of the embedded Temporal server: empty is SQLite in DATA_DIR/temporal.db; postgres://user:password@host:port/temporal?sslmode=disable uses PostgreSQL (databases and schemas created or upgraded at start; visibility in <database>_visibility)" json:"-"`
+	// TemporalShards is the number of history shards.
+	TemporalShards int `env:"SLUICE_TEMPORAL_SHARDS" envDefault:"0" desc:"history shards of the embedded Temporal server (0: 1 on SQLite, 4 on PostgreSQL); fixed when its database is first created"`
 	// Host is the interface the embedded servers and the API bind to in dev.
 	Host string `env:"SLUICE_HOST" envDefault:"127.0.0.1" desc:"interface the embedded Temporal server and Web UI bind to"`
 	// TemporalPort is the embedded Temporal frontend's gRPC port.
@@ -62,7 +66,7 @@ type Config struct {
 	// SecretKey encrypts pipeline secrets at rest.
 	SecretKey string `env:"SLUICE_SECRET_KEY" desc:"key material that encrypts pipeline secrets at rest (AES-256-GCM; use a long random string); empty generates one into DATA_DIR/secrets/secret.key with a warning" json:"-"`
 	// ExecutorName is this executor's registry name.
-	ExecutorName string `env:"SLUICE_EXECUTOR_NAME" desc:"executor name in the registry (default: host name; 'local' in dev)"`
+	ExecutorName string `env:"SLUICE_EXECUTOR_NAME" desc:"member name in the registry of this executor or controller (default: the host name for an executor, controller@<host> for a controller; 'local' in dev)"`
 	// ExecutorQueues are the queues this executor serves ("*" = all).
 	ExecutorQueues []string `env:"SLUICE_EXECUTOR_QUEUES" envDefault:"default" envSeparator:"," desc:"comma-separated queues this executor serves; * serves every queue"`
 	// ExecutorLabels are this executor's labels, matched by queue rules.
@@ -223,6 +227,12 @@ func (c *Config) validate(skip map[string]bool) error {
 	}
 	if c.ScheduleCatchup < 10*time.Second {
 		bad("SLUICE_SCHEDULE_CATCHUP_WINDOW", "must be at least 10s (Temporal's minimum), got %s", c.ScheduleCatchup)
+	}
+	if c.TemporalDB != "" && !strings.HasPrefix(c.TemporalDB, "postgres://") && !strings.HasPrefix(c.TemporalDB, "postgresql://") {
+		bad("SLUICE_TEMPORAL_DB", "want empty (SQLite) or a postgres:// URL")
+	}
+	if c.TemporalShards < 0 || c.TemporalShards > 1024 {
+		bad("SLUICE_TEMPORAL_SHARDS", "must be 0-1024, got %d", c.TemporalShards)
 	}
 	if c.MaxAttempts < 1 || c.MaxAttempts > 100 {
 		bad("SLUICE_BUILD_MAX_ATTEMPTS", "must be 1-100, got %d", c.MaxAttempts)

@@ -19,7 +19,7 @@ $GO test -race -count=1 -json "${unit[@]}" | $report -label unit
 u1=$(date +%s)
 
 phase "end-to-end tests (in-process Temporal, real executor processes)"
-SLUICE_BIN="$PWD/bin/sluice" $GO test -count=1 -timeout 40m -json ./internal/e2e/... | $report -label e2e
+SLUICE_BIN="$PWD/bin/sluice" $GO test -count=1 -timeout 40m -json ./internal/e2e/... ./internal/devstack/... | $report -label e2e
 e1=$(date +%s)
 
 printf '\n== timings: unit %ss, e2e %ss, total %ss\n' $((u1-u0)) $((e1-u1)) $((e1-t0))

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -93,7 +94,7 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 			}
 		}()
 		addr = stack.FrontendAddress()
-		log.Info("temporal_started", "address", addr, "db", filepath.Join(cfg.DataDir, "temporal.db"), "took", time.Since(started).Round(time.Millisecond).String())
+		log.Info("temporal_started", "address", addr, "db", temporalDB(cfg), "took", time.Since(started).Round(time.Millisecond).String())
 	}
 	c, err := workers.Dial(ctx, cfg, addr, log)
 	if err != nil {
@@ -161,10 +162,23 @@ func apiBase(addr string) string {
 // and `sluice temporal`.
 func embeddedOptions(cfg *config.Config, log *slog.Logger) devstack.Options {
 	return devstack.Options{
-		DBPath: filepath.Join(cfg.DataDir, "temporal.db"), Host: cfg.Host, FrontendPort: cfg.TemporalPort,
+		DBPath: filepath.Join(cfg.DataDir, "temporal.db"), Postgres: cfg.TemporalDB, Shards: cfg.TemporalShards,
+		Host: cfg.Host, FrontendPort: cfg.TemporalPort,
 		UIPort: cfg.UIPort, MetricsPort: cfg.MetricsPort, Namespace: cfg.TemporalNamespace,
 		Logger: log, ServerLogLevel: parseLevel(cfg.TemporalLogLevel),
 	}
+}
+
+// temporalDB names the embedded server's persistence for logs (no password).
+func temporalDB(cfg *config.Config) string {
+	if cfg.TemporalDB == "" {
+		return filepath.Join(cfg.DataDir, "temporal.db")
+	}
+	if u, err := url.Parse(cfg.TemporalDB); err == nil {
+		u.User = nil
+		return u.String()
+	}
+	return "postgres"
 }
 
 // dialCluster connects the roles that need an existing Temporal cluster

@@ -78,6 +78,9 @@ func RegisterController(w worker.Registry, acts *activities.Activities) {
 // ctx ends.
 func RunController(ctx context.Context, o Options) error {
 	if o.Name == "" {
+		o.Name = o.Config.ExecutorName // a name given to this controller (several on one host)
+	}
+	if o.Name == "" {
 		o.Name = ControllerName()
 	}
 	if err := RegisterSearchAttributes(ctx, o.Client, o.Config.TemporalNamespace); err != nil {

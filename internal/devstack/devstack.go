@@ -35,6 +35,14 @@ import (
 type Options struct {
 	// DBPath is the SQLite file. Empty keeps everything in memory (tests).
 	DBPath string
+	// Postgres, when set, is a postgres:// URL: the history and visibility
+	// stores live on that PostgreSQL server instead of SQLite (DBPath is
+	// then unused). The databases and schemas are created or upgraded at
+	// start with Temporal's embedded schemas (MigratePostgres).
+	Postgres string
+	// Shards is the number of history shards (default 1 on SQLite, 4 on
+	// PostgreSQL). It is fixed when the cluster is first created.
+	Shards int
 	// Host is the interface to bind (default 127.0.0.1).
 	Host string
 	// FrontendPort is the gRPC frontend port; 0 picks a free one.
@@ -102,11 +110,23 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		ConnectAttributes: map[string]string{},
 		DatabaseName:      opts.DBPath,
 	}
-	if opts.DBPath == "" {
+	stores := storeConfig{name: sqliteplugin.PluginName, main: &sqlCfg, shards: 1}
+	switch {
+	case opts.Postgres != "":
+		mainSQL, visSQL, err := PostgresConfig(opts.Postgres)
+		if err != nil {
+			return nil, fmt.Errorf("devstack: SLUICE_TEMPORAL_DB: %w", err)
+		}
+		if err := MigratePostgres(mainSQL, visSQL); err != nil {
+			return nil, err
+		}
+		sqlCfg = mainSQL
+		stores = storeConfig{name: "postgres", main: &sqlCfg, visibility: &visSQL, shards: 4}
+	case opts.DBPath == "":
 		sqlCfg.ConnectAttributes["mode"] = "memory"
 		sqlCfg.ConnectAttributes["cache"] = "shared"
 		sqlCfg.DatabaseName = "sluice-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	} else {
+	default:
 		sqlCfg.ConnectAttributes["mode"] = "rwc"
 		// WAL + NORMAL roughly doubles throughput on a file (design.md §5);
 		// a crash may lose the last transactions but never corrupts the file.
@@ -139,7 +159,10 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		return nil, fmt.Errorf("devstack: create namespaces: %w", err)
 	}
 
-	cfg := serverConfig(opts, ports, sqlCfg, frontend)
+	if opts.Shards > 0 {
+		stores.shards = opts.Shards
+	}
+	cfg := serverConfig(opts, ports, stores, frontend)
 	dc := dynamicconfig.StaticClient{}
 	for k, v := range defaultDynamicConfig() {
 		dc[dynamicconfig.MakeKey(k)] = []dynamicconfig.ConstrainedValue{{Value: v}}
@@ -306,23 +329,43 @@ func allocate(ctx context.Context, host string, frontend, ui, metricsPort int) (
 	type want struct {
 		dst       *int
 		preferred int
+		// membership ports are stored in Temporal's cluster_membership
+		// table, a SMALLINT on PostgreSQL: they must stay below 32768.
+		membership bool
 	}
 	wants := []want{
-		{&p.history, frontend + 1},
-		{&p.matching, frontend + 2},
-		{&p.worker, frontend + 3},
-		{&p.mFrontend, frontend - 300},
-		{&p.mHistory, frontend - 299},
-		{&p.mMatching, frontend - 298},
-		{&p.mWorker, frontend - 297},
+		{&p.history, frontend + 1, false},
+		{&p.matching, frontend + 2, false},
+		{&p.worker, frontend + 3, false},
+		{&p.mFrontend, frontend - 300, true},
+		{&p.mHistory, frontend - 299, true},
+		{&p.mMatching, frontend - 298, true},
+		{&p.mWorker, frontend - 297, true},
 	}
 	if frontend == 0 {
 		for i := range wants {
 			wants[i].preferred = 0
 		}
-		wants = append(wants, want{&p.frontend, 0})
+		wants = append(wants, want{&p.frontend, 0, false})
 	}
-	for _, w := range wants {
+	const maxMembershipPort = 32767
+	for i, w := range wants {
+		if w.membership && (w.preferred == 0 || w.preferred > maxMembershipPort) {
+			// Deterministic for a fixed frontend port (a restart comes back
+			// on the same ports), spread otherwise.
+			start := 20000 + (frontend*4+i)%12000
+			if frontend == 0 {
+				start = 20000 + int(time.Now().UnixNano()%12000)
+			}
+			for port := start; port <= maxMembershipPort && *w.dst == 0; port++ {
+				if take(port) {
+					*w.dst = port
+				}
+			}
+			if *w.dst != 0 {
+				continue
+			}
+		}
 		if w.preferred != 0 && take(w.preferred) {
 			*w.dst = w.preferred
 			continue
@@ -342,7 +385,29 @@ func allocate(ctx context.Context, host string, frontend, ui, metricsPort int) (
 	return p, nil
 }
 
-func serverConfig(opts Options, p portSet, sqlCfg config.SQL, frontend string) *config.Config {
+// storeConfig is the persistence of the server: one SQLite store, or a
+// PostgreSQL main store and its visibility store.
+type storeConfig struct {
+	name             string
+	main, visibility *config.SQL
+	shards           int
+}
+
+func (s storeConfig) persistence() config.Persistence {
+	p := config.Persistence{
+		DefaultStore:     s.name,
+		VisibilityStore:  s.name,
+		NumHistoryShards: int32(s.shards), //nolint:gosec // a small positive count
+		DataStores:       map[string]config.DataStore{s.name: {SQL: s.main}},
+	}
+	if s.visibility != nil {
+		p.VisibilityStore = s.name + "-visibility"
+		p.DataStores[p.VisibilityStore] = config.DataStore{SQL: s.visibility}
+	}
+	return p
+}
+
+func serverConfig(opts Options, p portSet, stores storeConfig, frontend string) *config.Config {
 	svc := func(grpc, membership int) config.Service {
 		return config.Service{RPC: config.RPC{GRPCPort: grpc, MembershipPort: membership, BindOnIP: opts.Host}}
 	}
@@ -350,12 +415,7 @@ func serverConfig(opts Options, p portSet, sqlCfg config.SQL, frontend string) *
 		Global: config.Global{
 			Membership: config.Membership{MaxJoinDuration: 30 * time.Second, BroadcastAddress: opts.Host},
 		},
-		Persistence: config.Persistence{
-			DefaultStore:     sqliteplugin.PluginName,
-			VisibilityStore:  sqliteplugin.PluginName,
-			NumHistoryShards: 1,
-			DataStores:       map[string]config.DataStore{sqliteplugin.PluginName: {SQL: &sqlCfg}},
-		},
+		Persistence: stores.persistence(),
 		ClusterMetadata: &cluster.Config{
 			EnableGlobalNamespace:    false,
 			FailoverVersionIncrement: 10,

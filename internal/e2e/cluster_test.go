@@ -1,0 +1,202 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-ci/sluice/api"
+	"github.com/sluice-ci/sluice/internal/testenv"
+	"github.com/sluice-ci/sluice/workflows"
+)
+
+// proc is one sluice process of a multi-process cluster.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	out  bytes.Buffer
+	done chan struct{}
+}
+
+func (p *proc) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.Write(b)
+}
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+// kill SIGKILLs the process and everything it started (its builds).
+func (p *proc) kill() {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
+// startProc runs the sluice binary with args and env in its own process
+// group; the test's end kills it, and prints its output if the test failed.
+func startProc(t *testing.T, name string, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, done: make(chan struct{})}
+	p.cmd = exec.Command(testenv.Binary(t), args...)
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = p, p
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, p.cmd.Start())
+	go func() {
+		_ = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			p.kill()
+		}
+		if t.Failed() {
+			t.Logf("%s output:\n%s", name, p.output())
+		}
+	})
+	return p
+}
+
+// TestClusterOnPostgres: the production topology as separate processes on
+// a real PostgreSQL: `sluice temporal` on PostgreSQL, two controllers, two
+// executors and `sluice api`. 50 events over 5 pipelines (100 builds) run
+// while one controller and one executor are SIGKILLed mid-run; every build
+// completes exactly once (the executors' own step records), and the
+// cluster's Temporal Web UI lists the workflows by SluicePipeline.
+func TestClusterOnPostgres(t *testing.T) {
+	t.Parallel()
+	pg := testenv.StartPostgres(t)
+	dir := t.TempDir()
+	tport, uport, aport := freePort(t), freePort(t), freePort(t)
+	temporalAddr := "127.0.0.1:" + strconv.Itoa(tport)
+	apiURL := "http://127.0.0.1:" + strconv.Itoa(aport)
+	uiURL := "http://127.0.0.1:" + strconv.Itoa(uport)
+
+	temporal := startProc(t, "temporal", []string{
+		"SLUICE_TEMPORAL_DB=" + pg, "SLUICE_TEMPORAL_PORT=" + strconv.Itoa(tport), "SLUICE_UI_PORT=" + strconv.Itoa(uport),
+		"SLUICE_DATA_DIR=" + filepath.Join(dir, "temporal"),
+	}, "temporal")
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(temporal.output(), "Temporal is running") {
+		select {
+		case <-temporal.done:
+			t.Fatalf("sluice temporal exited:\n%s", temporal.output())
+		default:
+		}
+		require.True(t, time.Now().Before(deadline), "sluice temporal on PostgreSQL did not start:\n%s", temporal.output())
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	common := []string{
+		"TEMPORAL_ADDRESS=" + temporalAddr, "SLUICE_API_URL=" + apiURL,
+		"SLUICE_MEMBER_HEARTBEAT=500ms", "SLUICE_EXECUTOR_LIVENESS=3s", "SLUICE_BUILD_HEARTBEAT_TIMEOUT=5s",
+	}
+	member := func(role, name string) *proc {
+		return startProc(t, name, append([]string{"SLUICE_EXECUTOR_NAME=" + name, "SLUICE_DATA_DIR=" + filepath.Join(dir, name)}, common...),
+			"worker", "--role", role)
+	}
+	ctl1 := member("controller", "ctl-1")
+	member("controller", "ctl-2")
+	startProc(t, "api", append([]string{"SLUICE_API_ADDR=127.0.0.1:" + strconv.Itoa(aport), "SLUICE_DATA_DIR=" + filepath.Join(dir, "api")}, common...), "api")
+	exec1 := member("executor", "exec-1")
+	member("executor", "exec-2")
+
+	c := api.NewClient(apiURL)
+	ctx := context.Background()
+	require.Eventually(t, func() bool {
+		es, err := c.ListExecutors(ctx)
+		if err != nil {
+			return false
+		}
+		live := 0
+		for _, e := range es {
+			if e.Live && strings.HasPrefix(e.Name, "exec-") {
+				live++
+			}
+		}
+		return live == 2
+	}, 2*time.Minute, 200*time.Millisecond, "both executors live")
+
+	rec := filepath.Join(dir, "records")
+	const pipelines, perPipeline = 5, 10
+	for p := range pipelines {
+		spec := fmt.Sprintf(`
+shared:
+  image: alpine
+  annotations: {screwdriver.cd/collapseBuilds: false}
+jobs:
+  a:
+    requires: [~commit]
+    steps: [{work: %q}]
+  b:
+    requires: [a]
+    steps: [{work: %q}]
+`, record(rec, "sleep 0.3"), record(rec, "sleep 0.3"))
+		repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": spec})
+		_, err := c.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "p" + strconv.Itoa(p), Repo: repo.Dir})
+		require.NoError(t, err)
+	}
+	var events []string
+	for i := range perPipeline {
+		for p := range pipelines {
+			ev, err := c.StartEvent(ctx, "p"+strconv.Itoa(p), api.StartEventRequest{Type: "commit", Branch: "main"})
+			require.NoError(t, err, "event %d of p%d", i, p)
+			events = append(events, ev.ID)
+		}
+	}
+
+	// Mid-run: a controller and an executor die.
+	require.Eventually(t, func() bool { return len(readSpans(t, rec)) >= 15 }, 3*time.Minute, 100*time.Millisecond)
+	ctl1.kill()
+	exec1.kill()
+
+	for _, id := range events {
+		var ev api.Event
+		require.Eventually(t, func() bool {
+			got, err := c.GetEvent(ctx, id)
+			ev = got
+			return err == nil && got.Status.Final()
+		}, 5*time.Minute, 250*time.Millisecond, "event %s to end", id)
+		require.Equal(t, workflows.StatusSuccess, ev.Status, "event %s: %+v", id, ev.Builds)
+	}
+
+	completed := map[string]int{}
+	for _, s := range readSpans(t, rec) {
+		completed[s.Job+" "+s.Event]++
+	}
+	require.Len(t, completed, 2*pipelines*perPipeline, "every build completed")
+	for k, n := range completed {
+		require.Equal(t, 1, n, "build %s completed %d times", k, n)
+	}
+
+	// The cluster's Web UI lists the workflows by SluicePipeline.
+	q := url.QueryEscape(`SluicePipeline = "p0" AND WorkflowType = "EventWorkflow"`)
+	resp, err := http.Get(uiURL + "/api/v1/namespaces/default/workflows?query=" + q)
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	require.Equal(t, perPipeline, strings.Count(string(body), `"event/p0/`), "the UI lists p0's %d events: %s", perPipeline, body)
+}
