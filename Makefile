@@ -65,8 +65,8 @@ bench: build ## benchmarks against a bare Temporal baseline in the same run (QUI
 	SLUICE_BIN=$(CURDIR)/$(BIN) $(GO) run ./internal/tools/bench $(if $(QUICK),-quick) $(BENCH_ARGS)
 
 .PHONY: chaos
-chaos: build ## kill executors, the controller and the Temporal server during 100 events; check nothing is lost
-	SLUICE_BIN=$(CURDIR)/$(BIN) $(GO) run ./internal/tools/chaos
+chaos: build ## kill executors, the controller and the Temporal server during 100 events; check nothing is lost (DB=postgres: Temporal on PostgreSQL; CHAOS_ARGS for more flags)
+	SLUICE_BIN=$(CURDIR)/$(BIN) $(GO) run ./internal/tools/chaos $(if $(DB),-db $(DB)) $(CHAOS_ARGS)
 
 .PHONY: tidy
 tidy: ## go mod tidy and gofmt

@@ -99,6 +99,8 @@ func TestParseProblems(t *testing.T) {
 		{name: "bad requires syntax", yaml: "jobs: {main: {image: a, steps: [x], requires: [\"~commit:\", \"a b\"]}}", wants: []string{`"jobs.main.requires[0]"`, `"jobs.main.requires[1]": "a b" is not a job`}},
 		{name: "bad trigger regex", yaml: "jobs: {main: {image: a, steps: [x], requires: [\"~commit:/(/\"]}}", wants: []string{`"jobs.main.requires[0]": invalid regular expression /(/`}},
 		{name: "requires a misspelt job", yaml: "jobs: {build: {image: a, steps: [x]}, test: {image: a, steps: [x], requires: [~commit, biuld]}}", wants: []string{"test job has invalid requires: biuld. Cannot find job biuld in jobs. Did you mean build?"}},
+		{name: "duplicate key", yaml: "shared: {annotations: {screwdriver.cd/collapseBuilds: false}}\nshared: {image: a}\njobs: {main: {steps: [x]}}", wants: []string{`line 2: mapping key "shared" already defined at line 1`}},
+		{name: "duplicate job", yaml: "jobs:\n  main: {image: a, steps: [x]}\n  main: {image: b, steps: [y]}\n", wants: []string{`line 3: mapping key "main" already defined at line 2`}},
 		{name: "no image", yaml: "jobs: {main: {steps: [x]}, other: {image: a, steps: [x]}}", wants: []string{`"jobs.main.image" is required (set it in the job or in "shared"), as Screwdriver requires`}},
 		{name: "bare blockedBy job", yaml: "jobs: {main: {image: a, steps: [x], blockedBy: [other]}, other: {image: a, steps: [x]}}", wants: []string{`"jobs.main.blockedBy[0]": "other" must start with ~ (write ~other), as Screwdriver requires`}},
 		{name: "bare blockedBy remote", yaml: "jobs: {main: {image: a, steps: [x], blockedBy: [sd@p:j]}}", wants: []string{`"jobs.main.blockedBy[0]": "sd@p:j" must start with ~`}},

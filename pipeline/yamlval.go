@@ -164,11 +164,18 @@ func resolveAlias(n *yaml.Node) *yaml.Node {
 // over merged ones, and among merged mappings the earlier one wins.
 func (c *converter) convertMapping(n *yaml.Node, depth int) (*value, error) {
 	v := &value{kind: kMap}
-	explicit := map[string]bool{}
+	explicit := map[string]int{} // key → its line
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		if !isMergeKey(n.Content[i]) {
-			explicit[keyString(n.Content[i])] = true
+		if isMergeKey(n.Content[i]) {
+			continue
 		}
+		k := keyString(n.Content[i])
+		if line, dup := explicit[k]; dup {
+			// As Screwdriver's YAML parser: a second "shared:" must not
+			// silently replace the first.
+			return nil, fmt.Errorf("line %d: mapping key %q already defined at line %d", n.Content[i].Line, k, line)
+		}
+		explicit[k] = n.Content[i].Line
 	}
 	index := map[string]int{}
 	set := func(k string, val *value, override bool) {
@@ -205,7 +212,7 @@ func (c *converter) convertMapping(n *yaml.Node, depth int) (*value, error) {
 					return nil, err
 				}
 				for j, k := range mv.keys {
-					if !explicit[k] {
+					if _, ok := explicit[k]; !ok {
 						set(k, mv.vals[j], false)
 					}
 				}

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/sluice-ci/sluice/api"
+	"github.com/sluice-ci/sluice/internal/pgserver"
 	"github.com/sluice-ci/sluice/workflows"
 )
 
@@ -51,6 +52,8 @@ type options struct {
 	deadline                     time.Duration
 	seed                         uint64
 	keep                         bool
+	// db is the Temporal server's persistence: sqlite or postgres.
+	db string
 }
 
 func parseFlags(args []string, out io.Writer) (options, error) {
@@ -69,8 +72,12 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.DurationVar(&o.deadline, "deadline", 15*time.Minute, "give up (and fail) after this long")
 	fs.Uint64Var(&o.seed, "seed", 0, "random seed (0: from the clock)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (logs, records, databases) even on success")
+	fs.StringVar(&o.db, "db", "sqlite", "the Temporal server's persistence: sqlite (a file) or postgres (a throwaway PostgreSQL server, killed with nothing else)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if o.db != "sqlite" && o.db != "postgres" {
+		return o, fmt.Errorf("-db %q: want sqlite or postgres", o.db)
 	}
 	if o.events < 1 || o.pipelines < 1 || o.executors < 1 {
 		return o, errors.New("-events, -pipelines and -executors must be at least 1")
@@ -89,6 +96,9 @@ type harness struct {
 	dir   string
 	rec   string
 	begin time.Time
+
+	// pgURL is the Temporal server's PostgreSQL ("" on SQLite).
+	pgURL string
 
 	temporal, api, controller *proc
 	executors                 []*proc
@@ -133,6 +143,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 		if v := getenv(k); v != "" {
 			h.logf("%s=%s (from the environment)", k, v)
 		}
+	}
+
+	if o.db == "postgres" {
+		pg, err := pgserver.Start(ctx)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := pg.Stop(); err != nil {
+				h.logf("stop PostgreSQL: %v", err)
+			}
+		}()
+		h.pgURL = pg.URL
+		h.logf("Temporal on PostgreSQL (%s)", strings.SplitN(pg.URL, "?", 2)[0])
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, o.deadline)
@@ -187,7 +211,7 @@ func (h *harness) setup(ctx context.Context, bin string) ([]string, error) {
 			log: filepath.Join(logs, name+".log"), ready: ready,
 		}
 	}
-	h.temporal = mk("temporal", "Temporal is running", []string{"SLUICE_HOST=127.0.0.1"},
+	h.temporal = mk("temporal", "Temporal is running", []string{"SLUICE_HOST=127.0.0.1", "SLUICE_TEMPORAL_DB=" + h.pgURL},
 		"temporal", "--data-dir", filepath.Join(h.dir, "temporal"), "--temporal-port", strconv.Itoa(tp), "--ui-port", "0")
 	h.api = mk("api", "api_listening", []string{"SLUICE_DATA_DIR=" + filepath.Join(h.dir, "api")},
 		"api", "--api-addr", "127.0.0.1:"+strconv.Itoa(ap))

@@ -35,11 +35,11 @@ const (
 // per-job rule are off, so every event runs all its jobs.
 func pipelineSpec(sh shape, index int, rec string) string {
 	var b strings.Builder
-	b.WriteString("shared:\n  annotations:\n")
+	b.WriteString("shared:\n  image: alpine\n  annotations:\n")
 	b.WriteString("    screwdriver.cd/collapseBuilds: false\n")
 	b.WriteString("    screwdriver.cd/blockedBySameJob: false\n")
 	fmt.Fprintf(&b, "    screwdriver.cd/executor: %s\n", queueName)
-	b.WriteString("shared: {image: alpine}\njobs:\n")
+	b.WriteString("jobs:\n")
 	for i, job := range jobs {
 		requires := "[~commit]"
 		switch {
