@@ -48,7 +48,9 @@ type Step struct {
 	// Name identifies the step in logs and results; names starting with
 	// TeardownPrefix are teardown steps.
 	Name string
-	// Command is run by `sh -c`.
+	// Command is sourced by the build's shell session (see the package
+	// documentation): it may span lines and changes the shell's state for
+	// the next steps.
 	Command string
 }
 

@@ -1,0 +1,227 @@
+package runner
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// session is one long-lived `sh` reading the build's driver script from a
+// pipe: every step is sourced into it, so exported variables, the working
+// directory, shell options and functions carry over from step to step.
+type session struct {
+	pgid  int
+	stdin *os.File // write end of the driver pipe
+	// codes receives the exit code of each step the shell finished; it is
+	// closed once the status pipe reaches EOF (the shell is gone).
+	codes  chan int
+	exited chan struct{} // closed once the shell was reaped
+	code   int           // the shell's exit code, valid once exited is closed
+	err    error         // why Wait failed, valid once exited is closed
+}
+
+// statusFD is the shell's descriptor on which the driver reports each step's
+// exit code. Steps run with it closed, so no step process holds it.
+const statusFD = 3
+
+// startSession starts a shell in dir with the build's environment. When
+// restore is set, the shell first sources the environment the previous
+// session saved after its last completed step.
+func (r *run) startSession(dir string, restore bool) (*session, error) {
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("create driver pipe: %w", err)
+	}
+	stR, stW, err := os.Pipe()
+	if err != nil {
+		_ = inR.Close()
+		_ = inW.Close()
+		return nil, fmt.Errorf("create status pipe: %w", err)
+	}
+	cmd := exec.Command("sh") //nolint:gosec,noctx // the shell runs the build's steps; cancellation kills its whole group
+	cmd.Dir = dir
+	cmd.Env = r.env
+	cmd.Stdin = inR
+	// The shell's own stdout and stderr are /dev/null: everything a step
+	// prints (syntax errors in the step included) goes to the step's log.
+	cmd.ExtraFiles = []*os.File{stW}
+	// Pdeathsig: if the executor dies (SIGKILL, OOM), the shell dies with it
+	// instead of finishing a build nobody will report; the build is
+	// dispatched again elsewhere. The signal is tied to the forking thread,
+	// so that thread is kept for the fork.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	runtime.LockOSThread()
+	err = cmd.Start()
+	runtime.UnlockOSThread()
+	_ = inR.Close()
+	_ = stW.Close()
+	if err != nil {
+		_ = inW.Close()
+		_ = stR.Close()
+		return nil, err //nolint:wrapcheck // reported as "start: <err>"
+	}
+	s := &session{
+		pgid:   cmd.Process.Pid,
+		stdin:  inW,
+		codes:  make(chan int, 4),
+		exited: make(chan struct{}),
+	}
+	r.pgids = append(r.pgids, s.pgid)
+	r.sessions = append(r.sessions, s)
+	go func() {
+		defer close(s.codes)
+		defer func() { _ = stR.Close() }()
+		sc := bufio.NewScanner(stR)
+		for sc.Scan() {
+			if n, err := strconv.Atoi(strings.TrimSpace(sc.Text())); err == nil {
+				s.codes <- n
+			}
+		}
+	}()
+	go func() {
+		err := cmd.Wait()
+		s.code = exitCode(cmd.ProcessState, err)
+		if cmd.ProcessState == nil {
+			s.err = err
+		}
+		close(s.exited)
+	}()
+	if restore {
+		line := fmt.Sprintf(". %s >/dev/null 2>&1 </dev/null %d>&-\n", shellQuote(r.ctlPath("env")), statusFD)
+		if _, err := s.stdin.WriteString(line); err != nil {
+			return s, fmt.Errorf("restore environment: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// alive reports whether the shell has not exited yet.
+func (s *session) alive() bool {
+	select {
+	case <-s.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// send asks the shell to source script with its output going to out, then
+// to save its environment and working directory and report the exit code.
+func (r *run) send(s *session, script, out string) error {
+	line := fmt.Sprintf(". %s >%s 2>&1 </dev/null %d>&-; __sluice_rc=$?; "+
+		"export -p >%s; pwd >%s; echo \"$__sluice_rc\" >&%d\n",
+		shellQuote(script), shellQuote(out), statusFD,
+		shellQuote(r.ctlPath("env")), shellQuote(r.ctlPath("cwd")), statusFD)
+	if _, err := s.stdin.WriteString(line); err != nil {
+		return fmt.Errorf("write driver: %w", err)
+	}
+	return nil
+}
+
+// await waits until the shell reports the step's exit code, the shell exits
+// (a step ran `exit`, or set -e fired), or ctx is done. In the last case the
+// whole session (shell, step and whatever earlier steps left running) is
+// killed: SIGTERM, then SIGKILL after the grace period; killed is then ctx's
+// cause.
+func (r *run) await(ctx context.Context, s *session) (code int, killed error) {
+	select {
+	case c, ok := <-s.codes:
+		if ok {
+			return c, nil
+		}
+	case <-s.exited:
+	case <-ctx.Done():
+		r.kill(s)
+		return s.code, context.Cause(ctx)
+	}
+	// The shell is exiting on its own.
+	select {
+	case <-s.exited:
+		return s.code, nil
+	case <-ctx.Done():
+		r.kill(s)
+		return s.code, context.Cause(ctx)
+	}
+}
+
+// kill ends the session's process group and waits for the shell.
+func (r *run) kill(s *session) {
+	_ = syscall.Kill(-s.pgid, syscall.SIGTERM)
+	t := time.NewTimer(r.grace)
+	defer t.Stop()
+	select {
+	case <-s.exited:
+	case <-t.C:
+		_ = syscall.Kill(-s.pgid, syscall.SIGKILL)
+		<-s.exited
+	}
+	// Make sure nothing of the group survives the grace period,
+	// descendants included.
+	terminateGroups([]int{s.pgid}, r.grace, false)
+}
+
+// close ends a session that is still alive and waits for its goroutines.
+func (s *session) close(grace time.Duration) {
+	_ = s.stdin.Close() // an idle shell exits at the end of its script
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-s.exited:
+	case <-t.C:
+		_ = syscall.Kill(-s.pgid, syscall.SIGKILL)
+		<-s.exited
+	}
+	for range s.codes { //nolint:revive // drain until the reader goroutine is done
+	}
+}
+
+// ctlPath names a file in the run's control directory.
+func (r *run) ctlPath(name string) string { return filepath.Join(r.ctl, name) }
+
+// openOutput creates the FIFO a step writes its output to and opens its read
+// end, plus a write end held by the runner until the step's exit code is
+// known, so the reader sees EOF only once the step is done and every process
+// that inherited its output closed it.
+func (r *run) openOutput(n int) (path string, rd, hold *os.File, err error) {
+	path = r.ctlPath("out-" + strconv.Itoa(n))
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		return "", nil, nil, fmt.Errorf("mkfifo: %w", err)
+	}
+	rd, err = os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("open output: %w", err)
+	}
+	hold, err = os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		_ = rd.Close()
+		return "", nil, nil, fmt.Errorf("open output: %w", err)
+	}
+	return path, rd, hold, nil
+}
+
+// savedDir is the working directory the last completed step left, if it
+// still exists, else Spec.Dir.
+func (r *run) savedDir() (string, bool) {
+	b, err := os.ReadFile(r.ctlPath("cwd"))
+	if err != nil {
+		return r.spec.Dir, false
+	}
+	dir := strings.TrimSuffix(string(b), "\n")
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return r.spec.Dir, true
+	}
+	return dir, true
+}
+
+// shellQuote quotes s for sh.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
