@@ -32,6 +32,28 @@ type run struct {
 	sessions []*session
 	sess     *session // the current shell session, nil before the first step
 	ctl      string   // control directory: step scripts, output FIFOs, saved state
+	ownCtl   bool     // ctl was created by the run, which removes it
+}
+
+// makeControlDir sets up the control directory: Spec.ControlDir if given,
+// else a temporary directory removed by cleanup.
+func (r *run) makeControlDir() error {
+	if r.spec.ControlDir != "" {
+		if err := os.MkdirAll(r.spec.ControlDir, 0o700); err != nil {
+			return fmt.Errorf("create control directory: %w", err)
+		}
+		r.ctl = r.spec.ControlDir
+		return nil
+	}
+	if r.spec.Container != nil {
+		return errors.New("a container run needs Spec.ControlDir")
+	}
+	dir, err := os.MkdirTemp("", "sluice-run-")
+	if err != nil {
+		return fmt.Errorf("create control directory: %w", err)
+	}
+	r.ctl, r.ownCtl = dir, true
+	return nil
 }
 
 func newRun(spec Spec) *run {
@@ -83,11 +105,9 @@ func (r *run) step(ctx context.Context, i int) (res StepResult, killed error) {
 		return res, nil
 	}
 	if r.ctl == "" {
-		dir, err := os.MkdirTemp("", "sluice-run-")
-		if err != nil {
-			return fail(fmt.Sprintf("create control directory: %v", err))
+		if err := r.makeControlDir(); err != nil {
+			return fail(err.Error())
 		}
-		r.ctl = dir
 	}
 	script := r.ctlPath("step-" + strconv.Itoa(i) + ".sh")
 	if err := os.WriteFile(script, []byte(st.Command+"\n"), 0o600); err != nil {
@@ -143,7 +163,7 @@ func (r *run) cleanup() {
 	for _, s := range r.sessions {
 		s.close(r.grace)
 	}
-	if r.ctl != "" {
+	if r.ownCtl {
 		_ = os.RemoveAll(r.ctl)
 	}
 

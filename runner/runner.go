@@ -90,6 +90,27 @@ type Spec struct {
 	// AbortTeardownTimeout is the teardown budget once ctx is cancelled;
 	// 0 means DefaultAbortTeardownTimeout.
 	AbortTeardownTimeout time.Duration
+	// ControlDir is where Run keeps step scripts, output FIFOs and the saved
+	// shell state; "" means a temporary directory Run removes. Required with
+	// Container, which must have it mounted at Container.ControlDir.
+	ControlDir string
+	// Container, if set, runs the build's shell sessions in that running
+	// container instead of on the host.
+	Container *Container
+}
+
+// Container is a running container the steps of a build run in. The caller
+// creates it (with Spec.Dir and Spec.ControlDir mounted) and removes it
+// after Run; Run only execs shells in it.
+type Container struct {
+	// Runtime is the container CLI: "docker" or "podman".
+	Runtime string
+	// ID names the running container.
+	ID string
+	// Dir is Spec.Dir as mounted in the container.
+	Dir string
+	// ControlDir is Spec.ControlDir as mounted in the container.
+	ControlDir string
 }
 
 // StepResult is what happened to one step.

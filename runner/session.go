@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -18,8 +19,9 @@ import (
 // pipe: every step is sourced into it, so exported variables, the working
 // directory, shell options and functions carry over from step to step.
 type session struct {
-	pgid  int
-	stdin *os.File // write end of the driver pipe
+	pgid   int
+	stdin  *os.File // write end of the driver pipe
+	status *os.File // read end of the status FIFO
 	// codes receives the exit code of each step the shell finished; it is
 	// closed once the status pipe reaches EOF (the shell is gone).
 	codes  chan int
@@ -28,31 +30,53 @@ type session struct {
 	err    error         // why Wait failed, valid once exited is closed
 }
 
-// statusFD is the shell's descriptor on which the driver reports each step's
-// exit code. Steps run with it closed, so no step process holds it.
+// statusFD is the shell's descriptor (opened on a FIFO of the control
+// directory) on which the driver reports each step's exit code. Steps run
+// with it closed, so no step process holds it.
 const statusFD = 3
 
 // startSession starts a shell in dir with the build's environment. When
 // restore is set, the shell first sources the environment the previous
 // session saved after its last completed step.
 func (r *run) startSession(dir string, restore bool) (*session, error) {
+	n := len(r.sessions)
+	statusName := "status-" + strconv.Itoa(n)
+	if err := syscall.Mkfifo(r.ctlPath(statusName), 0o600); err != nil {
+		return nil, fmt.Errorf("mkfifo: %w", err)
+	}
+	stR, err := os.OpenFile(r.ctlPath(statusName), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open status: %w", err)
+	}
+	// Held until the shell was reaped, so the reader sees EOF only once
+	// the shell is gone, not before the shell opened its end.
+	stHold, err := os.OpenFile(r.ctlPath(statusName), os.O_WRONLY, 0)
+	if err != nil {
+		_ = stR.Close()
+		return nil, fmt.Errorf("open status: %w", err)
+	}
 	inR, inW, err := os.Pipe()
 	if err != nil {
+		_ = stR.Close()
+		_ = stHold.Close()
 		return nil, fmt.Errorf("create driver pipe: %w", err)
 	}
-	stR, stW, err := os.Pipe()
-	if err != nil {
-		_ = inR.Close()
-		_ = inW.Close()
-		return nil, fmt.Errorf("create status pipe: %w", err)
+	var cmd *exec.Cmd
+	if c := r.spec.Container; c != nil {
+		args := []string{"exec", "-i", "-w", dir}
+		for _, kv := range r.env {
+			args = append(args, "-e", kv)
+		}
+		args = append(args, c.ID, "sh")
+		cmd = exec.Command(c.Runtime, args...) //nolint:gosec,noctx // the shell runs the build's steps; cancellation kills them in the container
+	} else {
+		cmd = exec.Command("sh") //nolint:gosec,noctx // the shell runs the build's steps; cancellation kills its whole group
+		cmd.Dir = dir
+		cmd.Env = r.env
 	}
-	cmd := exec.Command("sh") //nolint:gosec,noctx // the shell runs the build's steps; cancellation kills its whole group
-	cmd.Dir = dir
-	cmd.Env = r.env
 	cmd.Stdin = inR
 	// The shell's own stdout and stderr are /dev/null: everything a step
 	// prints (syntax errors in the step included) goes to the step's log.
-	cmd.ExtraFiles = []*os.File{stW}
 	// Pdeathsig: if the executor dies (SIGKILL, OOM), the shell dies with it
 	// instead of finishing a build nobody will report; the build is
 	// dispatched again elsewhere. The signal is tied to the forking thread,
@@ -62,15 +86,16 @@ func (r *run) startSession(dir string, restore bool) (*session, error) {
 	err = cmd.Start()
 	runtime.UnlockOSThread()
 	_ = inR.Close()
-	_ = stW.Close()
 	if err != nil {
 		_ = inW.Close()
 		_ = stR.Close()
+		_ = stHold.Close()
 		return nil, err //nolint:wrapcheck // reported as "start: <err>"
 	}
 	s := &session{
 		pgid:   cmd.Process.Pid,
 		stdin:  inW,
+		status: stR,
 		codes:  make(chan int, 4),
 		exited: make(chan struct{}),
 	}
@@ -92,13 +117,15 @@ func (r *run) startSession(dir string, restore bool) (*session, error) {
 		if cmd.ProcessState == nil {
 			s.err = err
 		}
+		_ = stHold.Close()
 		close(s.exited)
 	}()
+	line := fmt.Sprintf("exec %d>%s\n", statusFD, shellQuote(r.shPath(statusName)))
 	if restore {
-		line := fmt.Sprintf(". %s >/dev/null 2>&1 </dev/null %d>&-\n", shellQuote(r.ctlPath("env")), statusFD)
-		if _, err := s.stdin.WriteString(line); err != nil {
-			return s, fmt.Errorf("restore environment: %w", err)
-		}
+		line += fmt.Sprintf(". %s >/dev/null 2>&1 </dev/null %d>&-\n", shellQuote(r.shPath("env")), statusFD)
+	}
+	if _, err := s.stdin.WriteString(line); err != nil {
+		return s, fmt.Errorf("set up shell: %w", err)
 	}
 	return s, nil
 }
@@ -118,8 +145,8 @@ func (s *session) alive() bool {
 func (r *run) send(s *session, script, out string) error {
 	line := fmt.Sprintf(". %s >%s 2>&1 </dev/null %d>&-; __sluice_rc=$?; "+
 		"export -p >%s; pwd >%s; echo \"$__sluice_rc\" >&%d\n",
-		shellQuote(script), shellQuote(out), statusFD,
-		shellQuote(r.ctlPath("env")), shellQuote(r.ctlPath("cwd")), statusFD)
+		shellQuote(r.shPath(script)), shellQuote(r.shPath(out)), statusFD,
+		shellQuote(r.shPath("env")), shellQuote(r.shPath("cwd")), statusFD)
 	if _, err := s.stdin.WriteString(line); err != nil {
 		return fmt.Errorf("write driver: %w", err)
 	}
@@ -154,18 +181,39 @@ func (r *run) await(ctx context.Context, s *session) (code int, killed error) {
 
 // kill ends the session's process group and waits for the shell.
 func (r *run) kill(s *session) {
-	_ = syscall.Kill(-s.pgid, syscall.SIGTERM)
+	r.signal(s, syscall.SIGTERM)
 	t := time.NewTimer(r.grace)
 	defer t.Stop()
 	select {
 	case <-s.exited:
 	case <-t.C:
-		_ = syscall.Kill(-s.pgid, syscall.SIGKILL)
+		r.signal(s, syscall.SIGKILL)
 		<-s.exited
 	}
 	// Make sure nothing of the group survives the grace period,
 	// descendants included.
 	terminateGroups([]int{s.pgid}, r.grace, false)
+}
+
+// signal sends sig to the session's process group on the host, or to every
+// process of the container but its init (the shell, the steps and whatever
+// earlier steps left running).
+func (r *run) signal(s *session, sig syscall.Signal) {
+	c := r.spec.Container
+	if c == nil {
+		_ = syscall.Kill(-s.pgid, sig)
+		return
+	}
+	name := "TERM"
+	if sig == syscall.SIGKILL {
+		name = "KILL"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = exec.CommandContext(ctx, c.Runtime, "exec", c.ID, "sh", "-c", "kill -"+name+" -1").Run() //nolint:gosec // fixed arguments
+	if sig == syscall.SIGKILL {
+		_ = syscall.Kill(-s.pgid, sig) // the runtime's client, should it hang
+	}
 }
 
 // close ends a session that is still alive and waits for its goroutines.
@@ -179,12 +227,25 @@ func (s *session) close(grace time.Duration) {
 		_ = syscall.Kill(-s.pgid, syscall.SIGKILL)
 		<-s.exited
 	}
+	// A process in a container may still hold the status FIFO: stop
+	// reading it rather than hang.
+	if err := s.status.SetReadDeadline(time.Now().Add(grace)); err != nil {
+		_ = s.status.Close()
+	}
 	for range s.codes { //nolint:revive // drain until the reader goroutine is done
 	}
 }
 
 // ctlPath names a file in the run's control directory.
-func (r *run) ctlPath(name string) string { return filepath.Join(r.ctl, name) }
+func (r *run) ctlPath(name string) string { return filepath.Join(r.ctl, filepath.Base(name)) }
+
+// shPath names a file of the control directory as the shell sees it.
+func (r *run) shPath(name string) string {
+	if c := r.spec.Container; c != nil {
+		return path.Join(c.ControlDir, filepath.Base(name))
+	}
+	return r.ctlPath(name)
+}
 
 // openOutput creates the FIFO a step writes its output to and opens its read
 // end, plus a write end held by the runner until the step's exit code is
@@ -212,13 +273,29 @@ func (r *run) openOutput(n int) (path string, rd, hold *os.File, err error) {
 func (r *run) savedDir() (string, bool) {
 	b, err := os.ReadFile(r.ctlPath("cwd"))
 	if err != nil {
-		return r.spec.Dir, false
+		return r.startDir(), false
 	}
 	dir := strings.TrimSuffix(string(b), "\n")
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return r.spec.Dir, true
+	hostDir := dir
+	if c := r.spec.Container; c != nil {
+		rel, ok := strings.CutPrefix(dir, c.Dir)
+		if !ok || (rel != "" && !strings.HasPrefix(rel, "/")) {
+			return dir, true // outside the workspace: trust the container
+		}
+		hostDir = r.spec.Dir + rel
+	}
+	if fi, err := os.Stat(hostDir); err != nil || !fi.IsDir() {
+		return r.startDir(), true
 	}
 	return dir, true
+}
+
+// startDir is Spec.Dir as the shell sees it.
+func (r *run) startDir() string {
+	if c := r.spec.Container; c != nil {
+		return c.Dir
+	}
+	return r.spec.Dir
 }
 
 // shellQuote quotes s for sh.
