@@ -143,7 +143,7 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 	for _, s := range in.Steps {
 		steps = append(steps, runner.Step{Name: s.Name, Command: s.Command})
 	}
-	out := runner.Run(runCtx, runner.Spec{
+	spec := runner.Spec{
 		Dir:     dir,
 		Env:     buildEnv(in, dir, name),
 		Steps:   steps,
@@ -154,7 +154,44 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 				hb.step(ev.Step.Name)
 			}
 		},
-	})
+	}
+	switch {
+	case a.Runtime == "" || a.Runtime == runner.RuntimeHost:
+		if in.Image != "" {
+			why := a.RuntimeWhy
+			if why == "" {
+				why = "host runtime"
+			}
+			spec.Logs = &noticeSink{LogSink: spec.Logs, notice: fmt.Sprintf(
+				"sluice: image %s is not used: executor %s runs steps in a shell on its host (%s)\n", in.Image, name, why)}
+		}
+	case in.Image == "":
+		spec.Logs = &noticeSink{LogSink: spec.Logs, notice: fmt.Sprintf(
+			"sluice: the job names no image: executor %s runs steps in a shell on its host\n", name)}
+	default:
+		ctl := dir + ".ctl"
+		defer a.removeDir(ctl)
+		if err := os.MkdirAll(ctl, 0o700); err != nil {
+			return a.finish(ctx, runCtx, rep, hb, &stopped, info.TaskToken, in,
+				fail(res, fmt.Sprintf("prepare control directory %s: %v", ctl, err)))
+		}
+		ctr, err := a.startContainer(runCtx, in, dir, ctl, name)
+		if err != nil {
+			if runCtx.Err() != nil {
+				res.Status, res.Reason = runner.StatusAborted, "aborted while starting the container"
+				return a.finish(ctx, runCtx, rep, hb, &stopped, info.TaskToken, in, res)
+			}
+			return a.finish(ctx, runCtx, rep, hb, &stopped, info.TaskToken, in, fail(res, err.Error()))
+		}
+		defer func() {
+			if err := runner.RemoveContainer(ctx, a.Runtime, ctr.ID); err != nil {
+				a.Logger.Warn("container_cleanup_failed", "container", ctr.ID, "error", err)
+			}
+		}()
+		spec.Container, spec.ControlDir = ctr, ctl
+		spec.Env = containerEnv(in, ctr.Dir, name)
+	}
+	out := runner.Run(runCtx, spec)
 	res.Status, res.Reason = out.Status, out.Reason
 	for _, s := range out.Steps {
 		res.Steps = append(res.Steps, StepResult{Name: s.Name, ExitCode: s.ExitCode, Start: s.Start, End: s.End, Skipped: s.Skipped})
