@@ -38,6 +38,9 @@ type Activities struct {
 	Runtime string
 	// RuntimeWhy says why Runtime was chosen, for the build log.
 	RuntimeWhy string
+	// GroupRecords is the directory where host builds record their process
+	// groups while they run ("" records nothing); see runner.KillRecordedGroups.
+	GroupRecords string
 	// Reporter heartbeats and completes build attempts by task token (nil:
 	// the activity's own client).
 	Reporter Reporter

@@ -191,7 +191,24 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 		spec.Container, spec.ControlDir = ctr, ctl
 		spec.Env = containerEnv(in, ctr.Dir, name)
 	}
+	var groups string
+	if spec.Container == nil && a.GroupRecords != "" {
+		// Recorded so that this executor, started again after dying
+		// mid-build, kills what the attempt left running.
+		groups = filepath.Join(a.GroupRecords, reNotName.ReplaceAllString(in.BuildID, "_")+"-attempt-"+strconv.Itoa(in.Attempt))
+		spec.OnProcessGroup = func(pgid int) {
+			if err := runner.AppendGroupRecord(groups, runner.RecordGroup(pgid)); err != nil {
+				a.Logger.Warn("process_group_record_failed", "build", in.BuildID, "error", err)
+			}
+		}
+	}
 	out := runner.Run(runCtx, spec)
+	if groups != "" {
+		// Run returned: every group it created is gone.
+		if err := os.Remove(groups); err != nil && !errors.Is(err, os.ErrNotExist) {
+			a.Logger.Warn("process_group_record_cleanup_failed", "build", in.BuildID, "error", err)
+		}
+	}
 	res.Status, res.Reason = out.Status, out.Reason
 	for _, s := range out.Steps {
 		res.Steps = append(res.Steps, StepResult{Name: s.Name, ExitCode: s.ExitCode, Start: s.Start, End: s.End, Skipped: s.Skipped})

@@ -94,6 +94,11 @@ type Spec struct {
 	// shell state; "" means a temporary directory Run removes. Required with
 	// Container, which must have it mounted at Container.ControlDir.
 	ControlDir string
+	// OnProcessGroup, if set, is called with the ID of each process group
+	// Run creates on the host (one per shell session) right after it
+	// started, so the caller can record it and kill it should the executor
+	// die before Run returns (see KillRecordedGroups).
+	OnProcessGroup func(pgid int)
 	// Container, if set, runs the build's shell sessions in that running
 	// container instead of on the host.
 	Container *Container

@@ -101,6 +101,9 @@ func (r *run) startSession(dir string, restore bool) (*session, error) {
 	}
 	r.pgids = append(r.pgids, s.pgid)
 	r.sessions = append(r.sessions, s)
+	if r.spec.OnProcessGroup != nil && r.spec.Container == nil {
+		r.spec.OnProcessGroup(s.pgid)
+	}
 	go func() {
 		defer close(s.codes)
 		defer func() { _ = stR.Close() }()

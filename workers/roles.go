@@ -128,13 +128,23 @@ func RunExecutor(ctx context.Context, o Options) error {
 			o.Logger.WarnContext(ctx, "orphan_container_cleanup_failed", "member", o.Name, "error", err)
 		}
 	}
+	// Likewise every recorded process group of a host build is left from an
+	// earlier life of this executor (SIGKILL, OOM, crash): kill it.
+	records := filepath.Join(o.Config.Workspaces(), ".sluice-groups", strings.ReplaceAll(o.Name, "/", "_"))
+	killed, err := runner.KillRecordedGroups(records)
+	if len(killed) > 0 {
+		o.Logger.InfoContext(ctx, "orphan_process_groups_killed", "member", o.Name, "pgids", killed)
+	}
+	if err != nil {
+		o.Logger.WarnContext(ctx, "orphan_process_group_cleanup_failed", "member", o.Name, "error", err)
+	}
 	labels := make(map[string]string, len(o.Config.ExecutorLabels)+1)
 	for k, v := range o.Config.ExecutorLabels {
 		labels[k] = v
 	}
 	labels["runtime"] = rt
 	acts := o.activities()
-	acts.Runtime, acts.RuntimeWhy = rt, why
+	acts.Runtime, acts.RuntimeWhy, acts.GroupRecords = rt, why, records
 	agent := NewAgent(AgentOptions{
 		Client: o.Client,
 		Member: queue.Member{
