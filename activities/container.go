@@ -71,9 +71,53 @@ func isBaseEnv(k string) bool {
 	return false
 }
 
+// Screwdriver's resource tiers: screwdriver.cd/cpu in CPUs, screwdriver.cd/ram
+// in GB.
+var (
+	cpuTiers = map[string]float64{"LOW": 2, "HIGH": 6, "TURBO": 12}
+	ramTiers = map[string]float64{"LOW": 2, "HIGH": 12, "TURBO": 16}
+)
+
+// containerResources maps the job's cpu and ram annotations (a tier or a
+// positive number; "" sets no limit) to --cpus and --memory values.
+func containerResources(cpu, ram string) (cpus, memory string, err error) {
+	parse := func(name, v string, tiers map[string]float64) (float64, error) {
+		if v == "" {
+			return 0, nil
+		}
+		if n, ok := tiers[strings.ToUpper(strings.TrimSpace(v))]; ok {
+			return n, nil
+		}
+		n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || n <= 0 || n > 1024 {
+			return 0, fmt.Errorf("annotation %s: want LOW, HIGH, TURBO or a positive number, got %q", name, v)
+		}
+		return n, nil
+	}
+	c, err := parse("screwdriver.cd/cpu", cpu, cpuTiers)
+	if err != nil {
+		return "", "", err
+	}
+	r, err := parse("screwdriver.cd/ram", ram, ramTiers)
+	if err != nil {
+		return "", "", err
+	}
+	if c > 0 {
+		cpus = strconv.FormatFloat(c, 'f', -1, 64)
+	}
+	if r > 0 {
+		memory = strconv.FormatInt(int64(r*1024), 10) + "m"
+	}
+	return cpus, memory, nil
+}
+
 // startContainer starts the container of one attempt with the workspace
 // and the control directory mounted.
 func (a *Activities) startContainer(ctx context.Context, in RunBuildInput, dir, ctl, executor string) (*runner.Container, error) {
+	cpus, memory, err := containerResources(in.CPU, in.RAM)
+	if err != nil {
+		return nil, err
+	}
 	src := sourceDir(in.Repo)
 	name := fmt.Sprintf("sluice-%s-a%d-%s", reNotName.ReplaceAllString(in.BuildID, "_"), in.Attempt,
 		strconv.FormatInt(time.Now().UnixNano(), 36))
@@ -86,6 +130,8 @@ func (a *Activities) startContainer(ctx context.Context, in RunBuildInput, dir, 
 		},
 		Mounts:  map[string]string{dir: src, ctl: containerControlDir},
 		Workdir: src,
+		CPUs:    cpus,
+		Memory:  memory,
 	}, src, containerControlDir)
 }
 

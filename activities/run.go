@@ -39,6 +39,10 @@ type RunBuildInput struct {
 	Steps       []pipeline.Command `json:"steps"`
 	Environment map[string]string  `json:"environment,omitempty"`
 	Timeout     time.Duration      `json:"timeout"`
+	// CPU and RAM are the job's screwdriver.cd/cpu and screwdriver.cd/ram
+	// annotations as written: LOW, HIGH, TURBO or a number.
+	CPU string `json:"cpu,omitempty"`
+	RAM string `json:"ram,omitempty"`
 	// Dispatch numbers the build workflow's dispatches: the claim names it,
 	// so a claim from a dispatch the workflow gave up on is refused.
 	Dispatch int `json:"dispatch,omitempty"`

@@ -115,7 +115,7 @@ func TestContainerCancelAndMissingImage(t *testing.T) {
 	spec := fmt.Sprintf(`
 shared:
   image: %s
-  annotations: {screwdriver.cd/executor: pod}
+  annotations: {screwdriver.cd/executor: pod, screwdriver.cd/cpu: LOW, screwdriver.cd/ram: 1}
 jobs:
   long:
     requires: [~commit]
@@ -143,6 +143,10 @@ jobs:
 		out, _ := exec.CommandContext(t.Context(), "podman", "exec", ids[0], "ps", "-o", "args").Output()
 		return strings.Count(string(out), "sleep 600") == 2
 	})
+	limits, err := exec.CommandContext(t.Context(), "podman", "inspect", "--format",
+		"{{.HostConfig.NanoCpus}} {{.HostConfig.Memory}}", containersOf(t, longID)[0]).Output()
+	require.NoError(t, err)
+	require.Equal(t, "2000000000 1073741824\n", string(limits), "cpu LOW is 2 CPUs, ram 1 is 1 GB")
 	cancelled := time.Now()
 	require.NoError(t, e.API.CancelBuild(ctx, longID))
 	e.WaitFor("the container to be gone", 5*time.Second, func() bool { return len(containersOf(t, longID)) == 0 })
