@@ -160,3 +160,44 @@ jobs:
 	require.Contains(t, missing.Reason, "localhost/sluice-no-such-image:latest", "the runtime's own message")
 	require.Equal(t, 1, missing.Attempts, "an unusable image is the build's failure, not an executor loss")
 }
+
+func TestContainerOrphansRemovedOnRestart(t *testing.T) {
+	t.Parallel()
+	testenv.Podman(t)
+	e := server.NewEnv(t, testenv.Options{})
+	ctx := e.Context()
+	podEnv := []string{"SLUICE_EXECUTOR_RUNTIME=podman"}
+	exec1 := e.StartExecutor(testenv.ExecutorOptions{Name: "podorph-1", Env: podEnv})
+	e.WaitExecutorLive("podorph-1")
+	spec := fmt.Sprintf("shared: {image: %s}\njobs:\n  long:\n    requires: [~commit]\n    steps:\n      - wait: sleep 600\n", testenv.TestImage)
+	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": spec})
+	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "ctrorph", Repo: repo.Dir})
+	require.NoError(t, err)
+	ev, err := e.API.StartEvent(ctx, "ctrorph", api.StartEventRequest{Type: "commit", Branch: "main"})
+	require.NoError(t, err)
+	longID := "ctrorph/long/" + strconv.Itoa(ev.Number)
+	var first string
+	e.WaitFor("the build's container", time.Minute, func() bool {
+		ids := containersOf(t, longID)
+		if len(ids) == 1 {
+			first = ids[0]
+		}
+		return first != ""
+	})
+	t.Cleanup(func() { _ = exec.Command("podman", "rm", "-f", "-t", "0", first).Run() }) //nolint:noctx // cleanup after the test's context ended
+
+	exec1.Kill()
+	require.Contains(t, containersOf(t, longID), first, "a SIGKILLed executor leaves its container behind")
+
+	e.StartExecutor(testenv.ExecutorOptions{Name: "podorph-1", Env: podEnv})
+	e.WaitFor("the orphan container to be removed", 20*time.Second, func() bool {
+		for _, id := range containersOf(t, longID) {
+			if strings.HasPrefix(first, id) || strings.HasPrefix(id, first) {
+				return false
+			}
+		}
+		return true
+	})
+	require.NoError(t, e.API.CancelBuild(ctx, longID))
+	e.WaitEvent(ev.ID, time.Minute)
+}
