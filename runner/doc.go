@@ -39,6 +39,26 @@
 // than one second (outputDrain) after that is discarded, so a background
 // process holding its output open never hangs Run.
 //
+// # Containers
+//
+// With Spec.Container set, the sessions are `<runtime> exec -i <container>
+// sh` in a container the caller started (StartContainer) with Spec.Dir and
+// Spec.ControlDir mounted; Spec.Env is passed with -e, and the step scripts,
+// output FIFOs, status FIFO and saved state live in the mounted control
+// directory. Killing a session there means `kill -1` inside the container
+// (every process but its init); the caller removes the container after Run
+// (RemoveContainer), and an executor that starts again removes the
+// containers labelled as its own (RemoveLabelled). ChooseRuntime picks host,
+// docker or podman.
+//
+// # Nothing outlives the attempt
+//
+// On the host each session's shell gets SIGKILL if the executor dies
+// (parent-death signal), but what its steps started does not. So
+// Spec.OnProcessGroup reports every process group as it is created; the
+// executor records it (AppendGroupRecord) and, when it starts again,
+// KillRecordedGroups kills whatever those groups still hold.
+//
 // # Order, failure and teardown
 //
 // Steps run one at a time. Steps named "teardown-*" run after all the other

@@ -189,7 +189,7 @@ func TestContainerOrphansRemovedOnRestart(t *testing.T) {
 	exec1.Kill()
 	require.Contains(t, containersOf(t, longID), first, "a SIGKILLed executor leaves its container behind")
 
-	e.StartExecutor(testenv.ExecutorOptions{Name: "podorph-1", Env: podEnv})
+	exec2 := e.StartExecutor(testenv.ExecutorOptions{Name: "podorph-1", Env: podEnv})
 	e.WaitFor("the orphan container to be removed", 20*time.Second, func() bool {
 		for _, id := range containersOf(t, longID) {
 			if strings.HasPrefix(first, id) || strings.HasPrefix(id, first) {
@@ -198,6 +198,12 @@ func TestContainerOrphansRemovedOnRestart(t *testing.T) {
 		}
 		return true
 	})
+
+	// The build is dispatched again to the restarted executor; stopping
+	// that executor gracefully removes the new container too.
+	e.WaitFor("the build's second container", time.Minute, func() bool { return len(containersOf(t, longID)) == 1 })
+	exec2.Stop()
+	require.Empty(t, containersOf(t, longID), "a stopping executor removes its build's container")
 	require.NoError(t, e.API.CancelBuild(ctx, longID))
 	e.WaitEvent(ev.ID, time.Minute)
 }
