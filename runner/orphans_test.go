@@ -42,7 +42,8 @@ func TestKillRecordedGroups(t *testing.T) {
 	waited := make(chan error, 1)
 	go func() { waited <- orphan.Wait() }()
 	select {
-	case <-waited:
+	case err := <-waited:
+		require.Error(t, err, "sleep 600 was killed")
 	case <-time.After(5 * time.Second):
 		t.Fatal("the recorded group survived")
 	}

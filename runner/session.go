@@ -169,7 +169,7 @@ func (r *run) await(ctx context.Context, s *session) (code int, killed error) {
 		}
 	case <-s.exited:
 	case <-ctx.Done():
-		r.kill(s)
+		r.kill(context.WithoutCancel(ctx), s)
 		return s.code, context.Cause(ctx)
 	}
 	// The shell is exiting on its own.
@@ -177,20 +177,20 @@ func (r *run) await(ctx context.Context, s *session) (code int, killed error) {
 	case <-s.exited:
 		return s.code, nil
 	case <-ctx.Done():
-		r.kill(s)
+		r.kill(context.WithoutCancel(ctx), s)
 		return s.code, context.Cause(ctx)
 	}
 }
 
 // kill ends the session's process group and waits for the shell.
-func (r *run) kill(s *session) {
-	r.signal(s, syscall.SIGTERM)
+func (r *run) kill(ctx context.Context, s *session) {
+	r.signal(ctx, s, syscall.SIGTERM)
 	t := time.NewTimer(r.grace)
 	defer t.Stop()
 	select {
 	case <-s.exited:
 	case <-t.C:
-		r.signal(s, syscall.SIGKILL)
+		r.signal(ctx, s, syscall.SIGKILL)
 		<-s.exited
 	}
 	// Make sure nothing of the group survives the grace period,
@@ -201,7 +201,7 @@ func (r *run) kill(s *session) {
 // signal sends sig to the session's process group on the host, or to every
 // process of the container but its init (the shell, the steps and whatever
 // earlier steps left running).
-func (r *run) signal(s *session, sig syscall.Signal) {
+func (r *run) signal(ctx context.Context, s *session, sig syscall.Signal) {
 	c := r.spec.Container
 	if c == nil {
 		_ = syscall.Kill(-s.pgid, sig)
@@ -211,7 +211,7 @@ func (r *run) signal(s *session, sig syscall.Signal) {
 	if sig == syscall.SIGKILL {
 		name = "KILL"
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	_ = exec.CommandContext(ctx, c.Runtime, "exec", c.ID, "sh", "-c", "kill -"+name+" -1").Run() //nolint:gosec // fixed arguments
 	if sig == syscall.SIGKILL {
@@ -287,7 +287,7 @@ func (r *run) savedDir() (string, bool) {
 		}
 		hostDir = r.spec.Dir + rel
 	}
-	if fi, err := os.Stat(hostDir); err != nil || !fi.IsDir() {
+	if fi, err := os.Stat(hostDir); err != nil || !fi.IsDir() { //nolint:gosec // the build's own working directory, only checked for existence
 		return r.startDir(), true
 	}
 	return dir, true
