@@ -589,6 +589,15 @@ func TestRunOneShellPerBuild(t *testing.T) {
 			wantLogs:   map[string]string{"reads": "read-done\n", "after": "after\n"},
 		},
 		{
+			name: "a step's exec redirections do not leak into the driver",
+			steps: []runner.Step{
+				step("redirect", "exec 3>/dev/null; exec >/dev/null; echo hidden"),
+				step("after", "echo shown"),
+			},
+			wantStatus: runner.StatusSuccess,
+			wantLogs:   map[string]string{"redirect": "", "after": "shown\n"},
+		},
+		{
 			name: "multi-line commands and quotes",
 			steps: []runner.Step{
 				step("multi", "X='it''s'\ncat <<EOT\n$X \"q\"\nEOT\n"),
