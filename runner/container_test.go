@@ -87,3 +87,20 @@ func TestRunInContainerCancel(t *testing.T) {
 	require.NoError(t, err, string(out))
 	require.NotContains(t, string(out), "sleep 600", "the build's processes are gone from the container")
 }
+
+func TestRunInContainerTimeout(t *testing.T) {
+	spec, sink := setup(t,
+		step("slow", "export KEPT=yes; sleep 600"),
+		step("teardown-x", `echo "${KEPT-unset}"`),
+	)
+	spec.Timeout = 500 * time.Millisecond
+	startContainer(t, &spec)
+
+	start := time.Now()
+	res := runner.Run(t.Context(), spec)
+
+	require.Less(t, time.Since(start), 10*time.Second)
+	require.Equal(t, runner.StatusTimeout, res.Status, res.Reason)
+	require.Equal(t, `timed out after 500ms in step "slow"`, res.Reason)
+	require.Equal(t, "unset\n", sink.log("teardown-x"), "the killed step's exports are lost; teardown runs in a fresh shell")
+}
