@@ -156,7 +156,7 @@ func (s *noticeSink) Open(step string) (io.WriteCloser, error) {
 	return w, nil
 }
 
-// removeContainerDir removes a host directory, logging a failure.
+// removeDir removes a host directory, logging a failure.
 func (a *Activities) removeDir(dir string) {
 	if err := os.RemoveAll(dir); err != nil {
 		a.Logger.Warn("workspace_cleanup_failed", "dir", dir, "error", err)

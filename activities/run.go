@@ -159,6 +159,14 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 			}
 		},
 	}
+	// The runner's control directory (step scripts, output FIFOs, saved
+	// shell state) sits next to the workspace, never inside the checkout.
+	spec.ControlDir = dir + ".ctl"
+	defer a.removeDir(spec.ControlDir)
+	if err := freshDir(spec.ControlDir); err != nil {
+		return a.finish(ctx, runCtx, rep, hb, &stopped, info.TaskToken, in,
+			fail(res, fmt.Sprintf("prepare control directory %s: %v", spec.ControlDir, err)))
+	}
 	switch {
 	case a.Runtime == "" || a.Runtime == runner.RuntimeHost:
 		if in.Image != "" {
@@ -173,13 +181,7 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 		spec.Logs = &noticeSink{LogSink: spec.Logs, notice: fmt.Sprintf(
 			"sluice: the job names no image: executor %s runs steps in a shell on its host\n", name)}
 	default:
-		ctl := dir + ".ctl"
-		defer a.removeDir(ctl)
-		if err := os.MkdirAll(ctl, 0o700); err != nil {
-			return a.finish(ctx, runCtx, rep, hb, &stopped, info.TaskToken, in,
-				fail(res, fmt.Sprintf("prepare control directory %s: %v", ctl, err)))
-		}
-		ctr, err := a.startContainer(runCtx, in, dir, ctl, name)
+		ctr, err := a.startContainer(runCtx, in, dir, spec.ControlDir, name)
 		if err != nil {
 			if runCtx.Err() != nil {
 				res.Status, res.Reason = runner.StatusAborted, "aborted while starting the container"
@@ -192,7 +194,7 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 				a.Logger.Warn("container_cleanup_failed", "container", ctr.ID, "error", err)
 			}
 		}()
-		spec.Container, spec.ControlDir = ctr, ctl
+		spec.Container = ctr
 		spec.Env = containerEnv(in, ctr.Dir, name)
 	}
 	var groups string
@@ -330,4 +332,13 @@ func IsSuperseded(err error) bool { return hasType(err, ErrTypeSuperseded) }
 func hasType(err error, t string) bool {
 	var app *temporal.ApplicationError
 	return errors.As(err, &app) && app.Type() == t
+}
+
+// freshDir makes dir an empty directory (an attempt run again after its
+// executor died finds its old one).
+func freshDir(dir string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err //nolint:wrapcheck // the caller names the directory
+	}
+	return os.MkdirAll(dir, 0o700) //nolint:wrapcheck // the caller names the directory
 }
