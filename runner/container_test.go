@@ -104,3 +104,16 @@ func TestRunInContainerTimeout(t *testing.T) {
 	require.Equal(t, `timed out after 500ms in step "slow"`, res.Reason)
 	require.Equal(t, "unset\n", sink.log("teardown-x"), "the killed step's exports are lost; teardown runs in a fresh shell")
 }
+
+func TestRunInVanishedContainer(t *testing.T) {
+	spec, sink := setup(t, step("a", "true"), step("teardown-x", "true"))
+	c := startContainer(t, &spec)
+	require.NoError(t, runner.RemoveContainer(t.Context(), runner.RuntimePodman, c.ID))
+
+	res := runner.Run(t.Context(), spec)
+
+	require.Equal(t, runner.StatusFailure, res.Status, res.Reason)
+	require.NotZero(t, res.Steps[0].ExitCode)
+	require.Contains(t, sink.log("a"), "sluice: podman exec: ", "the runtime's message is in the step log")
+	require.Contains(t, res.Steps[0].Err, "podman exec")
+}

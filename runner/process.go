@@ -135,7 +135,8 @@ func (r *run) step(ctx context.Context, i int) (res StepResult, killed error) {
 	if err := r.send(s, script, out); err != nil && s.alive() {
 		res.Err = err.Error()
 	}
-	res.ExitCode, killed = r.await(ctx, s)
+	var ended bool
+	res.ExitCode, ended, killed = r.await(ctx, s)
 	_ = hold.Close()
 	if killed != nil {
 		res.Err = "killed: " + describeKill(killed)
@@ -151,6 +152,12 @@ func (r *run) step(ctx context.Context, i int) (res StepResult, killed error) {
 	drain.Stop()
 	if werr := p.detach(); werr != nil {
 		res.Err = joinErr(res.Err, fmt.Errorf("write log: %w", werr))
+	}
+	if msg := s.stderr.String(); ended && killed == nil && msg != "" {
+		// The container runtime's own complaint (the container is gone,
+		// exec refused): the step's log is where people look.
+		_, _ = fmt.Fprintf(w, "sluice: %s exec: %s\n", r.spec.Container.Runtime, msg)
+		res.Err = joinErr(res.Err, fmt.Errorf("%s exec: %s", r.spec.Container.Runtime, msg))
 	}
 	res.Err = joinErr(res.Err, closeLog(w))
 	return res, killed

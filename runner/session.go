@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -28,6 +29,33 @@ type session struct {
 	exited chan struct{} // closed once the shell was reaped
 	code   int           // the shell's exit code, valid once exited is closed
 	err    error         // why Wait failed, valid once exited is closed
+	// stderr keeps what a container runtime's exec client said (the
+	// shell's own stderr on the host is /dev/null), valid once exited.
+	stderr *tailBuffer
+}
+
+// tailBuffer keeps the last bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+const tailMax = 4 << 10
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if len(b.buf) > tailMax {
+		b.buf = b.buf[len(b.buf)-tailMax:]
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.TrimSpace(string(b.buf))
 }
 
 // statusFD is the shell's descriptor (opened on a FIFO of the control
@@ -62,6 +90,7 @@ func (r *run) startSession(dir string, restore bool) (*session, error) {
 		return nil, fmt.Errorf("create driver pipe: %w", err)
 	}
 	var cmd *exec.Cmd
+	errs := &tailBuffer{}
 	if c := r.spec.Container; c != nil {
 		args := []string{"exec", "-i", "-w", dir}
 		for _, kv := range r.env {
@@ -69,6 +98,7 @@ func (r *run) startSession(dir string, restore bool) (*session, error) {
 		}
 		args = append(args, c.ID, "sh")
 		cmd = exec.Command(c.Runtime, args...) //nolint:gosec,noctx // the shell runs the build's steps; cancellation kills them in the container
+		cmd.Stderr = errs
 	} else {
 		cmd = exec.Command("sh") //nolint:gosec,noctx // the shell runs the build's steps; cancellation kills its whole group
 		cmd.Dir = dir
@@ -98,6 +128,7 @@ func (r *run) startSession(dir string, restore bool) (*session, error) {
 		status: stR,
 		codes:  make(chan int, 4),
 		exited: make(chan struct{}),
+		stderr: errs,
 	}
 	r.pgids = append(r.pgids, s.pgid)
 	r.sessions = append(r.sessions, s)
@@ -161,24 +192,24 @@ func (r *run) send(s *session, script, out string) error {
 // whole session (shell, step and whatever earlier steps left running) is
 // killed: SIGTERM, then SIGKILL after the grace period; killed is then ctx's
 // cause.
-func (r *run) await(ctx context.Context, s *session) (code int, killed error) {
+func (r *run) await(ctx context.Context, s *session) (code int, ended bool, killed error) {
 	select {
 	case c, ok := <-s.codes:
 		if ok {
-			return c, nil
+			return c, false, nil
 		}
 	case <-s.exited:
 	case <-ctx.Done():
 		r.kill(context.WithoutCancel(ctx), s)
-		return s.code, context.Cause(ctx)
+		return s.code, true, context.Cause(ctx)
 	}
 	// The shell is exiting on its own.
 	select {
 	case <-s.exited:
-		return s.code, nil
+		return s.code, true, nil
 	case <-ctx.Done():
 		r.kill(context.WithoutCancel(ctx), s)
-		return s.code, context.Cause(ctx)
+		return s.code, true, context.Cause(ctx)
 	}
 }
 
