@@ -36,6 +36,14 @@ type Activities struct {
 	WorkDir string
 	// KeepWorkspaces leaves workspaces behind after builds (debugging).
 	KeepWorkspaces bool
+	// Runtime runs builds: runner.RuntimeHost ("" too), RuntimeDocker or
+	// RuntimePodman (one container per attempt from the job's image).
+	Runtime string
+	// RuntimeWhy says why Runtime was chosen, for the build log.
+	RuntimeWhy string
+	// GroupRecords is the directory where host builds record their process
+	// groups while they run ("" records nothing); see runner.KillRecordedGroups.
+	GroupRecords string
 	// Reporter heartbeats and completes build attempts by task token (nil:
 	// the activity's own client).
 	Reporter Reporter

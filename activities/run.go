@@ -42,6 +42,10 @@ type RunBuildInput struct {
 	// API at claim time (Activities.Secrets), never from Temporal.
 	Secrets []string      `json:"secrets,omitempty"`
 	Timeout time.Duration `json:"timeout"`
+	// CPU and RAM are the job's screwdriver.cd/cpu and screwdriver.cd/ram
+	// annotations as written: LOW, HIGH, TURBO or a number.
+	CPU string `json:"cpu,omitempty"`
+	RAM string `json:"ram,omitempty"`
 	// Dispatch numbers the build workflow's dispatches: the claim names it,
 	// so a claim from a dispatch the workflow gave up on is refused.
 	Dispatch int `json:"dispatch,omitempty"`
@@ -166,7 +170,7 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 	for _, s := range in.Steps {
 		steps = append(steps, runner.Step{Name: s.Name, Command: s.Command})
 	}
-	out := runner.Run(runCtx, runner.Spec{
+	spec := runner.Spec{
 		Dir:     dir,
 		Env:     buildEnv(in, dir, name, secrets),
 		Steps:   steps,
@@ -177,7 +181,63 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 				hb.step(ev.Step.Name)
 			}
 		},
-	})
+	}
+	// The runner's control directory (step scripts, output FIFOs, saved
+	// shell state) sits next to the workspace, never inside the checkout.
+	spec.ControlDir = dir + ".ctl"
+	defer a.removeDir(spec.ControlDir)
+	if err := freshDir(spec.ControlDir); err != nil {
+		return a.finish(ctx, runCtx, rep, hb, &stopped, info.TaskToken, in,
+			fail(res, fmt.Sprintf("prepare control directory %s: %v", spec.ControlDir, err)))
+	}
+	switch {
+	case a.Runtime == "" || a.Runtime == runner.RuntimeHost:
+		if in.Image != "" {
+			why := a.RuntimeWhy
+			if why == "" {
+				why = "host runtime"
+			}
+			spec.Logs = &noticeSink{LogSink: spec.Logs, notice: fmt.Sprintf(
+				"sluice: image %s is not used: executor %s runs steps in a shell on its host (%s)\n", in.Image, name, why)}
+		}
+	case in.Image == "":
+		spec.Logs = &noticeSink{LogSink: spec.Logs, notice: fmt.Sprintf(
+			"sluice: the job names no image: executor %s runs steps in a shell on its host\n", name)}
+	default:
+		ctr, err := a.startContainer(runCtx, in, dir, spec.ControlDir, name)
+		if err != nil {
+			if runCtx.Err() != nil {
+				res.Status, res.Reason = runner.StatusAborted, "aborted while starting the container"
+				return a.finish(ctx, runCtx, rep, hb, &stopped, info.TaskToken, in, res)
+			}
+			return a.finish(ctx, runCtx, rep, hb, &stopped, info.TaskToken, in, fail(res, err.Error()))
+		}
+		defer func() {
+			if err := runner.RemoveContainer(ctx, a.Runtime, ctr.ID); err != nil {
+				a.Logger.Warn("container_cleanup_failed", "container", ctr.ID, "error", err)
+			}
+		}()
+		spec.Container = ctr
+		spec.Env = containerEnv(in, ctr.Dir, name, secrets)
+	}
+	var groups string
+	if spec.Container == nil && a.GroupRecords != "" {
+		// Recorded so that this executor, started again after dying
+		// mid-build, kills what the attempt left running.
+		groups = filepath.Join(a.GroupRecords, reNotName.ReplaceAllString(in.BuildID, "_")+"-attempt-"+strconv.Itoa(in.Attempt))
+		spec.OnProcessGroup = func(pgid int) {
+			if err := runner.AppendGroupRecord(groups, runner.RecordGroup(pgid)); err != nil {
+				a.Logger.Warn("process_group_record_failed", "build", in.BuildID, "error", err)
+			}
+		}
+	}
+	out := runner.Run(runCtx, spec)
+	if groups != "" {
+		// Run returned: every group it created is gone.
+		if err := os.Remove(groups); err != nil && !errors.Is(err, os.ErrNotExist) {
+			a.Logger.Warn("process_group_record_cleanup_failed", "build", in.BuildID, "error", err)
+		}
+	}
 	res.Status, res.Reason = out.Status, out.Reason
 	for _, s := range out.Steps {
 		res.Steps = append(res.Steps, StepResult{Name: s.Name, ExitCode: s.ExitCode, Start: s.Start, End: s.End, Skipped: s.Skipped})
@@ -306,4 +366,13 @@ func IsSuperseded(err error) bool { return hasType(err, ErrTypeSuperseded) }
 func hasType(err error, t string) bool {
 	var app *temporal.ApplicationError
 	return errors.As(err, &app) && app.Type() == t
+}
+
+// freshDir makes dir an empty directory (an attempt run again after its
+// executor died finds its old one).
+func freshDir(dir string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err //nolint:wrapcheck // the caller names the directory
+	}
+	return os.MkdirAll(dir, 0o700) //nolint:wrapcheck // the caller names the directory
 }

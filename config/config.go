@@ -71,6 +71,9 @@ type Config struct {
 	ExecutorQueues []string `env:"SLUICE_EXECUTOR_QUEUES" envDefault:"default" envSeparator:"," desc:"comma-separated queues this executor serves; * serves every queue"`
 	// ExecutorLabels are this executor's labels, matched by queue rules.
 	ExecutorLabels map[string]string `env:"SLUICE_EXECUTOR_LABELS" envSeparator:"," envKeyValSeparator:"=" desc:"comma-separated key=value labels matched by queue rules"`
+	// ExecutorRuntime is how this executor runs builds: host, docker, podman
+	// or auto.
+	ExecutorRuntime string `env:"SLUICE_EXECUTOR_RUNTIME" envDefault:"auto" desc:"how builds run: host, docker, podman, or auto (docker if 'docker info' answers, else podman if 'podman info' answers, else host)"`
 	// WorkDir is where executors create build workspaces.
 	WorkDir string `env:"SLUICE_WORK_DIR" desc:"root of build workspaces (default: DATA_DIR/work)"`
 	// KeepWorkspaces keeps build workspaces after builds end, for debugging.
@@ -203,6 +206,11 @@ func (c *Config) validate(skip map[string]bool) error {
 			bad("SLUICE_EXECUTOR_QUEUES", "empty queue name in %q", strings.Join(c.ExecutorQueues, ","))
 			break
 		}
+	}
+	switch c.ExecutorRuntime {
+	case "host", "docker", "podman", "auto":
+	default:
+		bad("SLUICE_EXECUTOR_RUNTIME", "want host, docker, podman or auto, got %q", c.ExecutorRuntime)
 	}
 	for k := range c.ExecutorLabels {
 		if k == "" {

@@ -20,6 +20,8 @@ const (
 	AnnotationManualStartEnabled       = "screwdriver.cd/manualStartEnabled"
 	AnnotationVirtualJob               = "screwdriver.cd/virtualJob"
 	AnnotationExecutor                 = "screwdriver.cd/executor"
+	AnnotationCPU                      = "screwdriver.cd/cpu"
+	AnnotationRAM                      = "screwdriver.cd/ram"
 	AnnotationDelay                    = "sluice.dev/delay"
 	AnnotationPriority                 = "sluice.dev/priority"
 )

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -28,8 +27,33 @@ type run struct {
 	teardownTimeout      time.Duration
 	abortTeardownTimeout time.Duration
 
-	pgids []int
-	pumps []*pump
+	pgids    []int
+	pumps    []*pump
+	sessions []*session
+	sess     *session // the current shell session, nil before the first step
+	ctl      string   // control directory: step scripts, output FIFOs, saved state
+	ownCtl   bool     // ctl was created by the run, which removes it
+}
+
+// makeControlDir sets up the control directory: Spec.ControlDir if given,
+// else a temporary directory removed by cleanup.
+func (r *run) makeControlDir() error {
+	if r.spec.ControlDir != "" {
+		if err := os.MkdirAll(r.spec.ControlDir, 0o700); err != nil {
+			return fmt.Errorf("create control directory: %w", err)
+		}
+		r.ctl = r.spec.ControlDir
+		return nil
+	}
+	if r.spec.Container != nil {
+		return errors.New("a container run needs Spec.ControlDir")
+	}
+	dir, err := os.MkdirTemp("", "sluice-run-")
+	if err != nil {
+		return fmt.Errorf("create control directory: %w", err)
+	}
+	r.ctl, r.ownCtl = dir, true
+	return nil
 }
 
 func newRun(spec Spec) *run {
@@ -59,8 +83,9 @@ func newRun(spec Spec) *run {
 	return r
 }
 
-// step runs step i until its shell exits or ctx is done. killed is the cause
-// of ctx when the step's process group had to be killed, else nil.
+// step runs step i in the build's shell session until the shell reports its
+// exit code, the shell exits, or ctx is done. killed is the cause of ctx
+// when the session had to be killed, else nil.
 func (r *run) step(ctx context.Context, i int) (res StepResult, killed error) {
 	st := r.spec.Steps[i]
 	res = StepResult{Name: st.Name, Start: time.Now()}
@@ -75,68 +100,48 @@ func (r *run) step(ctx context.Context, i int) (res StepResult, killed error) {
 		res.ExitCode, res.Err = -1, fmt.Sprintf("open log: %v", err)
 		return res, nil
 	}
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		res.ExitCode, res.Err = -1, fmt.Sprintf("create pipe: %v", err)
-		res.Err = joinErr(res.Err, closeLog(w))
+	fail := func(msg string) (StepResult, error) {
+		res.ExitCode, res.Err = -1, joinErr(msg, closeLog(w))
 		return res, nil
 	}
-
-	cmd := exec.Command("sh", "-c", st.Command) //nolint:gosec,noctx // the command is the build's; cancellation kills the whole group below
-	cmd.Dir = r.spec.Dir
-	cmd.Env = r.env
-	cmd.Stdout, cmd.Stderr = pw, pw
-	// Pdeathsig: if the executor dies (SIGKILL, OOM), the step's shell dies
-	// with it instead of finishing a build nobody will report; the build is
-	// dispatched again elsewhere. The signal is tied to the forking thread,
-	// so that thread is kept for the fork.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	runtime.LockOSThread()
-	err = cmd.Start()
-	runtime.UnlockOSThread()
-	if err != nil {
-		_ = pr.Close()
-		_ = pw.Close()
-		res.ExitCode, res.Err = -1, fmt.Sprintf("start: %v", err)
-		res.Err = joinErr(res.Err, closeLog(w))
-		return res, nil
+	if r.ctl == "" {
+		if err := r.makeControlDir(); err != nil {
+			return fail(err.Error())
+		}
 	}
-	_ = pw.Close() // the children hold the write end now
-	pgid := cmd.Process.Pid
-	r.pgids = append(r.pgids, pgid)
-	p := startPump(pr, w)
+	script := r.ctlPath("step-" + strconv.Itoa(i) + ".sh")
+	if err := os.WriteFile(script, []byte(st.Command+"\n"), 0o600); err != nil {
+		return fail(fmt.Sprintf("write step script: %v", err))
+	}
+	if r.sess == nil || !r.sess.alive() {
+		// The first step, or the shell of an earlier step ended (exit,
+		// set -e, killed): a fresh shell restores the environment and
+		// working directory the last completed step left.
+		dir, restore := r.savedDir()
+		s, err := r.startSession(dir, restore)
+		if s == nil {
+			return fail(fmt.Sprintf("start: %v", err))
+		}
+		r.sess = s
+	}
+	out, rd, hold, err := r.openOutput(i)
+	if err != nil {
+		return fail(err.Error())
+	}
+	p := startPump(rd, w)
 	r.pumps = append(r.pumps, p)
 
-	exited := make(chan struct{})
-	watched := make(chan error, 1)
-	go func() {
-		select {
-		case <-exited:
-			watched <- nil
-		case <-ctx.Done():
-			_ = syscall.Kill(-pgid, syscall.SIGTERM)
-			t := time.NewTimer(r.grace)
-			defer t.Stop()
-			select {
-			case <-exited:
-			case <-t.C:
-				_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			}
-			watched <- context.Cause(ctx)
-		}
-	}()
-	waitErr := cmd.Wait()
-	close(exited)
-	killed = <-watched
-
-	res.ExitCode = exitCode(cmd.ProcessState, waitErr)
+	s := r.sess
+	if err := r.send(s, script, out); err != nil && s.alive() {
+		res.Err = err.Error()
+	}
+	var ended bool
+	res.ExitCode, ended, killed = r.await(ctx, s)
+	_ = hold.Close()
 	if killed != nil {
-		// SIGTERM went out; make sure nothing of the group survives the
-		// grace period, descendants included.
-		terminateGroups([]int{pgid}, r.grace, false)
 		res.Err = "killed: " + describeKill(killed)
-	} else if cmd.ProcessState == nil {
-		res.Err = fmt.Sprintf("wait: %v", waitErr)
+	} else if !s.alive() && s.err != nil {
+		res.Err = joinErr(res.Err, fmt.Errorf("wait: %w", s.err))
 	}
 
 	drain := time.NewTimer(outputDrain)
@@ -148,6 +153,12 @@ func (r *run) step(ctx context.Context, i int) (res StepResult, killed error) {
 	if werr := p.detach(); werr != nil {
 		res.Err = joinErr(res.Err, fmt.Errorf("write log: %w", werr))
 	}
+	if msg := s.stderr.String(); ended && killed == nil && msg != "" {
+		// The container runtime's own complaint (the container is gone,
+		// exec refused): the step's log is where people look.
+		_, _ = fmt.Fprintf(w, "sluice: %s exec: %s\n", r.spec.Container.Runtime, msg)
+		res.Err = joinErr(res.Err, fmt.Errorf("%s exec: %s", r.spec.Container.Runtime, msg))
+	}
 	res.Err = joinErr(res.Err, closeLog(w))
 	return res, killed
 }
@@ -156,6 +167,12 @@ func (r *run) step(ctx context.Context, i int) (res StepResult, killed error) {
 // output pumps to finish.
 func (r *run) cleanup() {
 	terminateGroups(r.pgids, r.grace, true)
+	for _, s := range r.sessions {
+		s.close(r.grace)
+	}
+	if r.ownCtl {
+		_ = os.RemoveAll(r.ctl)
+	}
 
 	deadline := time.NewTimer(time.Second)
 	defer deadline.Stop()

@@ -48,7 +48,9 @@ type Step struct {
 	// Name identifies the step in logs and results; names starting with
 	// TeardownPrefix are teardown steps.
 	Name string
-	// Command is run by `sh -c`.
+	// Command is sourced by the build's shell session (see the package
+	// documentation): it may span lines and changes the shell's state for
+	// the next steps.
 	Command string
 }
 
@@ -88,6 +90,32 @@ type Spec struct {
 	// AbortTeardownTimeout is the teardown budget once ctx is cancelled;
 	// 0 means DefaultAbortTeardownTimeout.
 	AbortTeardownTimeout time.Duration
+	// ControlDir is where Run keeps step scripts, output FIFOs and the saved
+	// shell state; "" means a temporary directory Run removes. Required with
+	// Container, which must have it mounted at Container.ControlDir.
+	ControlDir string
+	// OnProcessGroup, if set, is called with the ID of each process group
+	// Run creates on the host (one per shell session) right after it
+	// started, so the caller can record it and kill it should the executor
+	// die before Run returns (see KillRecordedGroups).
+	OnProcessGroup func(pgid int)
+	// Container, if set, runs the build's shell sessions in that running
+	// container instead of on the host.
+	Container *Container
+}
+
+// Container is a running container the steps of a build run in. The caller
+// creates it (with Spec.Dir and Spec.ControlDir mounted) and removes it
+// after Run; Run only execs shells in it.
+type Container struct {
+	// Runtime is the container CLI: "docker" or "podman".
+	Runtime string
+	// ID names the running container.
+	ID string
+	// Dir is Spec.Dir as mounted in the container.
+	Dir string
+	// ControlDir is Spec.ControlDir as mounted in the container.
+	ControlDir string
 }
 
 // StepResult is what happened to one step.

@@ -511,3 +511,160 @@ func TestRunLeaksNothing(t *testing.T) {
 	require.LessOrEqual(t, runtime.NumGoroutine(), goroutines, "goroutines leaked")
 	require.LessOrEqual(t, countFDs(), fds, "file descriptors leaked")
 }
+
+func TestRunOneShellPerBuild(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		steps      []runner.Step
+		wantStatus runner.Status
+		wantReason string
+		wantLogs   map[string]string
+		wantExit   map[string]int
+	}{
+		{
+			name: "export, cd, functions and shell variables carry over",
+			steps: []runner.Step{
+				step("setup", "mkdir -p sub/deeper && export FOO=bar && cd sub && greet() { echo \"hi $1\"; } && LOCAL=kept"),
+				step("use", `echo "$FOO|${PWD##*/}|$LOCAL"; greet you; cd deeper`),
+				step("teardown-where", `echo "${PWD##*/}|$FOO"`),
+			},
+			wantStatus: runner.StatusSuccess,
+			wantLogs: map[string]string{
+				"use": "bar|sub|kept\nhi you\n", "teardown-where": "deeper|bar\n",
+			},
+		},
+		{
+			name: "exit ends the shell: that step fails and teardown restores env and cwd",
+			steps: []runner.Step{
+				step("setup", "export FOO=bar; mkdir sub; cd sub"),
+				step("quit", "export LOST=yes; exit 4"),
+				step("never", "true"),
+				step("teardown-a", `echo "$FOO|${LOST-unset}|${PWD##*/}"`),
+			},
+			wantStatus: runner.StatusFailure,
+			wantReason: `step "quit" exited with code 4`,
+			wantExit:   map[string]int{"setup": 0, "quit": 4, "teardown-a": 0},
+			wantLogs:   map[string]string{"teardown-a": "bar|unset|sub\n"},
+		},
+		{
+			name: "set -e persists and names the failing step",
+			steps: []runner.Step{
+				step("strict", "set -e"),
+				step("fails", "false; echo not reached"),
+				step("teardown-a", "echo ran"),
+			},
+			wantStatus: runner.StatusFailure,
+			wantReason: `step "fails" exited with code 1`,
+			wantExit:   map[string]int{"strict": 0, "fails": 1, "teardown-a": 0},
+			wantLogs:   map[string]string{"fails": "", "teardown-a": "ran\n"},
+		},
+		{
+			name: "a failing command without exit keeps the shell",
+			steps: []runner.Step{
+				step("a", "export A=1; false"),
+				step("teardown-a", `echo "$A"`),
+			},
+			wantStatus: runner.StatusFailure,
+			wantReason: `step "a" exited with code 1`,
+			wantLogs:   map[string]string{"teardown-a": "1\n"},
+		},
+		{
+			name: "syntax error fails its step with the shell's message",
+			steps: []runner.Step{
+				step("bad", "if then"),
+				step("teardown-a", "echo ran"),
+			},
+			wantStatus: runner.StatusFailure,
+			wantReason: `step "bad" exited with code 2`,
+			wantLogs:   map[string]string{"teardown-a": "ran\n"},
+		},
+		{
+			name: "steps cannot read the driver script",
+			steps: []runner.Step{
+				step("reads", "cat; echo read-done"),
+				step("after", "echo after"),
+			},
+			wantStatus: runner.StatusSuccess,
+			wantLogs:   map[string]string{"reads": "read-done\n", "after": "after\n"},
+		},
+		{
+			name: "a step's exec redirections do not leak into the driver",
+			steps: []runner.Step{
+				step("redirect", "exec 3>/dev/null; exec >/dev/null; echo hidden"),
+				step("after", "echo shown"),
+			},
+			wantStatus: runner.StatusSuccess,
+			wantLogs:   map[string]string{"redirect": "", "after": "shown\n"},
+		},
+		{
+			name: "multi-line commands and quotes",
+			steps: []runner.Step{
+				step("multi", "X='it''s'\ncat <<EOT\n$X \"q\"\nEOT\n"),
+			},
+			wantStatus: runner.StatusSuccess,
+			wantLogs:   map[string]string{"multi": "its \"q\"\n"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			spec, sink := setup(t, tt.steps...)
+
+			res := runner.Run(t.Context(), spec)
+
+			require.Equal(t, tt.wantStatus, res.Status, "reason: %s", res.Reason)
+			if tt.wantReason != "" {
+				require.Equal(t, tt.wantReason, res.Reason)
+			}
+			for _, sr := range res.Steps {
+				if code, ok := tt.wantExit[sr.Name]; ok {
+					require.Equal(t, code, sr.ExitCode, "step %s", sr.Name)
+				}
+			}
+			for name, want := range tt.wantLogs {
+				require.Equal(t, want, sink.log(name), "log of %s", name)
+			}
+		})
+	}
+}
+
+func TestRunSyntaxErrorLogged(t *testing.T) {
+	t.Parallel()
+	spec, sink := setup(t, step("bad", "if then"))
+
+	res := runner.Run(t.Context(), spec)
+
+	require.Equal(t, runner.StatusFailure, res.Status)
+	require.Contains(t, sink.log("bad"), "Syntax error")
+}
+
+func TestRunCancelKillsEarlierStepsBackgroundProcesses(t *testing.T) {
+	t.Parallel()
+	spec, _ := setup(t,
+		step("service", `sleep 600 & echo $! > bg.pid`),
+		step("wait", `echo $$ > sh.pid; sleep 600`),
+		step("teardown-check", `echo "$$" > teardown.pid`),
+	)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+
+	done := make(chan runner.Result, 1)
+	go func() { done <- runner.Run(ctx, spec) }()
+	shPID := readPID(t, filepath.Join(spec.Dir, "sh.pid"))
+	bgPID := readPID(t, filepath.Join(spec.Dir, "bg.pid"))
+	cancel()
+	var res runner.Result
+	select {
+	case res = <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return within 5s of cancel")
+	}
+
+	require.Equal(t, runner.StatusAborted, res.Status)
+	require.Equal(t, `aborted in step "wait"`, res.Reason)
+	require.True(t, processGone(shPID), "session shell %d survived", shPID)
+	require.True(t, processGone(bgPID), "background process %d of an earlier step survived", bgPID)
+	require.NotEqual(t, shPID, readPID(t, filepath.Join(spec.Dir, "teardown.pid")),
+		"teardown runs in a fresh shell once the session was killed")
+}

@@ -301,6 +301,7 @@ Executors ship step logs to the API (SLUICE_API_URL).`,
 		},
 	}
 	cmd.Flags().StringVar(&role, "role", "", "controller or executor (required)")
+	a.configFlag(cmd, "runtime", "SLUICE_EXECUTOR_RUNTIME", "")
 	a.configFlag(cmd, "temporal-address", "TEMPORAL_ADDRESS", "")
 	a.configFlag(cmd, "namespace", "TEMPORAL_NAMESPACE", "")
 	a.configFlag(cmd, "name", "SLUICE_EXECUTOR_NAME", "")

@@ -118,17 +118,50 @@ func RunExecutor(ctx context.Context, o Options) error {
 	if o.Name == "" {
 		o.Name = o.Config.Executor()
 	}
+	rt, why, err := runner.ChooseRuntime(ctx, o.Config.ExecutorRuntime)
+	if err != nil {
+		return fmt.Errorf("executor %s: %w", o.Name, err)
+	}
+	o.Logger.InfoContext(ctx, "executor_runtime", "member", o.Name, "runtime", rt, "why", why)
+	if rt != runner.RuntimeHost {
+		// This process owns no attempt yet: every container labelled as
+		// this executor's is left from an earlier life.
+		removed, err := runner.RemoveLabelled(ctx, rt, activities.LabelExecutor, o.Name)
+		if len(removed) > 0 {
+			o.Logger.InfoContext(ctx, "orphan_containers_removed", "member", o.Name, "containers", removed)
+		}
+		if err != nil {
+			o.Logger.WarnContext(ctx, "orphan_container_cleanup_failed", "member", o.Name, "error", err)
+		}
+	}
+	// Likewise every recorded process group of a host build is left from an
+	// earlier life of this executor (SIGKILL, OOM, crash): kill it.
+	records := filepath.Join(o.Config.Workspaces(), ".sluice-groups", strings.ReplaceAll(o.Name, "/", "_"))
+	killed, err := runner.KillRecordedGroups(records)
+	if len(killed) > 0 {
+		o.Logger.InfoContext(ctx, "orphan_process_groups_killed", "member", o.Name, "pgids", killed)
+	}
+	if err != nil {
+		o.Logger.WarnContext(ctx, "orphan_process_group_cleanup_failed", "member", o.Name, "error", err)
+	}
+	labels := make(map[string]string, len(o.Config.ExecutorLabels)+1)
+	for k, v := range o.Config.ExecutorLabels {
+		labels[k] = v
+	}
+	labels["runtime"] = rt
+	acts := o.activities()
+	acts.Runtime, acts.RuntimeWhy, acts.GroupRecords = rt, why, records
 	agent := NewAgent(AgentOptions{
 		Client: o.Client,
 		Member: queue.Member{
 			Name: o.Name, Role: queue.RoleExecutor, Host: hostname(),
-			Labels: o.Config.ExecutorLabels, Queues: o.Config.ExecutorQueues,
+			Labels: labels, Queues: o.Config.ExecutorQueues,
 		},
 		Interval:   o.Config.MemberHeartbeat,
-		Activities: o.activities(),
+		Activities: acts,
 		Logger:     o.Logger,
 	})
-	o.Logger.InfoContext(ctx, "executor_started", "member", o.Name, "queues", o.Config.ExecutorQueues, "labels", o.Config.ExecutorLabels)
+	o.Logger.InfoContext(ctx, "executor_started", "member", o.Name, "queues", o.Config.ExecutorQueues, "labels", labels, "runtime", rt)
 	return agent.Run(ctx)
 }
 

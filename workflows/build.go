@@ -152,7 +152,7 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 			WorkflowID: in.Build.WorkflowID(), BuildID: b.state.ID, Pipeline: in.Build.Pipeline, Job: in.Build.Job,
 			EventID: in.Build.EventRef().String(), Attempt: b.attempt, Repo: in.Repo, SHA: in.SHA, Branch: in.Branch,
 			PR: in.Trigger.PR, Trigger: string(in.Trigger.Kind), Image: in.Image, Steps: in.Steps, Secrets: in.Secrets,
-			Environment: in.Environment, Timeout: in.Timeout,
+			Environment: in.Environment, Timeout: in.Timeout, CPU: in.CPU, RAM: in.RAM,
 		}
 		if !b.legacy {
 			runIn.Dispatch = b.dispatchN

@@ -351,6 +351,7 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 			Build: ref, Repo: e.in.Config.Repo, SHA: e.state.SHA, Branch: eventBranch(e.in.Config, t), Trigger: t,
 			Queue: q, Priority: spec.Settings.Priority, Image: perm.Image, Steps: perm.Commands, Secrets: perm.Secrets,
 			Environment: perm.Environment, Timeout: spec.Settings.Timeout, Virtual: spec.Settings.VirtualJob,
+			CPU: annotationText(spec.Annotations, pipeline.AnnotationCPU), RAM: annotationText(spec.Annotations, pipeline.AnnotationRAM),
 			Dispatch: e.in.Config.Dispatch,
 			Lane: LaneRequest{
 				Build: ref, Collapse: spec.Settings.CollapseBuilds, BlockedBySameJob: spec.Settings.BlockedBySameJob,
@@ -698,4 +699,13 @@ func short(sha string) string {
 		return sha[:12]
 	}
 	return sha
+}
+
+// annotationText is an annotation's value as written ("" when absent).
+func annotationText(annotations map[string]any, key string) string {
+	v, ok := annotations[key]
+	if !ok || v == nil {
+		return ""
+	}
+	return fmt.Sprint(v)
 }

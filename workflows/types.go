@@ -323,11 +323,15 @@ type BuildInput struct {
 	Environment map[string]string  `json:"environment,omitempty"`
 	// Secrets names the secrets the job lists (values never travel through
 	// Temporal: the executor fetches them from the API when it claims).
-	Secrets  []string      `json:"secrets,omitempty"`
-	Timeout  time.Duration `json:"timeout"`
-	Virtual  bool          `json:"virtual,omitempty"`
-	Lane     LaneRequest   `json:"lane"`
-	Dispatch Dispatch      `json:"dispatch"`
+	Secrets []string      `json:"secrets,omitempty"`
+	Timeout time.Duration `json:"timeout"`
+	Virtual bool          `json:"virtual,omitempty"`
+	// CPU and RAM are the job's screwdriver.cd/cpu and screwdriver.cd/ram
+	// annotations as written (a tier or a number), for container runtimes.
+	CPU      string      `json:"cpu,omitempty"`
+	RAM      string      `json:"ram,omitempty"`
+	Lane     LaneRequest `json:"lane"`
+	Dispatch Dispatch    `json:"dispatch"`
 }
 
 // Attempt is one dispatch of a build to an executor.

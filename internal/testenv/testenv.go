@@ -136,6 +136,7 @@ func (s *Server) NewEnv(t testing.TB, opts Options) *Env {
 		"SLUICE_EXECUTOR_LIVENESS":       opts.Liveness.String(),
 		"SLUICE_BUILD_HEARTBEAT_TIMEOUT": opts.BuildHeartbeat.String(),
 		"SLUICE_BUILD_MAX_ATTEMPTS":      strconv.Itoa(opts.MaxAttempts),
+		"SLUICE_EXECUTOR_RUNTIME":        "host",
 	}
 	cfg, err := config.Load(func(k string) string { return env[k] })
 	require.NoError(t, err)
@@ -341,6 +342,9 @@ func (e *Env) StartExecutor(opts ExecutorOptions) *Process {
 		"SLUICE_EXECUTOR_LIVENESS="+e.Config.LivenessTimeout.String(),
 		"SLUICE_LOG_LEVEL=info",
 		"SLUICE_TOKEN="+e.token,
+		// Specs name images no registry here serves: tests that want a
+		// container runtime say so in opts.Env.
+		"SLUICE_EXECUTOR_RUNTIME=host",
 	)
 	cmd.Env = append(cmd.Env, opts.Env...)
 	p := &Process{Name: opts.Name, cmd: cmd, out: &bytes.Buffer{}, done: make(chan struct{})}

@@ -1,0 +1,187 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"sort"
+	"strings"
+	"time"
+)
+
+// The runtimes an executor can run builds with.
+const (
+	// RuntimeHost runs steps in a shell on the executor's host.
+	RuntimeHost = "host"
+	// RuntimeDocker runs each build in a docker container of the job's image.
+	RuntimeDocker = "docker"
+	// RuntimePodman runs each build in a podman container of the job's image.
+	RuntimePodman = "podman"
+	// RuntimeAuto picks docker if `docker info` answers, else podman if
+	// `podman info` answers, else host.
+	RuntimeAuto = "auto"
+)
+
+// ErrUnknownRuntime is returned for a runtime name ChooseRuntime does not know.
+var ErrUnknownRuntime = errors.New("runner: unknown runtime (want host, docker, podman or auto)")
+
+// probeTimeout bounds each `<runtime> info` probe.
+const probeTimeout = 10 * time.Second
+
+// ChooseRuntime resolves want (host, docker, podman or auto; "" is auto) to
+// the runtime to use and says why. An explicitly requested container
+// runtime that does not answer is an error, not a silent fallback.
+func ChooseRuntime(ctx context.Context, want string) (name, why string, err error) {
+	switch want {
+	case RuntimeHost:
+		return RuntimeHost, "requested", nil
+	case RuntimeDocker, RuntimePodman:
+		if perr := probe(ctx, want); perr != nil {
+			return "", "", fmt.Errorf("runtime %s requested but unusable: %w", want, perr)
+		}
+		return want, "requested", nil
+	case RuntimeAuto, "":
+	default:
+		return "", "", fmt.Errorf("%w: %q", ErrUnknownRuntime, want)
+	}
+	var whyNot []string
+	for _, rt := range []string{RuntimeDocker, RuntimePodman} {
+		perr := probe(ctx, rt)
+		if perr == nil {
+			return rt, strings.Join(append(whyNot, rt+" info answered"), "; "), nil
+		}
+		whyNot = append(whyNot, rt+": "+perr.Error())
+	}
+	return RuntimeHost, "no container runtime: " + strings.Join(whyNot, "; "), nil
+}
+
+func probe(ctx context.Context, rt string) error {
+	if _, err := exec.LookPath(rt); err != nil {
+		return errors.New("not installed")
+	}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, rt, "info").CombinedOutput() //nolint:gosec // rt is docker or podman
+	if err != nil {
+		return fmt.Errorf("%s info failed: %s", rt, lastLine(out, err))
+	}
+	return nil
+}
+
+// ContainerOptions describes the container of one build attempt.
+type ContainerOptions struct {
+	// Runtime is RuntimeDocker or RuntimePodman.
+	Runtime string
+	// Image is the job's image.
+	Image string
+	// Name is the container's name (unique per attempt).
+	Name string
+	// Labels are set on the container (build, attempt, executor), so an
+	// executor can find the containers it left behind.
+	Labels map[string]string
+	// Mounts bind host directories (key) at container paths (value).
+	Mounts map[string]string
+	// Workdir is the container's working directory.
+	Workdir string
+	// CPUs and Memory, if set, become --cpus and --memory.
+	CPUs, Memory string
+}
+
+// ImageError is a container that could not be created, with the runtime's
+// own message: the image does not exist or cannot be pulled, or the runtime
+// refused the options.
+type ImageError struct {
+	Image   string
+	Message string
+}
+
+func (e *ImageError) Error() string {
+	return fmt.Sprintf("cannot start a container of image %s: %s", e.Image, e.Message)
+}
+
+// keepAlive is the container's main process: it idles until the container is
+// removed; the build's shells are exec'ed next to it.
+const keepAlive = "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"
+
+// StartContainer starts the detached container of a build attempt (removed
+// by RemoveContainer) and returns how Run reaches it.
+func StartContainer(ctx context.Context, o ContainerOptions, dir, controlDir string) (*Container, error) {
+	args := []string{"run", "-d", "--rm", "--name", o.Name, "--entrypoint", "sh", "-w", o.Workdir}
+	for _, k := range sortedKeys(o.Labels) {
+		args = append(args, "--label", k+"="+o.Labels[k])
+	}
+	for _, host := range sortedKeys(o.Mounts) {
+		args = append(args, "-v", host+":"+o.Mounts[host])
+	}
+	if o.CPUs != "" {
+		args = append(args, "--cpus", o.CPUs)
+	}
+	if o.Memory != "" {
+		args = append(args, "--memory", o.Memory)
+	}
+	args = append(args, o.Image, "-c", keepAlive)
+	out, err := exec.CommandContext(ctx, o.Runtime, args...).Output() //nolint:gosec // the image and options are the job's
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return nil, &ImageError{Image: o.Image, Message: lastLine(ee.Stderr, err)}
+		}
+		return nil, fmt.Errorf("%s run: %w", o.Runtime, err)
+	}
+	id := strings.TrimSpace(string(out))
+	return &Container{Runtime: o.Runtime, ID: id, Dir: dir, ControlDir: controlDir}, nil
+}
+
+// RemoveContainer kills and removes the container at once.
+func RemoveContainer(ctx context.Context, runtime, id string) error {
+	args := []string{"rm", "-f", id}
+	if runtime == RuntimePodman {
+		args = []string{"rm", "-f", "-t", "0", id}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, runtime, args...).CombinedOutput(); err != nil { //nolint:gosec // fixed arguments
+		return fmt.Errorf("%s rm %s: %s", runtime, id, lastLine(out, err))
+	}
+	return nil
+}
+
+// RemoveLabelled removes every container (running or not) carrying the
+// label key=value and returns their IDs.
+func RemoveLabelled(ctx context.Context, runtime, key, value string) ([]string, error) {
+	out, err := exec.CommandContext(ctx, runtime, "ps", "-a", "-q", "--filter", "label="+key+"="+value).Output() //nolint:gosec // fixed arguments
+	if err != nil {
+		return nil, fmt.Errorf("%s ps: %w", runtime, err)
+	}
+	var removed []string
+	var errs []error
+	for _, id := range strings.Fields(string(out)) {
+		if err := RemoveContainer(ctx, runtime, id); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, id)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// lastLine is the runtime's error message: the last non-empty line of its
+// output, else err.
+func lastLine(out []byte, err error) string {
+	lines := bytes.Split(bytes.TrimSpace(out), []byte("\n"))
+	if l := strings.TrimSpace(string(lines[len(lines)-1])); l != "" {
+		return strings.TrimPrefix(l, "Error: ")
+	}
+	return err.Error()
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,119 @@
+package runner_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-ci/sluice/internal/testenv"
+	"github.com/sluice-ci/sluice/runner"
+)
+
+// startContainer starts a podman container of the test image with the
+// spec's workspace and a control directory mounted, removed at cleanup.
+func startContainer(t *testing.T, spec *runner.Spec) *runner.Container {
+	t.Helper()
+	testenv.Podman(t)
+	spec.ControlDir = filepath.Join(t.TempDir(), "ctl")
+	require.NoError(t, os.MkdirAll(spec.ControlDir, 0o700))
+	name := "sluice-runner-test-" + strings.ReplaceAll(strings.ToLower(t.Name()), "/", "-")
+	c, err := runner.StartContainer(t.Context(), runner.ContainerOptions{
+		Runtime: runner.RuntimePodman, Image: testenv.TestImage, Name: name,
+		Labels:  map[string]string{"sluice.test": "runner"},
+		Mounts:  map[string]string{spec.Dir: "/sd/workspace/src/repo", spec.ControlDir: "/sd/sluice"},
+		Workdir: "/sd/workspace/src/repo",
+	}, "/sd/workspace/src/repo", "/sd/sluice")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = runner.RemoveContainer(context.Background(), runner.RuntimePodman, c.ID) })
+	spec.Container = c
+	return c
+}
+
+func TestRunInContainer(t *testing.T) {
+	spec, sink := setup(t,
+		step("inside", "cat "+testenv.TestImageMarker+"; pwd; echo from-step > made.txt; export FOO=bar; mkdir sub; cd sub"),
+		step("next", `echo "$FOO|$(pwd)|$SLUICE_TEST_VAR"; exit 3`),
+		step("teardown-x", `echo "$FOO|$(pwd)"`),
+	)
+	spec.Env = append(spec.Env, "SLUICE_TEST_VAR=from spec")
+	startContainer(t, &spec)
+
+	res := runner.Run(t.Context(), spec)
+
+	require.Equal(t, runner.StatusFailure, res.Status, res.Reason)
+	require.Equal(t, `step "next" exited with code 3`, res.Reason)
+	require.Equal(t, "sluice-test-image\n/sd/workspace/src/repo\n", sink.log("inside"))
+	require.Equal(t, "bar|/sd/workspace/src/repo/sub|from spec\n", sink.log("next"))
+	require.Equal(t, "bar|/sd/workspace/src/repo/sub\n", sink.log("teardown-x"))
+	b, err := os.ReadFile(filepath.Join(spec.Dir, "made.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "from-step\n", string(b), "the workspace is the host's")
+}
+
+func TestRunInContainerCancel(t *testing.T) {
+	spec, sink := setup(t,
+		step("service", "sleep 600 &"),
+		step("wait", "touch started; sleep 600"),
+		step("teardown-x", "echo tore down"),
+	)
+	c := startContainer(t, &spec)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+
+	done := make(chan runner.Result, 1)
+	go func() { done <- runner.Run(ctx, spec) }()
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(filepath.Join(spec.Dir, "started"))
+		return err == nil
+	}, 30*time.Second, 20*time.Millisecond)
+	cancel()
+	var res runner.Result
+	select {
+	case res = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return within 10s of cancel")
+	}
+
+	require.Equal(t, runner.StatusAborted, res.Status)
+	require.Equal(t, `aborted in step "wait"`, res.Reason)
+	require.Equal(t, "tore down\n", sink.log("teardown-x"))
+	out, err := exec.CommandContext(t.Context(), "podman", "exec", c.ID, "ps", "-o", "pid,args").CombinedOutput()
+	require.NoError(t, err, string(out))
+	require.NotContains(t, string(out), "sleep 600", "the build's processes are gone from the container")
+}
+
+func TestRunInContainerTimeout(t *testing.T) {
+	spec, sink := setup(t,
+		step("slow", "export KEPT=yes; sleep 600"),
+		step("teardown-x", `echo "${KEPT-unset}"`),
+	)
+	spec.Timeout = 500 * time.Millisecond
+	startContainer(t, &spec)
+
+	start := time.Now()
+	res := runner.Run(t.Context(), spec)
+
+	require.Less(t, time.Since(start), 10*time.Second)
+	require.Equal(t, runner.StatusTimeout, res.Status, res.Reason)
+	require.Equal(t, `timed out after 500ms in step "slow"`, res.Reason)
+	require.Equal(t, "unset\n", sink.log("teardown-x"), "the killed step's exports are lost; teardown runs in a fresh shell")
+}
+
+func TestRunInVanishedContainer(t *testing.T) {
+	spec, sink := setup(t, step("a", "true"), step("teardown-x", "true"))
+	c := startContainer(t, &spec)
+	require.NoError(t, runner.RemoveContainer(t.Context(), runner.RuntimePodman, c.ID))
+
+	res := runner.Run(t.Context(), spec)
+
+	require.Equal(t, runner.StatusFailure, res.Status, res.Reason)
+	require.NotZero(t, res.Steps[0].ExitCode)
+	require.Contains(t, sink.log("a"), "sluice: podman exec: ", "the runtime's message is in the step log")
+	require.Contains(t, res.Steps[0].Err, "podman exec")
+}
