@@ -74,7 +74,9 @@ jobs:
   inpod:
     requires: [~commit]
     annotations: {screwdriver.cd/executor: pod}
+    secrets: [POD_SECRET]
     steps:
+      - secret: echo "s=$POD_SECRET"; test "$POD_SECRET" = 'pod-secret-value' && echo same
       - marker: cat %s
       - source: test "$(pwd)" = "$SD_SOURCE_DIR" && cat "$SD_SOURCE_DIR/hello.txt" && echo made > "$SD_SOURCE_DIR/made.txt"
       - next: cat "$SD_SOURCE_DIR/made.txt"%s
@@ -86,6 +88,8 @@ jobs:
 	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": spec, "hello.txt": "hello from the commit\n"})
 	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "ctr", Repo: repo.Dir})
 	require.NoError(t, err)
+	_, err = e.API.SetSecret(ctx, "ctr", "POD_SECRET", api.SetSecretRequest{Value: "pod-secret-value"})
+	require.NoError(t, err)
 	ev, err := e.API.StartEvent(ctx, "ctr", api.StartEventRequest{Type: "commit", Branch: "main"})
 	require.NoError(t, err)
 
@@ -96,6 +100,7 @@ jobs:
 	require.Equal(t, "pod-1", pod.Executor)
 	require.Equal(t, "host-1", host.Executor)
 
+	require.Equal(t, "s=***\nsame\n", readStepLog(t, e, pod.ID, 1, "secret"), "the secret reaches the container, masked in the log")
 	require.Equal(t, "sluice-test-image\n", readStepLog(t, e, pod.ID, 1, "marker"), "the step runs inside the image")
 	require.Equal(t, "hello from the commit\n", readStepLog(t, e, pod.ID, 1, "source"), "SD_SOURCE_DIR holds the checkout")
 	require.Equal(t, "made\n", readStepLog(t, e, pod.ID, 1, "next"), "a file written by one step is read by the next")

@@ -53,6 +53,7 @@ func TestHostOrphansKilledOnRestart(t *testing.T) {
 	e.WaitExecutorLive("orph-1")
 	pgidFile := filepath.Join(t.TempDir(), "pgid")
 	spec := fmt.Sprintf(`
+shared: {image: alpine}
 jobs:
   long:
     requires: [~commit]
