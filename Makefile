@@ -24,7 +24,7 @@ help: ## list the targets
 .PHONY: build
 build: ## build bin/sluice
 	@mkdir -p bin
-	$(GO) build -o $(BIN) ./starter
+	$(GO) build -ldflags "-X main.commit=$$(git rev-parse HEAD 2>/dev/null)" -o $(BIN) ./starter
 
 .PHONY: run
 run: build ## run everything on this machine: Temporal + Web UI (:8233), API (:8080), controller, local executor

@@ -41,7 +41,10 @@ func (a *app) devCmd() *cobra.Command {
   - a real Temporal server, in process, persisting to DATA_DIR/temporal.db
     (SQLite, WAL), with the Temporal Web UI on --ui-port;
   - the sluice API on --api-addr (health: /healthz, readiness: /readyz);
-  - a controller worker and one local executor (named "local").
+  - a controller worker and one local executor (named "local"), which runs
+    steps in a shell on this machine (the build log says that the job's
+    image is not used) unless --runtime / SLUICE_EXECUTOR_RUNTIME asks for
+    docker, podman or auto: a laptop needs no registry to try sluice.
 
 State survives restarts: stop with Ctrl-C and start again on the same data
 directory, and every pipeline, event, schedule and queued build is still there.
@@ -53,6 +56,9 @@ Every flag can also be set through the environment variable named in its help.`,
 			cfg, err := a.config()
 			if err != nil {
 				return err
+			}
+			if a.env("SLUICE_EXECUTOR_RUNTIME") == "" {
+				cfg.ExecutorRuntime = "host" // dev's default; see Long
 			}
 			return a.runDev(cmd.Context(), cfg)
 		},
@@ -69,6 +75,7 @@ Every flag can also be set through the environment variable named in its help.`,
 	a.configFlag(cmd, "name", "SLUICE_EXECUTOR_NAME", "name of the local executor (default \"local\")")
 	a.configFlag(cmd, "queues", "SLUICE_EXECUTOR_QUEUES", "")
 	a.configFlag(cmd, "labels", "SLUICE_EXECUTOR_LABELS", "")
+	a.configFlag(cmd, "runtime", "SLUICE_EXECUTOR_RUNTIME", "how the local executor runs builds: host (dev's default), docker, podman or auto")
 	a.configFlag(cmd, "log-level", "SLUICE_LOG_LEVEL", "")
 	a.configFlag(cmd, "log-format", "SLUICE_LOG_FORMAT", "")
 	return cmd

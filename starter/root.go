@@ -160,7 +160,9 @@ commands against its API (SLUICE_API_URL, default http://localhost:8080).
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError(fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
 	})
-	root.AddCommand(a.devCmd(), a.workerCmd(), a.apiCmd(), a.temporalCmd(), a.configCmd())
+	root.Version = buildVersion().String()
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.AddCommand(a.devCmd(), a.workerCmd(), a.apiCmd(), a.temporalCmd(), a.configCmd(), a.versionCmd())
 	a.addClientCommands(root)
 	strictTree(root)
 	return root

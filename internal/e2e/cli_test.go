@@ -41,6 +41,17 @@ func TestCLIHelp(t *testing.T) {
 	for _, c := range []string{"dev", "worker", "api", "pipeline", "event", "build", "queue", "executor", "schedule"} {
 		require.Contains(t, out, "\n  "+c+" ", "sluice --help lists %s", c)
 	}
+	out, _, code = sluice(t, nil, "--version")
+	require.Zero(t, code)
+	require.True(t, strings.HasPrefix(out, "sluice "), out)
+	require.Contains(t, out, "Temporal server v1.32")
+	out, _, code = sluice(t, nil, "version", "-o", "json")
+	require.Zero(t, code)
+	var v map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &v), out)
+	require.NotEmpty(t, v["version"])
+	require.NotEmpty(t, v["go_version"])
+	require.NotEmpty(t, v["temporal_sdk"])
 	out, _, code = sluice(t, nil, "dev", "--help")
 	require.Zero(t, code)
 	for _, want := range []string{"--data-dir", "SLUICE_DATA_DIR", "--ui-port", "SLUICE_UI_PORT", "--api-addr", "SLUICE_API_ADDR", "TEMPORAL_ADDRESS"} {

@@ -111,6 +111,7 @@ func TestClusterOnPostgres(t *testing.T) {
 	common := []string{
 		"TEMPORAL_ADDRESS=" + temporalAddr, "SLUICE_API_URL=" + apiURL,
 		"SLUICE_MEMBER_HEARTBEAT=500ms", "SLUICE_EXECUTOR_LIVENESS=3s", "SLUICE_BUILD_HEARTBEAT_TIMEOUT=5s",
+		"SLUICE_EXECUTOR_RUNTIME=host", // the images are not pulled (no registry)
 	}
 	member := func(role, name string) *proc {
 		return startProc(t, name, append([]string{"SLUICE_EXECUTOR_NAME=" + name, "SLUICE_DATA_DIR=" + filepath.Join(dir, name)}, common...),

@@ -66,7 +66,8 @@ func startDev(t *testing.T, dataDir string, temporalPort, apiPort, uiPort int) *
 	d.cmd = exec.Command(testenv.Binary(t), "dev", "--data-dir", dataDir,
 		"--temporal-port", strconv.Itoa(temporalPort), "--ui-port", strconv.Itoa(uiPort),
 		"--api-addr", fmt.Sprintf("127.0.0.1:%d", apiPort))
-	d.cmd.Env = append(os.Environ(), "SLUICE_MEMBER_HEARTBEAT=500ms", "SLUICE_EXECUTOR_LIVENESS=3s",
+	// Steps run on the host: the specs' images are not pulled (no registry).
+	d.cmd.Env = append(os.Environ(), "SLUICE_EXECUTOR_RUNTIME=host", "SLUICE_MEMBER_HEARTBEAT=500ms", "SLUICE_EXECUTOR_LIVENESS=3s",
 		"SLUICE_BUILD_HEARTBEAT_TIMEOUT=5s", "SLUICE_WORK_DIR="+filepath.Join(dataDir, "work"))
 	w := syncBuffer{mu: d.mu, buf: d.out}
 	d.cmd.Stdout, d.cmd.Stderr = w, w

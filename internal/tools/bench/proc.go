@@ -36,6 +36,8 @@ func (s *stack) startProcess(ctx context.Context, name, role string, extra []str
 		"SLUICE_API_URL="+s.apiURL,
 		"SLUICE_DATA_DIR="+dataDir,
 		"SLUICE_LOG_LEVEL=warn",
+		// The figures measure dispatch: steps run on the host, not in images.
+		"SLUICE_EXECUTOR_RUNTIME=host",
 	)
 	cmd.Env = append(cmd.Env, extra...)
 	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}

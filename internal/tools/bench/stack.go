@@ -97,6 +97,8 @@ func (b *bench) newStack(ctx context.Context, name string, opts stackOptions) (*
 		"TEMPORAL_ADDRESS":   s.temporal.FrontendAddress(),
 		"TEMPORAL_NAMESPACE": "default",
 		"SLUICE_DATA_DIR":    filepath.Join(s.dir, "controller"),
+		// The figures measure dispatch: steps run on the host, not in images.
+		"SLUICE_EXECUTOR_RUNTIME": "host",
 	}
 	s.cfg, err = config.Load(func(k string) string { return env[k] })
 	if err != nil {

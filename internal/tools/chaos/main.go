@@ -204,6 +204,9 @@ func (h *harness) setup(ctx context.Context, bin string) ([]string, error) {
 		"TEMPORAL_NAMESPACE=default",
 		"SLUICE_API_URL=" + apiURL,
 		"SLUICE_LOG_LEVEL=info",
+		// Chaos checks dispatch under failures: steps run on the host (no
+		// image to pull), whatever container runtime the machine has.
+		"SLUICE_EXECUTOR_RUNTIME=host",
 	}
 	mk := func(name, ready string, env []string, args ...string) *proc {
 		return &proc{
