@@ -83,9 +83,10 @@ func startProc(t *testing.T, name string, env []string, args ...string) *proc {
 // executors and `sluice api`. 50 events over 5 pipelines (100 builds) run
 // while one controller and one executor are SIGKILLed mid-run; every build
 // completes exactly once (the executors' own step records), and the
-// cluster's Temporal Web UI lists the workflows by SluicePipeline.
+// cluster's Temporal Web UI lists the workflows by SluicePipeline. Its
+// seven processes would slow the tests beside it on a small machine, so it
+// runs alone, before the parallel tests.
 func TestClusterOnPostgres(t *testing.T) {
-	t.Parallel()
 	pg := testenv.StartPostgres(t)
 	dir := t.TempDir()
 	tport, uport, aport := freePort(t), freePort(t), freePort(t)

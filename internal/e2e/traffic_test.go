@@ -166,8 +166,8 @@ jobs:
 	p1 := startEvent(t, e, "lanes", api.StartEventRequest{Type: "pr", PR: 1, Branch: "main", SHA: pr1})
 	p2 := startEvent(t, e, "lanes", api.StartEventRequest{Type: "pr", PR: 2, Branch: "main", SHA: pr2})
 	// Both pull requests run at once: their lanes are their own.
-	waitBuild(t, e, "lanes/PR-1:main/3", time.Minute, workflows.StatusRunning)
-	waitBuild(t, e, "lanes/PR-2:main/4", time.Minute, workflows.StatusRunning)
+	waitBuild(t, e, "lanes/PR-1:main/3", 2*time.Minute, workflows.StatusRunning)
+	waitBuild(t, e, "lanes/PR-2:main/4", 2*time.Minute, workflows.StatusRunning)
 
 	// The branch's builds ran in order, none collapsed into a pull request's.
 	for _, id := range []string{c1, c2} {

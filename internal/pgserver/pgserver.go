@@ -103,8 +103,8 @@ func Start(ctx context.Context) (*Server, error) {
 }
 
 // Stop stops the server at once and removes its directory.
-func (s *Server) Stop() error {
-	err := s.run(context.Background(), s.pgctl, "-D", s.data, "-m", "immediate", "-w", "stop")
+func (s *Server) Stop(ctx context.Context) error {
+	err := s.run(ctx, s.pgctl, "-D", s.data, "-m", "immediate", "-w", "stop")
 	return errors.Join(err, os.RemoveAll(s.dir))
 }
 

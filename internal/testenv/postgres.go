@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -20,7 +21,7 @@ func StartPostgres(t testing.TB) string {
 	}
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		if err := s.Stop(); err != nil {
+		if err := s.Stop(context.Background()); err != nil {
 			t.Logf("stop PostgreSQL: %v", err)
 		}
 	})

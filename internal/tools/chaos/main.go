@@ -151,7 +151,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 			return err
 		}
 		defer func() {
-			if err := pg.Stop(); err != nil {
+			if err := pg.Stop(context.WithoutCancel(ctx)); err != nil {
 				h.logf("stop PostgreSQL: %v", err)
 			}
 		}()
