@@ -730,6 +730,9 @@ func (h *harness) run(ctx context.Context, bin string) error {
 			h.logf("    %s", why)
 		}
 	}
+	for _, l := range v.LateWrites {
+		h.logf("  LATE WRITE: %s", l)
+	}
 	for _, u := range v.Unexpected {
 		h.logf("  UNEXPECTED: %s ran but no started event should have run it", u)
 	}
@@ -743,14 +746,15 @@ func (h *harness) run(ctx context.Context, bin string) error {
 	h.logf("executor logs: %s", h.logCounts())
 	h.printProblems()
 
-	_, _ = fmt.Fprintf(h.out, "chaos events=%d completed=%d lost=%d double_completions=%d executor_kills=%d controller_restarts=%d server_restarts=%d\n",
-		len(started), completed, len(started)-completed, len(v.Double), h.executorKills.Load(), h.controllerKills.Load(), h.serverKills.Load())
+	_, _ = fmt.Fprintf(h.out, "chaos events=%d completed=%d lost=%d double_completions=%d late_writes=%d executor_kills=%d controller_restarts=%d server_restarts=%d\n",
+		len(started), completed, len(started)-completed, len(v.Double), len(v.LateWrites), h.executorKills.Load(), h.controllerKills.Load(), h.serverKills.Load())
 	_, _ = fmt.Fprintf(h.out, "chaos builds=%d retried=%d interrupted_runs=%d events_success=%d duration=%s\n",
 		rep.builds, len(rep.retried), v.Interrupted, rep.statuses[workflows.StatusSuccess], loadTook.Round(time.Second))
 
 	var fails []string
 	if !v.ok() {
-		fails = append(fails, fmt.Sprintf("%d builds lost, %d completed twice, %d unexpected", len(v.Lost), len(v.Double), len(v.Unexpected)))
+		fails = append(fails, fmt.Sprintf("%d builds lost, %d completed twice, %d unexpected, %d late writes of lost attempts",
+			len(v.Lost), len(v.Double), len(v.Unexpected), len(v.LateWrites)))
 	}
 	if rep.statuses[workflows.StatusSuccess] != len(started) {
 		fails = append(fails, fmt.Sprintf("%d of %d events ended SUCCESS", rep.statuses[workflows.StatusSuccess], len(started)))

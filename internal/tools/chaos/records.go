@@ -66,10 +66,45 @@ type verdict struct {
 	Overlaps []string
 	// Retried counts expected builds whose steps started more than once.
 	Retried int
+	// LateWrites are records of an attempt written after a later attempt of
+	// the same build had started: a step of a lost attempt that outlived
+	// its executor and ran on beside the re-dispatched one.
+	LateWrites []string
 }
 
 // ok reports whether nothing was lost and nothing completed twice.
-func (v verdict) ok() bool { return len(v.Lost) == 0 && len(v.Double) == 0 && len(v.Unexpected) == 0 }
+func (v verdict) ok() bool {
+	return len(v.Lost) == 0 && len(v.Double) == 0 && len(v.Unexpected) == 0 && len(v.LateWrites) == 0
+}
+
+// lateWrites finds records of an attempt written after a later attempt of
+// the same build started.
+func lateWrites(recs []record) []string {
+	firstStart := map[string]map[int]time.Time{}
+	for _, r := range recs {
+		if r.Kind != "start" {
+			continue
+		}
+		if firstStart[r.Build] == nil {
+			firstStart[r.Build] = map[int]time.Time{}
+		}
+		if t, ok := firstStart[r.Build][r.Attempt]; !ok || r.At.Before(t) {
+			firstStart[r.Build][r.Attempt] = r.At
+		}
+	}
+	var out []string
+	for _, r := range recs {
+		for attempt, started := range firstStart[r.Build] {
+			if attempt > r.Attempt && started.Before(r.At) {
+				out = append(out, fmt.Sprintf("%s: attempt %d on %s wrote %q %s after attempt %d started",
+					r.Build, r.Attempt, r.Executor, r.Kind, r.At.Sub(started).Round(time.Millisecond), attempt))
+				break
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
 
 // judge checks the records against the builds that must each complete
 // exactly once.
@@ -100,7 +135,7 @@ func judge(recs []record, expected []string) verdict {
 			match.end, match.ended = r.At, true
 		}
 	}
-	v := verdict{Builds: len(expected)}
+	v := verdict{Builds: len(expected), LateWrites: lateWrites(recs)}
 	want := make(map[string]bool, len(expected))
 	for _, b := range expected {
 		want[b] = true

@@ -31,6 +31,20 @@ p/b/1 1 end 400 e2
 			},
 		},
 		{
+			name: "a lost attempt writes after the build was dispatched again",
+			records: `p/a/1 1 start 100 e1
+p/a/1 2 start 900 e2
+p/a/1 1 end 950 e1
+p/a/1 2 end 1000 e2
+`,
+			expected: []string{"p/a/1"},
+			check: func(t *testing.T, v verdict) {
+				require.False(t, v.ok())
+				require.Len(t, v.LateWrites, 1)
+				require.Contains(t, v.LateWrites[0], `p/a/1: attempt 1 on e1 wrote "end"`)
+			},
+		},
+		{
 			name: "interrupted then completed elsewhere",
 			records: `p/a/1 1 start 100 e1
 p/a/1 2 start 900 e2
