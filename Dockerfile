@@ -14,6 +14,9 @@ RUN apt-get update && apt-get install -y --no-install-recommends git ca-certific
     && rm -rf /var/lib/apt/lists/* \
     && useradd --create-home --uid 10001 sluice
 COPY --from=build /out/sluice /usr/local/bin/sluice
+# The Docker CLI, for executors that run builds through the host's Docker
+# (SLUICE_EXECUTOR_RUNTIME=docker with the socket mounted; see docker-compose.yml).
+COPY --from=docker:27-cli /usr/local/bin/docker /usr/local/bin/docker
 USER sluice
 WORKDIR /home/sluice
 ENV SLUICE_DATA_DIR=/home/sluice/data
