@@ -12,7 +12,11 @@ FROM debian:bookworm-slim
 # git checks out repositories; tini reaps build processes orphaned by steps.
 RUN apt-get update && apt-get install -y --no-install-recommends git ca-certificates tini \
     && rm -rf /var/lib/apt/lists/* \
-    && useradd --create-home --uid 10001 sluice
+    && useradd --create-home --uid 10001 sluice \
+    && install -d -o sluice -g sluice /home/sluice/data
+# The data directory exists, owned by sluice, so that a named volume mounted
+# there starts with that owner (an absent mount point comes up root-owned and
+# the services, uid 10001, could not write it).
 COPY --from=build /out/sluice /usr/local/bin/sluice
 # The Docker CLI, for executors that run builds through the host's Docker
 # (SLUICE_EXECUTOR_RUNTIME=docker with the socket mounted; see docker-compose.yml).
