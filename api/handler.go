@@ -299,6 +299,11 @@ func (h *handler) deletePipeline(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
+	if h.d.Logs != nil {
+		if err := h.d.Logs.DeletePipeline(r.PathValue("name")); err != nil {
+			h.log.WarnContext(r.Context(), "pipeline_logs_delete_failed", "pipeline", r.PathValue("name"), "error", err)
+		}
+	}
 	if h.d.Secrets != nil {
 		if err := h.d.Secrets.DeletePipeline(r.PathValue("name")); err != nil {
 			h.log.WarnContext(r.Context(), "pipeline_secrets_delete_failed", "pipeline", r.PathValue("name"), "error", err)

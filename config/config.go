@@ -63,6 +63,8 @@ type Config struct {
 	// GitLabToken verifies GitLab webhook deliveries (X-Gitlab-Token).
 	GitLabToken string `env:"SLUICE_GITLAB_TOKEN" desc:"GitLab webhook token; empty accepts any" json:"-"`
 
+	// LogRetention bounds how long build logs are kept.
+	LogRetention time.Duration `env:"SLUICE_LOG_RETENTION" envDefault:"720h" desc:"build logs untouched this long are deleted by the API (checked hourly); 0 keeps them forever. Deleting a pipeline deletes its logs"`
 	// SecretKey encrypts pipeline secrets at rest.
 	SecretKey string `env:"SLUICE_SECRET_KEY" desc:"key material that encrypts pipeline secrets at rest (AES-256-GCM; use a long random string); empty generates one into DATA_DIR/secrets/secret.key with a warning" json:"-"`
 	// ExecutorName is this executor's registry name.
@@ -232,6 +234,9 @@ func (c *Config) validate(skip map[string]bool) error {
 	}
 	if c.HeartbeatTimeout > 0 && c.HeartbeatTimeout < time.Second {
 		bad("SLUICE_BUILD_HEARTBEAT_TIMEOUT", "must be at least 1s, got %s", c.HeartbeatTimeout)
+	}
+	if c.LogRetention < 0 {
+		bad("SLUICE_LOG_RETENTION", "must not be negative, got %s", c.LogRetention)
 	}
 	if c.ScheduleCatchup < 10*time.Second {
 		bad("SLUICE_SCHEDULE_CATCHUP_WINDOW", "must be at least 10s (Temporal's minimum), got %s", c.ScheduleCatchup)

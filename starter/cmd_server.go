@@ -144,7 +144,7 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 	}
 	local := func(key string) runner.LogSink { return store.Sink(key) }
 	return workers.RunAll(ctx,
-		func(ctx context.Context) error { return serve(ctx, srv, ln) },
+		func(ctx context.Context) error { go pruneLogs(ctx, cfg, store, log); return serve(ctx, srv, ln) },
 		func(ctx context.Context) error {
 			return workers.RunController(ctx, workers.Options{Client: c, Config: cfg, Logger: log, Logs: local})
 		},
@@ -243,6 +243,17 @@ func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Sto
 		},
 	})
 	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+}
+
+// pruneLogs deletes build logs older than SLUICE_LOG_RETENTION, hourly.
+func pruneLogs(ctx context.Context, cfg *config.Config, store *logstore.Store, log *slog.Logger) {
+	store.KeepPruned(ctx, cfg.LogRetention, time.Hour, func(n int, err error) {
+		if err != nil {
+			log.Warn("log_prune_failed", "error", err)
+			return
+		}
+		log.Info("logs_pruned", "attempts", n, "retention", cfg.LogRetention.String())
+	})
 }
 
 // serve runs srv on ln until ctx ends, then shuts it down gracefully.
@@ -361,6 +372,7 @@ SLUICE_DATA_DIR/logs: give every API replica the same volume.`,
 			}
 			srv := a.apiServer(cfg, c, store, secrets, log, auth)
 			log.Info("api_listening", "address", apiBase(cfg.APIAddr))
+			go pruneLogs(cmd.Context(), cfg, store, log)
 			return serve(cmd.Context(), srv, ln)
 		},
 	}

@@ -129,4 +129,14 @@ jobs:
 	_, stderr, code = sluice(t, cliEnv, "secret", "delete", "sec", "NPM_TOKEN")
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, "secret NPM_TOKEN of pipeline sec")
+
+	// Deleting the pipeline deletes its logs and its secrets.
+	require.NoError(t, e.API.DeletePipeline(ctx, "sec"))
+	_, err = e.API.ReadLog(ctx, full.LogKey, "show", 0, 0)
+	require.True(t, api.IsNotFound(err), "the pipeline's logs are gone: %v", err)
+	_, err = e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "sec", Repo: repo.Dir})
+	require.NoError(t, err)
+	again, err := e.API.ListSecrets(ctx, "sec")
+	require.NoError(t, err)
+	require.Empty(t, again, "a pipeline created again under the name starts without the old secrets")
 }
