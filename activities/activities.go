@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/sluice-ci/sluice/queue"
 	"github.com/sluice-ci/sluice/runner"
@@ -32,6 +33,8 @@ type Activities struct {
 	// Secrets gives running builds their secrets (nil: a job that lists
 	// secrets fails with that reason).
 	Secrets SecretSource
+	// Metrics hears of claims and finished attempts (nil: none).
+	Metrics BuildMetrics
 	// WorkDir is the root of build workspaces.
 	WorkDir string
 	// KeepWorkspaces leaves workspaces behind after builds (debugging).
@@ -105,4 +108,13 @@ type Executor interface {
 	Accepting(queueName string) (bool, string)
 	// Begin counts a running build of the queue until the returned func is called.
 	Begin(queueName string) (end func())
+}
+
+// BuildMetrics records what an executor's builds do, for its metrics.
+type BuildMetrics interface {
+	// Claimed: a build waited wait in queue before this executor claimed it.
+	Claimed(queue string, wait time.Duration)
+	// Finished: an attempt ended with status ("interrupted" when the
+	// executor stopped or lost it).
+	Finished(queue, status string)
 }

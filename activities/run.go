@@ -97,6 +97,9 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 		return res, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("build %s refused executor %s: %v", in.BuildID, name, err), ErrTypeSuperseded, nil)
 	}
+	if a.Metrics != nil {
+		a.Metrics.Claimed(queueName, time.Since(info.ScheduledTime))
+	}
 	end := a.Executor.Begin(queueName)
 	defer end()
 
@@ -276,12 +279,16 @@ func (a *Activities) finish(ctx, runCtx context.Context, rep Reporter, hb *heart
 ) (RunBuildResult, error) {
 	hb.stop()
 	cause := context.Cause(runCtx)
+	queueName := strings.TrimPrefix(activity.GetInfo(ctx).TaskQueue, "queue/")
 	switch {
 	case stopped.Load() && ctx.Err() == nil:
+		a.finished(queueName, "interrupted")
 		return res, temporal.NewApplicationError(fmt.Sprintf("executor %s stopped during build %s", res.Executor, in.BuildID), ErrTypeExecutorStopped)
 	case ctx.Err() != nil, errors.Is(cause, errAttemptGone), errors.Is(cause, errUnreachable):
+		a.finished(queueName, "interrupted")
 		return res, nil
 	}
+	a.finished(queueName, string(res.Status))
 	return a.report(ctx, rep, token, in, res)
 }
 
@@ -375,4 +382,11 @@ func freshDir(dir string) error {
 		return err //nolint:wrapcheck // the caller names the directory
 	}
 	return os.MkdirAll(dir, 0o700) //nolint:wrapcheck // the caller names the directory
+}
+
+// finished tells the metrics how an attempt ended.
+func (a *Activities) finished(queue, status string) {
+	if a.Metrics != nil {
+		a.Metrics.Finished(queue, status)
+	}
 }

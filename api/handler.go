@@ -40,6 +40,9 @@ type Deps struct {
 	Authenticate func(r *http.Request) (queue.Identity, error)
 	// Secrets stores pipeline secrets; nil disables the secret routes.
 	Secrets *SecretStore
+	// Metrics, when set, is served on GET /metrics (open, like the health
+	// checks) and measures every request.
+	Metrics *Metrics
 	Logger  *slog.Logger
 }
 
@@ -101,7 +104,28 @@ func NewHandler(d Deps) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})
-	return h.recover(h.authenticated(mux))
+	if d.Metrics != nil {
+		mux.Handle("GET /metrics", d.Metrics.Handler())
+	}
+	return h.recover(h.measured(mux, h.authenticated(mux)))
+}
+
+// measured records each request's latency under its route pattern (not its
+// path: IDs would explode the label set).
+func (h *handler) measured(mux *http.ServeMux, next http.Handler) http.Handler {
+	if h.d.Metrics == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		_, route := mux.Handler(r)
+		if route == "" || route == "/" {
+			route = "unmatched"
+		}
+		next.ServeHTTP(sw, r)
+		h.d.Metrics.requests.WithLabelValues(r.Method, route, strconv.Itoa(sw.status)).Observe(time.Since(start).Seconds())
+	})
 }
 
 // authenticated refuses /api/v1 requests that do not authenticate, before
@@ -631,20 +655,39 @@ func (h *handler) webhook(provider string) http.HandlerFunc {
 		}
 		switch {
 		case errors.Is(err, scm.ErrIgnored):
+			h.d.Metrics.webhook(provider, "ignored")
 			writeJSON(w, http.StatusAccepted, WebhookResult{Ignored: err.Error()})
 			return
 		case errors.Is(err, scm.ErrSignature):
+			h.d.Metrics.webhook(provider, "unauthorized")
 			writeError(w, http.StatusUnauthorized, err.Error())
 			return
 		case err != nil:
+			h.d.Metrics.webhook(provider, "invalid")
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
 		res := h.svc.Webhook(r.Context(), hook)
 		status := http.StatusAccepted
-		if len(res.Events) == 0 && len(res.Errors) > 0 {
-			status = http.StatusBadGateway
+		outcome := "started"
+		switch {
+		case len(res.Events) == 0 && len(res.Errors) > 0:
+			status, outcome = http.StatusBadGateway, "error"
+		case len(res.Events) == 0:
+			outcome = "ignored"
+		case allDuplicates(res.Events):
+			outcome = "duplicate"
 		}
+		h.d.Metrics.webhook(provider, outcome)
 		writeJSON(w, status, res)
 	}
+}
+
+func allDuplicates(evs []EventStarted) bool {
+	for _, e := range evs {
+		if !e.Duplicate {
+			return false
+		}
+	}
+	return true
 }

@@ -63,6 +63,8 @@ type Config struct {
 	// GitLabToken verifies GitLab webhook deliveries (X-Gitlab-Token).
 	GitLabToken string `env:"SLUICE_GITLAB_TOKEN" desc:"GitLab webhook token; empty accepts any" json:"-"`
 
+	// MetricsAddr serves a worker's Prometheus metrics.
+	MetricsAddr string `env:"SLUICE_METRICS_ADDR" desc:"host:port where 'sluice worker' serves Prometheus /metrics (empty: off); the API always serves /metrics on its own address"`
 	// LogRetention bounds how long build logs are kept.
 	LogRetention time.Duration `env:"SLUICE_LOG_RETENTION" envDefault:"720h" desc:"build logs untouched this long are deleted by the API (checked hourly); 0 keeps them forever. Deleting a pipeline deletes its logs"`
 	// SecretKey encrypts pipeline secrets at rest.
@@ -234,6 +236,11 @@ func (c *Config) validate(skip map[string]bool) error {
 	}
 	if c.HeartbeatTimeout > 0 && c.HeartbeatTimeout < time.Second {
 		bad("SLUICE_BUILD_HEARTBEAT_TIMEOUT", "must be at least 1s, got %s", c.HeartbeatTimeout)
+	}
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			bad("SLUICE_METRICS_ADDR", "want [host]:port, got %q", c.MetricsAddr)
+		}
 	}
 	if c.LogRetention < 0 {
 		bad("SLUICE_LOG_RETENTION", "must not be negative, got %s", c.LogRetention)

@@ -234,7 +234,7 @@ func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Sto
 		Logger:   log,
 	}
 	h := api.NewHandler(api.Deps{
-		Service: svc, Logs: store, Logger: log, Secrets: secrets,
+		Service: svc, Logs: store, Logger: log, Secrets: secrets, Metrics: api.NewMetrics(svc),
 		GitHubSecret: cfg.GitHubSecret, GitLabToken: cfg.GitLabToken,
 		Authenticate: auth,
 		Ready: func(ctx context.Context) error {

@@ -30,6 +30,9 @@ type Options struct {
 	Logs func(key string) runner.LogSink
 	// Secrets gives executors the secrets of the builds they run.
 	Secrets activities.SecretSource
+	// Metrics, when set, records the executor's builds and slots; it is
+	// served on SLUICE_METRICS_ADDR when that is set.
+	Metrics *Metrics
 	// Name is the member name ("controller@host", or the executor's name).
 	Name string
 }
@@ -151,6 +154,12 @@ func RunExecutor(ctx context.Context, o Options) error {
 	labels["runtime"] = rt
 	acts := o.activities()
 	acts.Runtime, acts.RuntimeWhy, acts.GroupRecords = rt, why, records
+	if o.Metrics == nil && o.Config.MetricsAddr != "" {
+		o.Metrics = NewMetrics()
+	}
+	if o.Metrics != nil {
+		acts.Metrics = o.Metrics
+	}
 	agent := NewAgent(AgentOptions{
 		Client: o.Client,
 		Member: queue.Member{
@@ -162,7 +171,15 @@ func RunExecutor(ctx context.Context, o Options) error {
 		Logger:     o.Logger,
 	})
 	o.Logger.InfoContext(ctx, "executor_started", "member", o.Name, "queues", o.Config.ExecutorQueues, "labels", labels, "runtime", rt)
-	return agent.Run(ctx)
+	if o.Metrics == nil {
+		return agent.Run(ctx)
+	}
+	o.Metrics.watch(agent)
+	if o.Config.MetricsAddr == "" {
+		return agent.Run(ctx)
+	}
+	o.Logger.InfoContext(ctx, "metrics_listening", "member", o.Name, "address", o.Config.MetricsAddr)
+	return RunAll(ctx, agent.Run, func(ctx context.Context) error { return o.Metrics.Serve(ctx, o.Config.MetricsAddr) })
 }
 
 // RunAll runs fns together until ctx ends or one fails.

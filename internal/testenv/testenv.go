@@ -166,6 +166,7 @@ func (s *Server) NewEnv(t testing.TB, opts Options) *Env {
 	require.NoError(t, err)
 	srv := httptest.NewServer(api.NewHandler(api.Deps{
 		Service: e.Service, Logs: e.Logs, Logger: e.Logger, Authenticate: auth, GitHubSecret: opts.GitHubSecret, Secrets: secrets,
+		Metrics: api.NewMetrics(e.Service),
 		Ready: func(ctx context.Context) error {
 			_, err := e.Client.CheckHealth(ctx, &client.CheckHealthRequest{})
 			return err

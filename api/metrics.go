@@ -1,0 +1,144 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluice-ci/sluice/queue"
+	"github.com/sluice-ci/sluice/workflows"
+)
+
+// Metrics are the API's Prometheus metrics: the queues' picture, computed
+// from the registry and Temporal's visibility when scraped (what an
+// autoscaler scales executors on), plus the API's own request latency and
+// webhook deliveries.
+type Metrics struct {
+	registry *prometheus.Registry
+	requests *prometheus.HistogramVec
+	webhooks *prometheus.CounterVec
+}
+
+// NewMetrics registers the API's metrics over svc.
+func NewMetrics(svc *Service) *Metrics {
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "sluice_api_request_duration_seconds", Help: "API request latency by route and status code.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"method", "route", "code"}),
+		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_webhook_deliveries_total", Help: "Webhook deliveries by provider and outcome (started, ignored, duplicate, unauthorized, invalid, error).",
+		}, []string{"provider", "outcome"}),
+	}
+	m.registry.MustRegister(m.requests, m.webhooks, &queueCollector{svc: svc},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the metrics in Prometheus' text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+}
+
+func (m *Metrics) webhook(provider, outcome string) {
+	if m != nil {
+		m.webhooks.WithLabelValues(provider, outcome).Inc()
+	}
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// queueCollector computes the queue metrics at scrape time.
+type queueCollector struct{ svc *Service }
+
+var (
+	descWaiting = prometheus.NewDesc("sluice_queue_builds_waiting",
+		"Builds of a queue not yet running, by status: QUEUED (dispatched, waiting for a slot), BLOCKED, FROZEN, CREATED.",
+		[]string{"queue", "status"}, nil)
+	descSlots = prometheus.NewDesc("sluice_queue_slots",
+		"Slots the queue's active rule gives a member (total) and those running a build (busy).",
+		[]string{"queue", "member", "kind"}, nil)
+	descLive = prometheus.NewDesc("sluice_queue_live_members",
+		"Live members in the queue's active rule.", []string{"queue"}, nil)
+	descScrapeError = prometheus.NewDesc("sluice_queue_metrics_error",
+		"1 when the last scrape could not read the registry or visibility.", nil, nil)
+)
+
+func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descWaiting
+	ch <- descSlots
+	ch <- descLive
+	ch <- descScrapeError
+}
+
+func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	failed := 0.0
+	if err := c.collect(ctx, ch); err != nil {
+		failed = 1
+		if c.svc.Logger != nil {
+			c.svc.Logger.Warn("queue_metrics_failed", "error", err)
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(descScrapeError, prometheus.GaugeValue, failed)
+}
+
+func (c *queueCollector) collect(ctx context.Context, ch chan<- prometheus.Metric) error {
+	if c.svc == nil || c.svc.Client == nil {
+		return nil
+	}
+	qs, ms, err := c.svc.registry(ctx)
+	if err != nil {
+		return err
+	}
+	now := c.svc.now()
+	for _, q := range qs {
+		plan := queue.Evaluate(q, ms, now, c.svc.Liveness)
+		live := 0
+		for _, m := range ms {
+			if !m.Serves(q.Name) {
+				continue
+			}
+			total, busy := plan.Allowed[m.Name], m.Running[q.Name]
+			if total > 0 {
+				live++
+			}
+			if total == 0 && busy == 0 {
+				continue
+			}
+			ch <- prometheus.MustNewConstMetric(descSlots, prometheus.GaugeValue, float64(total), q.Name, m.Name, "total")
+			ch <- prometheus.MustNewConstMetric(descSlots, prometheus.GaugeValue, float64(busy), q.Name, m.Name, "busy")
+		}
+		ch <- prometheus.MustNewConstMetric(descLive, prometheus.GaugeValue, float64(live), q.Name)
+		base := fmt.Sprintf("WorkflowType = 'BuildWorkflow' AND ExecutionStatus = 'Running' AND %s = %s", workflows.SAQueue.GetName(), quote(q.Name))
+		for _, st := range []workflows.Status{workflows.StatusQueued, workflows.StatusBlocked, workflows.StatusFrozen, workflows.StatusCreated} {
+			n, err := c.svc.count(ctx, base+fmt.Sprintf(" AND %s = '%s'", workflows.SAStatus.GetName(), st))
+			if err != nil {
+				return err
+			}
+			ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(n), q.Name, string(st))
+		}
+	}
+	return nil
+}
