@@ -113,7 +113,19 @@ func RunController(ctx context.Context, o Options) error {
 		return err
 	}
 	o.Logger.InfoContext(ctx, "controller_started", "task_queue", workflows.ControllerTaskQueue, "member", o.Name)
-	return agent.Run(ctx)
+	if o.Config.MetricsAddr == "" {
+		return agent.Run(ctx)
+	}
+	// A controller's builds (run-on=controller rules) count like an
+	// executor's; the endpoint also serves health checks.
+	m := o.Metrics
+	if m == nil {
+		m = NewMetrics()
+	}
+	acts.Metrics = m
+	m.watch(agent)
+	o.Logger.InfoContext(ctx, "metrics_listening", "member", o.Name, "address", o.Config.MetricsAddr)
+	return RunAll(ctx, agent.Run, func(ctx context.Context) error { return m.Serve(ctx, o.Config.MetricsAddr) })
 }
 
 // RunExecutor registers the executor and runs its queue workers until ctx ends.

@@ -74,6 +74,15 @@ func TestMetrics(t *testing.T) {
 	require.Positive(t, m[`sluice_api_request_duration_seconds_count{code="200",method="GET",route="GET /api/v1/queues/{name}/status"}`])
 
 	execURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", mport)
+	// The health checks of docker-compose.yml: the API's /readyz by
+	// default, a worker's metrics endpoint.
+	out, stderr, code := sluice(t, []string{"SLUICE_API_URL=" + e.APIURL}, "health")
+	require.Zero(t, code, stderr)
+	require.Contains(t, out, "/readyz: 200 OK")
+	_, stderr, code = sluice(t, nil, "health", execURL)
+	require.Zero(t, code, stderr)
+	_, _, code = sluice(t, nil, "health", e.APIURL+"/nope")
+	require.Equal(t, 1, code, "a non-2xx answer")
 	x := scrape(t, execURL)
 	require.InDelta(t, 1.0, x[`sluice_executor_slots{queue="mq"}`], 0)
 	require.InDelta(t, 1.0, x[`sluice_executor_builds_running{queue="mq"}`], 0)
