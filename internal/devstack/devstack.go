@@ -263,6 +263,10 @@ func defaultDynamicConfig() map[string]any {
 		// takes a dozen hops from trigger to first step (docs/performance.md):
 		// 200 cuts a 1-job event's trigger-to-step latency from ~700 to ~200 ms.
 		"history.transferProcessorMaxPollRPS": 200,
+		// sluice's list views, queue status, metrics and web pages read
+		// visibility; the default 10 requests/s per namespace answers a
+		// busy API with "namespace rate limit exceeded".
+		"frontend.namespaceRPS.visibility": 100,
 	}
 }
 
