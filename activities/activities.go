@@ -50,6 +50,8 @@ type Activities struct {
 	// Reporter heartbeats and completes build attempts by task token (nil:
 	// the activity's own client).
 	Reporter Reporter
+	// Statuses is how a controller posts commit statuses (no posters: none).
+	Statuses StatusSettings
 	// Outbox is the directory where finished attempts' results wait until
 	// Temporal has them ("" keeps them in memory only).
 	Outbox string

@@ -47,6 +47,9 @@ type ResolveEventInput struct {
 	ChangedFiles []string `json:"changed_files"`
 	// WantChanges asks for the changed files (commit events with sourcePaths).
 	WantChanges bool `json:"want_changes,omitempty"`
+	// Statuses is the pipeline's commit status setting ("" derives the
+	// target from Repo, "off", or a target such as github:owner/repo).
+	Statuses string `json:"statuses,omitempty"`
 }
 
 // ResolveEventResult is the event's commit, its spec and the known queues.
@@ -57,6 +60,10 @@ type ResolveEventResult struct {
 	SpecError    string         `json:"spec_error,omitempty"`
 	ChangedFiles []string       `json:"changed_files"`
 	Queues       []queue.Queue  `json:"queues,omitempty"`
+	// Statuses is where the event's commit statuses go; nil when
+	// StatusesOff says why none are posted.
+	Statuses    *scm.StatusTarget `json:"statuses,omitempty"`
+	StatusesOff string            `json:"statuses_off,omitempty"`
 }
 
 // ResolveEvent resolves the event's commit, reads and parses its spec, lists
@@ -66,6 +73,7 @@ type ResolveEventResult struct {
 // fails the event.
 func (a *Activities) ResolveEvent(ctx context.Context, in ResolveEventInput) (ResolveEventResult, error) {
 	var out ResolveEventResult
+	out.Statuses, out.StatusesOff = a.statusTarget(in.Statuses, in.Repo)
 	repo, err := a.Repos.Open(ctx, in.Repo)
 	if err != nil {
 		return out, repoError(fmt.Errorf("open repository %s: %w", in.Repo, err))

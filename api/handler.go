@@ -31,8 +31,8 @@ type Deps struct {
 	Logs *logstore.Store
 	// Ready reports whether Temporal answers (GET /readyz).
 	Ready func(ctx context.Context) error
-	// GitHubSecret and GitLabToken verify webhook deliveries.
-	GitHubSecret, GitLabToken string
+	// GitHubSecret and GitLabSecret verify webhook deliveries.
+	GitHubSecret, GitLabSecret string
 	// Authenticate maps a request to an identity; nil means auth is off and
 	// every request acts as queue.System(). When set, every /api/v1 request
 	// must authenticate (reads and log shipping included); health checks
@@ -291,7 +291,7 @@ func (h *handler) createPipeline(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) getPipeline(w http.ResponseWriter, r *http.Request) {
-	p, err := h.svc.GetPipeline(r.Context(), r.PathValue("name"))
+	p, err := h.svc.ShowPipeline(r.Context(), r.PathValue("name"))
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -651,7 +651,7 @@ func (h *handler) webhook(provider string) http.HandlerFunc {
 		case "github":
 			hook, err = scm.ParseGitHub(r.Header, body, h.d.GitHubSecret)
 		default:
-			hook, err = scm.ParseGitLab(r.Header, body, h.d.GitLabToken)
+			hook, err = scm.ParseGitLab(r.Header, body, h.d.GitLabSecret)
 		}
 		switch {
 		case errors.Is(err, scm.ErrIgnored):

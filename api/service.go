@@ -159,6 +159,9 @@ func (s *Service) CreatePipeline(ctx context.Context, id queue.Identity, req Cre
 			return Pipeline{}, err
 		}
 	}
+	if err := validStatuses(req.Statuses); err != nil {
+		return Pipeline{}, err
+	}
 	repo, err := s.Repos.Open(ctx, req.Repo)
 	if err != nil {
 		return Pipeline{}, invalid("repo %s: %v", req.Repo, err)
@@ -177,7 +180,7 @@ func (s *Service) CreatePipeline(ctx context.Context, id queue.Identity, req Cre
 	}
 	owner := id
 	cfg := workflows.PipelineConfig{
-		Name: req.Name, Repo: req.Repo, Branch: req.Branch, Queue: req.Queue,
+		Name: req.Name, Repo: req.Repo, Branch: req.Branch, Queue: req.Queue, Statuses: req.Statuses,
 		Dispatch: s.Dispatch, Creator: id.User, CreatedAt: s.now().UTC(), Owner: &owner,
 	}
 	_, err = s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
@@ -258,6 +261,7 @@ func (s *Service) GetPipeline(ctx context.Context, name string) (Pipeline, error
 		Name: info.Config.Name, Repo: info.Config.Repo, RepoKind: scm.Kind(info.Config.Repo), Branch: info.Config.Branch,
 		Queue: info.Config.Queue, Events: info.Events, LastSHA: info.LastSHA, Subscriptions: info.Subscriptions,
 		Periodic: info.Periodic, ScheduleError: info.ScheduleError, CreatedAt: info.Config.CreatedAt,
+		Statuses: info.Config.Statuses,
 	}
 	if info.Config.Owner != nil {
 		p.Owner = info.Config.Owner.User
@@ -278,6 +282,30 @@ func (s *Service) GetPipeline(ctx context.Context, name string) (Pipeline, error
 		p.Lanes = append(p.Lanes, lv)
 	}
 	return p, nil
+}
+
+// ShowPipeline is GetPipeline plus where the latest event's commit
+// statuses went, or why it posted none.
+func (s *Service) ShowPipeline(ctx context.Context, name string) (Pipeline, error) {
+	p, err := s.GetPipeline(ctx, name)
+	if err != nil {
+		return p, err
+	}
+	if evs, err := s.ListEvents(ctx, name, 1); err == nil && len(evs) > 0 && evs[0].Statuses != "" {
+		p.StatusesNote = fmt.Sprintf("%s (event %s)", evs[0].Statuses, evs[0].ID)
+	}
+	return p, nil
+}
+
+// validStatuses checks a pipeline's commit status setting.
+func validStatuses(v string) error {
+	if v == "" || v == activities.StatusesOff {
+		return nil
+	}
+	if _, err := scm.ParseStatusTarget(v); err != nil {
+		return invalid("statuses: %v (or \"off\", or empty to follow the repository URL)", err)
+	}
+	return nil
 }
 
 // ListPipelines lists running pipelines.
@@ -324,7 +352,13 @@ func (s *Service) UpdatePipeline(ctx context.Context, id queue.Identity, name st
 		return Pipeline{}, err
 	}
 	owner := id
-	cfg := workflows.PipelineConfig{Name: name, Repo: cur.Repo, Branch: cur.Branch, Queue: cur.Queue, Owner: &owner}
+	cfg := workflows.PipelineConfig{Name: name, Repo: cur.Repo, Branch: cur.Branch, Queue: cur.Queue, Statuses: cur.Statuses, Owner: &owner}
+	if req.Statuses != nil {
+		if err := validStatuses(*req.Statuses); err != nil {
+			return Pipeline{}, err
+		}
+		cfg.Statuses = *req.Statuses
+	}
 	if req.Repo != nil {
 		cfg.Repo = *req.Repo
 		if _, err := s.Repos.Open(ctx, cfg.Repo); err != nil {
@@ -498,7 +532,7 @@ func (s *Service) GetEvent(ctx context.Context, ref workflows.EventRef) (Event, 
 		ID: ref.String(), Pipeline: ref.Pipeline, Number: ref.Number, SHA: st.SHA, Status: st.Status, Reason: st.Reason,
 		Trigger: st.Trigger, StartFrom: st.StartFrom, StartJobs: st.StartJobs, Rerun: st.Rerun, Parent: st.Parent,
 		ActsFor: st.ActsFor, Succeeded: st.Succeeded, Jobs: st.Jobs, Builds: builds,
-		Warnings: st.Warnings, StartTime: st.StartTime, EndTime: st.EndTime,
+		Warnings: st.Warnings, StartTime: st.StartTime, EndTime: st.EndTime, Statuses: st.Statuses,
 	}, nil
 }
 
@@ -518,11 +552,15 @@ func (s *Service) ListEvents(ctx context.Context, name string, limit int) ([]Eve
 			continue
 		}
 		sa := ex.GetSearchAttributes()
-		out = append(out, Event{
+		ev := Event{
 			ID: ref.String(), Pipeline: ref.Pipeline, Number: ref.Number,
 			SHA: saString(sa, workflows.SASHA.GetName()), Status: workflows.Status(saString(sa, workflows.SAStatus.GetName())),
 			StartTime: ex.GetStartTime().AsTime(), EndTime: closeTime(ex),
-		})
+		}
+		if f := ex.GetMemo().GetFields()[workflows.MemoStatuses]; f != nil {
+			_ = converter.GetDefaultDataConverter().FromPayload(f, &ev.Statuses)
+		}
+		out = append(out, ev)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Number > out[j].Number })
 	return out, nil

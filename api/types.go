@@ -16,6 +16,9 @@ type CreatePipelineRequest struct {
 	Repo   string `json:"repo"`
 	Branch string `json:"branch,omitempty"`
 	Queue  string `json:"queue,omitempty"`
+	// Statuses is where commit statuses go: "" derives it from the repo
+	// URL, "off", github:<owner>/<repo> or gitlab:<group>/<project>.
+	Statuses string `json:"statuses,omitempty"`
 }
 
 // UpdatePipelineRequest is the body of PATCH /api/v1/pipelines/{name}.
@@ -23,6 +26,8 @@ type UpdatePipelineRequest struct {
 	Repo   *string `json:"repo,omitempty"`
 	Branch *string `json:"branch,omitempty"`
 	Queue  *string `json:"queue,omitempty"`
+	// Statuses: see CreatePipelineRequest.
+	Statuses *string `json:"statuses,omitempty"`
 }
 
 // Pipeline is a pipeline as the API shows it.
@@ -43,6 +48,12 @@ type Pipeline struct {
 	// that no person starts (webhooks, schedules, remote triggers) act for
 	// it.
 	Owner string `json:"owner,omitempty"`
+	// Statuses is the pipeline's commit status setting ("" derives the
+	// target from the repository URL).
+	Statuses string `json:"statuses,omitempty"`
+	// StatusesNote is where the latest event's statuses went, or why it
+	// posted none (show only).
+	StatusesNote string `json:"statuses_note,omitempty"`
 	// Lanes lists the builds each job's lane holds (show only).
 	Lanes []LaneView `json:"lanes,omitempty"`
 }
@@ -135,6 +146,9 @@ type Event struct {
 	Warnings  []string               `json:"warnings,omitempty"`
 	StartTime time.Time              `json:"start_time,omitzero"`
 	EndTime   time.Time              `json:"end_time,omitzero"`
+	// Statuses is where the event's commit statuses go, or why none
+	// ("off: ...").
+	Statuses string `json:"statuses,omitempty"`
 }
 
 // Build is a build as lists and events show it.

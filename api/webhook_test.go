@@ -112,7 +112,7 @@ func TestWebhookRefusals(t *testing.T) {
 			if tt.provider == "github" {
 				deps.GitHubSecret = tt.secret
 			} else {
-				deps.GitLabToken = tt.secret
+				deps.GitLabSecret = tt.secret
 			}
 			// No Temporal client: refused deliveries never reach it.
 			h := newHandler(t, deps)

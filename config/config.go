@@ -60,8 +60,23 @@ type Config struct {
 	Token string `env:"SLUICE_TOKEN" desc:"bearer token the CLI and executors send to the API" json:"-"`
 	// GitHubSecret verifies GitHub webhook signatures (X-Hub-Signature-256).
 	GitHubSecret string `env:"SLUICE_GITHUB_SECRET" desc:"GitHub webhook secret; empty accepts unsigned deliveries" json:"-"`
-	// GitLabToken verifies GitLab webhook deliveries (X-Gitlab-Token).
-	GitLabToken string `env:"SLUICE_GITLAB_TOKEN" desc:"GitLab webhook token; empty accepts any" json:"-"`
+	// GitLabSecret verifies GitLab webhook deliveries (X-Gitlab-Token).
+	GitLabSecret string `env:"SLUICE_GITLAB_SECRET" desc:"GitLab webhook secret token (X-Gitlab-Token); empty accepts any" json:"-"`
+
+	// PublicURL is the base of the web pages commit statuses link to.
+	PublicURL string `env:"SLUICE_PUBLIC_URL" desc:"base URL of sluice's web pages as people reach them, linked from commit statuses (default: SLUICE_API_URL)"`
+	// GitHubToken posts commit statuses to GitHub.
+	GitHubToken string `env:"SLUICE_GITHUB_TOKEN" desc:"GitHub token that posts commit statuses (fine-grained: Commit statuses read/write; classic: repo:status); read by controllers" json:"-"`
+	// GitHubAppID and GitHubAppKeyFile sign in as a GitHub App instead.
+	GitHubAppID int64 `env:"SLUICE_GITHUB_APP_ID" desc:"GitHub App ID that posts commit statuses through its installation on each repository (instead of a token)"`
+	// GitHubAppKeyFile is the App's private key (PEM).
+	GitHubAppKeyFile string `env:"SLUICE_GITHUB_APP_KEY_FILE" desc:"the GitHub App's private key file (PEM)"`
+	// GitHubAPIURL is GitHub's REST API (GitHub Enterprise Server: https://<host>/api/v3/).
+	GitHubAPIURL string `env:"SLUICE_GITHUB_API_URL" envDefault:"https://api.github.com/" desc:"GitHub REST API base URL (GitHub Enterprise Server: https://<host>/api/v3/); repositories on its host report there"`
+	// GitLabToken posts commit statuses to GitLab.
+	GitLabToken string `env:"SLUICE_GITLAB_TOKEN" desc:"GitLab access token (api scope, Developer role) that posts commit statuses; read by controllers. The webhook token is SLUICE_GITLAB_SECRET" json:"-"`
+	// GitLabURL is the GitLab instance.
+	GitLabURL string `env:"SLUICE_GITLAB_URL" envDefault:"https://gitlab.com" desc:"GitLab instance URL; repositories on its host report there"`
 
 	// MetricsAddr serves a worker's Prometheus metrics.
 	MetricsAddr string `env:"SLUICE_METRICS_ADDR" desc:"host:port where 'sluice worker' serves Prometheus /metrics (empty: off); the API always serves /metrics on its own address"`
@@ -195,6 +210,20 @@ func (c *Config) validate(skip map[string]bool) error {
 		if p < 0 || p > 65535 {
 			bad(name, "port %d out of range 0-65535", p)
 		}
+	}
+	for name, u := range map[string]string{"SLUICE_PUBLIC_URL": c.PublicURL, "SLUICE_GITHUB_API_URL": c.GitHubAPIURL, "SLUICE_GITLAB_URL": c.GitLabURL} {
+		if u == "" {
+			continue
+		}
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			bad(name, "want an http(s) URL, got %q", u)
+		}
+	}
+	if c.GitHubAppID < 0 {
+		bad("SLUICE_GITHUB_APP_ID", "must be a positive App ID, got %d", c.GitHubAppID)
+	}
+	if (c.GitHubAppID != 0) != (c.GitHubAppKeyFile != "") {
+		bad("SLUICE_GITHUB_APP_ID", "SLUICE_GITHUB_APP_ID and SLUICE_GITHUB_APP_KEY_FILE go together")
 	}
 	if _, _, err := net.SplitHostPort(c.APIAddr); err != nil {
 		bad("SLUICE_API_ADDR", "want [host]:port, got %q", c.APIAddr)

@@ -234,6 +234,7 @@ func writeEvent(w io.Writer, ev api.Event, now time.Time) error {
 	}
 	f.Add("started", cliout.Timestamp(ev.StartTime, now))
 	f.Add("duration", cliout.ElapsedText(ev.StartTime, ev.EndTime, now))
+	f.Add("commit statuses", ev.Statuses)
 	for _, warn := range ev.Warnings {
 		f.Add("warning", warn)
 	}

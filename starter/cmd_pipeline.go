@@ -40,7 +40,7 @@ func repoLocation(repo string) (string, error) {
 }
 
 func (a *app) pipelineCreateCmd() *cobra.Command {
-	var repo, branch, queueName string
+	var repo, branch, queueName, statuses string
 	cmd := &cobra.Command{
 		Use:   "create NAME --repo REPO [--branch main] [--queue QUEUE]",
 		Short: "Create a pipeline from a repository",
@@ -62,7 +62,7 @@ absolute before it is sent (the server reads it on its own file system).
 				}
 			}
 			p, err := a.client().CreatePipeline(cmd.Context(), api.CreatePipelineRequest{
-				Name: argv[0], Repo: loc, Branch: branch, Queue: queueName,
+				Name: argv[0], Repo: loc, Branch: branch, Queue: queueName, Statuses: statuses,
 			})
 			if err != nil {
 				return err
@@ -76,6 +76,7 @@ absolute before it is sent (the server reads it on its own file system).
 	cmd.Flags().StringVar(&repo, "repo", "", "git URL, local git repository or directory (required)")
 	cmd.Flags().StringVar(&branch, "branch", "main", "default branch: unfiltered ~commit triggers fire on it")
 	cmd.Flags().StringVar(&queueName, "queue", "", "default queue of the pipeline's jobs (default: the built-in \"default\")")
+	cmd.Flags().StringVar(&statuses, "statuses", "", statusesFlagHelp)
 	return cmd
 }
 
@@ -130,6 +131,9 @@ and the builds waiting.`,
 	}
 }
 
+// statusesFlagHelp documents --statuses.
+const statusesFlagHelp = "where commit statuses go: github:OWNER/REPO, gitlab:GROUP/PROJECT, off, or \"\" to follow the repository URL (github.com, gitlab.com, SLUICE_GITHUB_API_URL's and SLUICE_GITLAB_URL's hosts)"
+
 func writePipeline(w io.Writer, p api.Pipeline, now time.Time) error {
 	var f cliout.Fields
 	f.Add("name", p.Name)
@@ -142,6 +146,8 @@ func writePipeline(w io.Writer, p api.Pipeline, now time.Time) error {
 	f.Add("owner", p.Owner)
 	f.Add("subscriptions", cliout.List(p.Subscriptions))
 	f.Add("schedule error", p.ScheduleError)
+	f.Add("commit statuses", cliout.Or(p.Statuses, "from the repository URL"))
+	f.Add("last statuses", p.StatusesNote)
 	if err := f.Write(w); err != nil {
 		return err
 	}
@@ -171,7 +177,7 @@ func writePipeline(w io.Writer, p api.Pipeline, now time.Time) error {
 }
 
 func (a *app) pipelineUpdateCmd() *cobra.Command {
-	var repo, branch, queueName string
+	var repo, branch, queueName, statuses string
 	cmd := &cobra.Command{
 		Use:   "update NAME [--repo REPO] [--branch BRANCH] [--queue QUEUE]",
 		Short: "Change a pipeline's repository, branch or default queue",
@@ -204,8 +210,11 @@ clears the default queue (jobs then use the built-in "default").`,
 				}
 				req.Queue = &queueName
 			}
-			if req.Repo == nil && req.Branch == nil && req.Queue == nil {
-				return fmt.Errorf("%w: give --repo, --branch or --queue", cliout.ErrNothingToChange)
+			if flags.Changed("statuses") {
+				req.Statuses = &statuses
+			}
+			if req.Repo == nil && req.Branch == nil && req.Queue == nil && req.Statuses == nil {
+				return fmt.Errorf("%w: give --repo, --branch, --queue or --statuses", cliout.ErrNothingToChange)
 			}
 			p, err := a.client().UpdatePipeline(cmd.Context(), argv[0], req)
 			if err != nil {
@@ -221,6 +230,7 @@ clears the default queue (jobs then use the built-in "default").`,
 	cmd.Flags().StringVar(&repo, "repo", "", "git URL, local git repository or directory")
 	cmd.Flags().StringVar(&branch, "branch", "", "default branch")
 	cmd.Flags().StringVar(&queueName, "queue", "", "default queue (\"\" for the built-in default)")
+	cmd.Flags().StringVar(&statuses, "statuses", "", statusesFlagHelp)
 	return cmd
 }
 

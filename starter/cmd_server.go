@@ -235,7 +235,7 @@ func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Sto
 	}
 	h := api.NewHandler(api.Deps{
 		Service: svc, Logs: store, Logger: log, Secrets: secrets, Metrics: api.NewMetrics(svc),
-		GitHubSecret: cfg.GitHubSecret, GitLabToken: cfg.GitLabToken,
+		GitHubSecret: cfg.GitHubSecret, GitLabSecret: cfg.GitLabSecret,
 		Authenticate: auth,
 		Ready: func(ctx context.Context) error {
 			_, err := c.CheckHealth(ctx, &client.CheckHealthRequest{})

@@ -74,6 +74,7 @@ func RegisterController(w worker.Registry, acts *activities.Activities) {
 	w.RegisterActivity(acts.ResolveEvent)
 	w.RegisterActivity(acts.TriggerRemote)
 	w.RegisterActivity(acts.SyncSchedules)
+	w.RegisterActivity(acts.PostCommitStatus)
 }
 
 // RunController registers search attributes, makes sure the registry runs,
@@ -90,6 +91,11 @@ func RunController(ctx context.Context, o Options) error {
 		return err
 	}
 	acts := o.activities()
+	statuses, err := StatusSettings(o.Config)
+	if err != nil {
+		return fmt.Errorf("commit statuses: %w", err)
+	}
+	acts.Statuses = statuses
 	w := worker.New(o.Client, workflows.ControllerTaskQueue, worker.Options{
 		Identity:                           o.Name,
 		WorkerStopTimeout:                  5 * time.Second,

@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-ci/sluice/activities"
 	"github.com/sluice-ci/sluice/pipeline"
 	"github.com/sluice-ci/sluice/runner"
+	"github.com/sluice-ci/sluice/scm"
 )
 
 // UpdateClaim is the update an executor sends before it runs a build.
@@ -424,6 +425,24 @@ func (b *build) setStatus(ctx workflow.Context, s Status, reason string, until t
 	}
 	// The memo lets list views show reasons and times from one visibility call.
 	_ = workflow.UpsertMemo(ctx, map[string]any{MemoBuild: b.summary()})
+	b.commitStatus(ctx)
+}
+
+// commitStatus tells the event's StatusWorkflow what the build waits for
+// or where it runs; the event sends the job's final status.
+func (b *build) commitStatus(ctx workflow.Context) {
+	if b.in.Statuses == "" || b.state.Status.Final() {
+		return
+	}
+	state, desc := scm.StatePending, b.state.Reason
+	if b.state.Status == StatusRunning {
+		state = scm.StateRunning
+	}
+	if b.in.Build.Index > 0 {
+		desc = fmt.Sprintf("#%d: %s", b.in.Build.Index, desc)
+	}
+	u := StatusUpdate{Context: b.in.StatusContext, State: state, Description: desc, Page: BuildPage(b.state.ID), At: workflow.Now(ctx)}
+	_ = workflow.SignalExternalWorkflow(ctx, b.in.Statuses, "", SignalCommitStatus, StatusBatch{Updates: []StatusUpdate{u}})
 }
 
 // summary is the memo form of the build's record.

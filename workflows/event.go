@@ -42,6 +42,8 @@ type eventRun struct {
 	legacy bool
 	// notified is set once a periodic fire's PeriodicWorkflow was told.
 	notified bool
+	// statuses is the event's commit status reporter (nil: none).
+	statuses *eventStatuses
 }
 
 type startedBuild struct {
@@ -88,7 +90,11 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 	}
 	e.state.SHA = res.SHA
 	_ = workflow.UpsertTypedSearchAttributes(ctx, SASHA.ValueSet(res.SHA))
+	if workflow.GetVersion(ctx, changeCommitStatuses, workflow.DefaultVersion, 1) >= 1 {
+		e.statusesResolved(ctx, res)
+	}
 	if res.SpecError != "" {
+		e.reportEventFailure(ctx, res.SpecError)
 		return e.end(ctx, StatusFailure, res.SpecError), nil
 	}
 	e.spec = res.Spec
@@ -97,6 +103,7 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 
 	starts, why := e.startJobs(res.ChangedFiles)
 	if why != "" {
+		e.reportEventFailure(ctx, why)
 		return e.end(ctx, StatusFailure, why), nil
 	}
 	if len(starts) == 0 {
@@ -104,12 +111,14 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 	}
 	reach, problems := e.checkQueues(starts, res.Queues)
 	if len(problems) > 0 {
+		e.reportEventFailure(ctx, "cannot start: "+strings.Join(problems, "; "))
 		return e.end(ctx, StatusFailure, "cannot start: "+strings.Join(problems, "; ")), nil
 	}
 	if !e.legacy {
 		// Deleting a queue is refused while a running event can reach it.
 		_ = workflow.UpsertTypedSearchAttributes(ctx, SAQueues.ValueSet(reach))
 	}
+	e.startStatuses(ctx, starts)
 
 	e.sel = workflow.NewSelector(ctx)
 	for _, j := range starts {
@@ -153,7 +162,7 @@ func (e *eventRun) resolve(ctx workflow.Context) (activities.ResolveEventResult,
 	var res activities.ResolveEventResult
 	err := workflow.ExecuteActivity(actx, a.ResolveEvent, activities.ResolveEventInput{
 		Pipeline: e.in.Event.Pipeline, Repo: e.in.Config.Repo, Ref: ref, SHA: t.SHA, Before: t.Before,
-		ChangedFiles: t.ChangedFiles, WantChanges: t.Kind == TriggerCommit,
+		ChangedFiles: t.ChangedFiles, WantChanges: t.Kind == TriggerCommit, Statuses: e.in.Config.Statuses,
 	}).Get(ctx, &res)
 	return res, err
 }
@@ -277,15 +286,7 @@ func (e *eventRun) checkQueues(starts []string, defined []queue.Queue) ([]string
 	}
 	id := e.identity()
 	var problems, reach []string
-	seen := map[string]bool{}
-	todo := slices.Clone(starts)
-	for len(todo) > 0 {
-		job := todo[0]
-		todo = todo[1:]
-		if seen[job] {
-			continue
-		}
-		seen[job] = true
+	for _, job := range e.reachable(starts) {
 		if !e.spec.Jobs[job].Settings.VirtualJob {
 			name := e.queueOf(job)
 			if !slices.Contains(reach, name) {
@@ -307,6 +308,24 @@ func (e *eventRun) checkQueues(starts []string, defined []queue.Queue) ([]string
 				}
 			}
 		}
+	}
+	sort.Strings(reach)
+	return reach, problems
+}
+
+// reachable lists the jobs the event may run from starts, breadth first.
+func (e *eventRun) reachable(starts []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	todo := slices.Clone(starts)
+	for len(todo) > 0 {
+		job := todo[0]
+		todo = todo[1:]
+		if seen[job] {
+			continue
+		}
+		seen[job] = true
+		out = append(out, job)
 		if e.prEvent() && !e.spec.ChainPR() {
 			continue // a pull request runs its ~pr jobs only
 		}
@@ -314,8 +333,7 @@ func (e *eventRun) checkQueues(starts []string, defined []queue.Queue) ([]string
 			todo = append(todo, n.Job)
 		}
 	}
-	sort.Strings(reach)
-	return reach, problems
+	return out
 }
 
 // start launches one build per permutation of job.
@@ -332,6 +350,7 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 	e.jobs[job] = jr
 	if e.builds+len(spec.Permutations) > maxBuildsPerEvent {
 		jr.status, jr.reason, jr.left = StatusSkipped, fmt.Sprintf("not run: the event reached its limit of %d builds", maxBuildsPerEvent), 0
+		e.jobStatus(ctx, jr)
 		return
 	}
 	t := e.in.Trigger
@@ -353,10 +372,14 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 			Environment: perm.Environment, Timeout: spec.Settings.Timeout, Virtual: spec.Settings.VirtualJob,
 			CPU: annotationText(spec.Annotations, pipeline.AnnotationCPU), RAM: annotationText(spec.Annotations, pipeline.AnnotationRAM),
 			Dispatch: e.in.Config.Dispatch,
+			Statuses: e.statusesID(),
 			Lane: LaneRequest{
 				Build: ref, Collapse: spec.Settings.CollapseBuilds, BlockedBySameJob: spec.Settings.BlockedBySameJob,
 				BlockedBy: spec.BlockedBy, FreezeWindows: spec.FreezeWindows, Delay: spec.Settings.Delay, Force: e.in.Force,
 			},
+		}
+		if in.Statuses != "" {
+			in.StatusContext = e.statusContext(job)
 		}
 		sas := []temporal.SearchAttributeUpdate{
 			SAPipeline.ValueSet(ref.Pipeline), SAJob.ValueSet(ref.LaneKey()), SAEvent.ValueSet(e.in.Event.String()),
@@ -432,6 +455,7 @@ func (e *eventRun) buildEnded(ctx workflow.Context, jr *jobRun, st BuildState) {
 		return
 	}
 	jr.status, jr.reason = jobStatus(jr.results)
+	e.jobStatus(ctx, jr)
 	e.notifyPeriodic(ctx, jr)
 	if jr.status == StatusSuccess {
 		e.succeeded[jr.name] = true
@@ -576,6 +600,7 @@ func (e *eventRun) end(ctx workflow.Context, s Status, reason string) EventState
 	e.state.Status, e.state.Reason, e.state.EndTime = s, reason, workflow.Now(ctx)
 	e.state.Jobs = e.outcomes()
 	e.state.Succeeded = e.succeededJobs()
+	e.statusesDone(ctx)
 	if !e.notified && e.in.Notify != "" {
 		e.notified = true
 		_ = workflow.SignalExternalWorkflow(ctx, e.in.Notify, "", SignalPeriodicDone,

@@ -107,7 +107,7 @@ type eventHarness struct {
 	resolveBlocks bool
 }
 
-func newEventHarness(t *testing.T, yaml string) *eventHarness {
+func newEventHarness(t *testing.T, yaml string, register ...func(*testsuite.TestWorkflowEnvironment)) *eventHarness {
 	t.Helper()
 	h := &eventHarness{t: t, plans: map[string]buildPlan{}, resolve: activities.ResolveEventResult{
 		SHA: eventSHA, Queues: []queue.Queue{queue.DefaultQueue()},
@@ -159,7 +159,7 @@ func newEventHarness(t *testing.T, yaml string) *eventHarness {
 			return st, nil
 		}, workflow.RegisterOptions{Name: "BuildWorkflow"})
 	}
-	env, rec := newEnv(t, registerBuild)
+	env, rec := newEnv(t, append([]func(*testsuite.TestWorkflowEnvironment){registerBuild}, register...)...)
 	h.env, h.rec = env, rec
 	if yaml != "" {
 		h.resolve.Spec = parseSpec(t, yaml)

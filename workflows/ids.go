@@ -174,4 +174,5 @@ func Register(r WorkflowRegistry) {
 	r.RegisterWorkflow(EventWorkflow)
 	r.RegisterWorkflow(BuildWorkflow)
 	r.RegisterWorkflow(PeriodicWorkflow)
+	r.RegisterWorkflow(StatusWorkflow)
 }

@@ -130,6 +130,10 @@ type PipelineConfig struct {
 	// Creator is who created the pipeline.
 	Creator   string    `json:"creator,omitempty"`
 	CreatedAt time.Time `json:"created_at,omitzero"`
+	// Statuses is where the pipeline's commit statuses go: "" derives it
+	// from Repo (github.com, gitlab.com or the configured hosts), "off", or
+	// github:<owner>/<repo> / gitlab:<group>/<project>.
+	Statuses string `json:"statuses,omitempty"`
 	// Owner is the identity that created or last updated the pipeline. Events
 	// that no person starts (webhooks, schedules, remote triggers) act for
 	// it: its roles decide which queues they may use. Nil on pipelines
@@ -306,6 +310,9 @@ type EventState struct {
 	Warnings  []string     `json:"warnings,omitempty"`
 	StartTime time.Time    `json:"start_time,omitzero"`
 	EndTime   time.Time    `json:"end_time,omitzero"`
+	// Statuses is where the event's commit statuses go ("github:o/r"), or
+	// why it posts none ("off: ...").
+	Statuses string `json:"statuses,omitempty"`
 }
 
 // BuildInput starts a BuildWorkflow: everything an executor needs to run it.
@@ -332,6 +339,10 @@ type BuildInput struct {
 	RAM      string      `json:"ram,omitempty"`
 	Lane     LaneRequest `json:"lane"`
 	Dispatch Dispatch    `json:"dispatch"`
+	// Statuses is the event's StatusWorkflow ("": no commit statuses);
+	// the build tells it when it waits and when it runs, in StatusContext.
+	Statuses      string `json:"statuses,omitempty"`
+	StatusContext string `json:"status_context,omitempty"`
 }
 
 // Attempt is one dispatch of a build to an executor.

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -82,6 +83,8 @@ type Options struct {
 	// GitHubSecret, when set, makes the API verify GitHub webhook
 	// signatures with it.
 	GitHubSecret string
+	// Env adds configuration variables (e.g. SLUICE_GITHUB_TOKEN).
+	Env map[string]string
 }
 
 // Env is one isolated sluice installation on the shared server.
@@ -138,6 +141,7 @@ func (s *Server) NewEnv(t testing.TB, opts Options) *Env {
 		"SLUICE_BUILD_MAX_ATTEMPTS":      strconv.Itoa(opts.MaxAttempts),
 		"SLUICE_EXECUTOR_RUNTIME":        "host",
 	}
+	maps.Copy(env, opts.Env)
 	cfg, err := config.Load(func(k string) string { return env[k] })
 	require.NoError(t, err)
 	e.Config = cfg
