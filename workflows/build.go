@@ -59,6 +59,9 @@ type build struct {
 	frozenWhy   string
 	// legacy: a run recorded before changeLaneOrder.
 	legacy bool
+	// statusSent are the commit status signals sent (the build waits for
+	// them before it closes: the server drops a closed sender's signals).
+	statusSent []workflow.Future
 }
 
 // BuildWorkflow runs one build: its event hands it to the pipeline's lane;
@@ -442,7 +445,7 @@ func (b *build) commitStatus(ctx workflow.Context) {
 		desc = fmt.Sprintf("#%d: %s", b.in.Build.Index, desc)
 	}
 	u := StatusUpdate{Context: b.in.StatusContext, State: state, Description: desc, Page: BuildPage(b.state.ID), At: workflow.Now(ctx)}
-	_ = workflow.SignalExternalWorkflow(ctx, b.in.Statuses, "", SignalCommitStatus, StatusBatch{Updates: []StatusUpdate{u}})
+	b.statusSent = append(b.statusSent, workflow.SignalExternalWorkflow(ctx, b.in.Statuses, "", SignalCommitStatus, StatusBatch{Updates: []StatusUpdate{u}}))
 }
 
 // summary is the memo form of the build's record.
@@ -466,6 +469,9 @@ func (b *build) finish(ctx workflow.Context, s Status, reason string) BuildState
 		if err != nil {
 			workflow.GetLogger(ctx).Warn("lane_release_failed", "build", b.state.ID, "error", err)
 		}
+	}
+	for _, f := range b.statusSent {
+		_ = f.Get(dctx, nil) // a reporter that already ended is fine
 	}
 	// Let an executor's claim that raced the end see a final state.
 	_ = workflow.Await(dctx, func() bool { return workflow.AllHandlersFinished(dctx) })

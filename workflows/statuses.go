@@ -249,6 +249,9 @@ type eventStatuses struct {
 	// finals holds each context's final update once the event sent it.
 	finals map[string]StatusUpdate
 	done   bool
+	// sent are the signals not yet known delivered: the server drops a
+	// signal whose sender has closed, so the event waits for them.
+	sent []workflow.Future
 }
 
 // id is the reporter's workflow ID for builds ("" when none runs).
@@ -362,7 +365,8 @@ func (e *eventRun) jobStatus(ctx workflow.Context, jr *jobRun) {
 		}
 	}
 	e.statuses.finals[u.Context] = u
-	_ = workflow.SignalExternalWorkflow(ctx, StatusWorkflowID(e.in.Event), "", SignalCommitStatus, StatusBatch{Updates: []StatusUpdate{u}})
+	e.statuses.sent = append(e.statuses.sent,
+		workflow.SignalExternalWorkflow(ctx, StatusWorkflowID(e.in.Event), "", SignalCommitStatus, StatusBatch{Updates: []StatusUpdate{u}}))
 }
 
 // statusesDone sends every job's final status, including the jobs that did
@@ -394,5 +398,10 @@ func (e *eventRun) statusesDone(ctx workflow.Context) {
 		batch.Updates = append(batch.Updates, u)
 	}
 	batch.Done = true
-	_ = workflow.SignalExternalWorkflow(ctx, StatusWorkflowID(e.in.Event), "", SignalCommitStatus, batch)
+	e.statuses.sent = append(e.statuses.sent, workflow.SignalExternalWorkflow(ctx, StatusWorkflowID(e.in.Event), "", SignalCommitStatus, batch))
+	for _, f := range e.statuses.sent {
+		if err := f.Get(ctx, nil); err != nil {
+			workflow.GetLogger(ctx).Warn("commit_status_signal_failed", "event", e.in.Event.String(), "error", err)
+		}
+	}
 }
