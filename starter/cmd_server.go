@@ -201,6 +201,10 @@ func dialCluster(ctx context.Context, cfg *config.Config, log *slog.Logger) (cli
 // authenticator loads SLUICE_API_TOKENS_FILE, before anything starts; nil
 // (authentication off) when it is not set.
 func authenticator(cfg *config.Config, log *slog.Logger) (func(*http.Request) (queue.Identity, error), error) {
+	if cfg.GitLabToken != "" && cfg.GitLabSecret == "" {
+		log.Warn("gitlab_webhooks_unverified", "reason",
+			"SLUICE_GITLAB_TOKEN is the GitLab API token for commit statuses; the webhook secret token is SLUICE_GITLAB_SECRET, which is not set, so GitLab deliveries are not verified")
+	}
 	if cfg.APITokensFile == "" {
 		log.Warn("api_auth_off", "reason", "SLUICE_API_TOKENS_FILE is not set: every API request acts as the system identity")
 		return nil, nil
