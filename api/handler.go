@@ -43,7 +43,10 @@ type Deps struct {
 	// Metrics, when set, is served on GET /metrics (open, like the health
 	// checks) and measures every request.
 	Metrics *Metrics
-	Logger  *slog.Logger
+	// TemporalUI is the Temporal Web UI's base URL; the pages link each
+	// event and build to its workflow there ("" leaves the links out).
+	TemporalUI string
+	Logger     *slog.Logger
 }
 
 type handler struct {
@@ -101,6 +104,7 @@ func NewHandler(d Deps) http.Handler {
 
 	mux.HandleFunc("GET /api/v1/executors", h.listExecutors)
 	mux.HandleFunc("POST /api/v1/executors/{name}/{action}", h.executorAction)
+	h.webRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})

@@ -63,6 +63,8 @@ type Config struct {
 	// GitLabSecret verifies GitLab webhook deliveries (X-Gitlab-Token).
 	GitLabSecret string `env:"SLUICE_GITLAB_SECRET" desc:"GitLab webhook secret token (X-Gitlab-Token); empty accepts any" json:"-"`
 
+	// TemporalUIURL is the Temporal Web UI the pages link workflows to.
+	TemporalUIURL string `env:"SLUICE_TEMPORAL_UI_URL" desc:"Temporal Web UI base URL that sluice's web pages link each event and build to (sluice dev: its embedded UI)"`
 	// PublicURL is the base of the web pages commit statuses link to.
 	PublicURL string `env:"SLUICE_PUBLIC_URL" desc:"base URL of sluice's web pages as people reach them, linked from commit statuses (default: SLUICE_API_URL)"`
 	// GitHubToken posts commit statuses to GitHub.
@@ -211,7 +213,7 @@ func (c *Config) validate(skip map[string]bool) error {
 			bad(name, "port %d out of range 0-65535", p)
 		}
 	}
-	for name, u := range map[string]string{"SLUICE_PUBLIC_URL": c.PublicURL, "SLUICE_GITHUB_API_URL": c.GitHubAPIURL, "SLUICE_GITLAB_URL": c.GitLabURL} {
+	for name, u := range map[string]string{"SLUICE_TEMPORAL_UI_URL": c.TemporalUIURL, "SLUICE_PUBLIC_URL": c.PublicURL, "SLUICE_GITHUB_API_URL": c.GitHubAPIURL, "SLUICE_GITLAB_URL": c.GitLabURL} {
 		if u == "" {
 			continue
 		}

@@ -124,6 +124,9 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
+	if stack != nil && stack.UIURL() != "" && cfg.TemporalUIURL == "" {
+		cfg.TemporalUIURL = stack.UIURL()
+	}
 	srv := a.apiServer(cfg, c, store, secrets, log, auth)
 
 	ui := "disabled"
@@ -240,7 +243,7 @@ func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Sto
 	h := api.NewHandler(api.Deps{
 		Service: svc, Logs: store, Logger: log, Secrets: secrets, Metrics: api.NewMetrics(svc),
 		GitHubSecret: cfg.GitHubSecret, GitLabSecret: cfg.GitLabSecret,
-		Authenticate: auth,
+		Authenticate: auth, TemporalUI: cfg.TemporalUIURL,
 		Ready: func(ctx context.Context) error {
 			_, err := c.CheckHealth(ctx, &client.CheckHealthRequest{})
 			return err

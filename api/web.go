@@ -1,0 +1,534 @@
+package api
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-ci/sluice/activities"
+	"github.com/sluice-ci/sluice/logstore"
+	"github.com/sluice-ci/sluice/pipeline"
+	"github.com/sluice-ci/sluice/workflows"
+)
+
+// The web pages: server-rendered HTML under /ui/, assets compiled into the
+// binary, readable without JavaScript (a build page reloads itself while
+// the build runs); with JavaScript the build log grows live.
+
+//go:embed webassets
+var webAssets embed.FS
+
+// tokenCookie holds an API token for the pages when authentication is on.
+const tokenCookie = "sluice_token"
+
+var webTemplates = template.Must(template.New("").Funcs(template.FuncMap{
+	"ago":      ago,
+	"duration": duration,
+	"short":    shortSHA,
+	"lower":    func(s any) string { return strings.ToLower(fmt.Sprint(s)) },
+	"final":    func(s workflows.Status) bool { return s.Final() },
+	"pathesc":  url.PathEscape,
+	"join":     strings.Join,
+	"eventNumberOf": func(event string) string {
+		_, n, _ := strings.Cut(event, "/")
+		return n
+	},
+}).ParseFS(webAssets, "webassets/*.html"))
+
+type webHandler struct {
+	h *handler
+}
+
+// webRoutes adds the pages to mux.
+func (h *handler) webRoutes(mux *http.ServeMux) {
+	wh := &webHandler{h: h}
+	static, _ := fs.Sub(webAssets, "webassets/static")
+	mux.Handle("GET /ui/static/", http.StripPrefix("/ui/static/", cacheFor(time.Hour, http.FileServerFS(static))))
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusFound) })
+	mux.HandleFunc("GET /ui/login", wh.loginPage)
+	mux.HandleFunc("POST /ui/login", wh.login)
+	mux.HandleFunc("POST /ui/logout", wh.logout)
+	mux.HandleFunc("GET /ui/{$}", wh.page(wh.index))
+	mux.HandleFunc("GET /ui/pipelines/{name}", wh.page(wh.pipeline))
+	mux.HandleFunc("GET /ui/pipelines/{name}/events/{n}", wh.page(wh.event))
+	mux.HandleFunc("GET /ui/builds/{pipeline}/{job}/{n}", wh.page(wh.build))
+	mux.HandleFunc("GET /ui/builds/{pipeline}/{job}/{n}/live", wh.live)
+	mux.HandleFunc("GET /ui/queues/{name}", wh.page(wh.queue))
+	mux.HandleFunc("/ui/", wh.page(func(r *http.Request) (string, any, error) {
+		return "", nil, fmt.Errorf("%w: no page at %s", ErrNotFound, r.URL.Path)
+	}))
+}
+
+func cacheFor(d time.Duration, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", fmt.Sprintf("max-age=%d", int(d.Seconds())))
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authorized checks the page's token cookie when authentication is on.
+func (wh *webHandler) authorized(r *http.Request) error {
+	if wh.h.d.Authenticate == nil {
+		return nil
+	}
+	c, err := r.Cookie(tokenCookie)
+	if err != nil || c.Value == "" {
+		return fmt.Errorf("%w: sign in with an API token", ErrUnauthorized)
+	}
+	_, err = wh.checkToken(r, c.Value)
+	return err
+}
+
+// checkToken authenticates token as if it came in an Authorization header.
+func (wh *webHandler) checkToken(r *http.Request, token string) (string, error) {
+	r2 := r.Clone(r.Context())
+	r2.Header.Set("Authorization", "Bearer "+token)
+	id, err := wh.h.d.Authenticate(r2)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrUnauthorized, err)
+	}
+	return id.User, nil
+}
+
+// pageData is what every page template gets.
+type pageData struct {
+	Title string
+	// Auth is true when the pages need a token (a sign-out button shows).
+	Auth bool
+	Data any
+	// Refresh reloads the page after this many seconds (0: never).
+	Refresh int
+	// UI is the Temporal Web UI's workflows URL ("" when unknown).
+	UI string
+}
+
+// page wraps a page function: authentication, errors as HTML pages.
+func (wh *webHandler) page(fn func(r *http.Request) (string, any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := wh.authorized(r); err != nil {
+			http.Redirect(w, r, "/ui/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+			return
+		}
+		name, data, err := fn(r)
+		if err != nil {
+			wh.errorPage(w, r, err)
+			return
+		}
+		pd := pageData{Auth: wh.h.d.Authenticate != nil, Data: data, UI: wh.uiURL()}
+		switch d := data.(type) {
+		case *buildPage:
+			pd.Title = "build " + d.Build.ID
+			if !d.Build.Status.Final() {
+				pd.Refresh = 10
+			}
+		case *eventPage:
+			pd.Title = "event " + d.Event.ID
+			if !d.Event.Status.Final() {
+				pd.Refresh = 5
+			}
+		case *pipelinePage:
+			pd.Title = "pipeline " + d.Pipeline.Name
+		case *queuePage:
+			pd.Title = "queue " + d.Queue.Name
+			pd.Refresh = 10
+		default:
+			pd.Title = "sluice"
+		}
+		wh.render(w, http.StatusOK, name, pd)
+	}
+}
+
+func (wh *webHandler) uiURL() string {
+	if wh.h.d.TemporalUI == "" {
+		return ""
+	}
+	return strings.TrimRight(wh.h.d.TemporalUI, "/") + "/namespaces/" + url.PathEscape(wh.h.svc.Namespace) + "/workflows/"
+}
+
+func (wh *webHandler) render(w http.ResponseWriter, status int, name string, pd pageData) {
+	var buf strings.Builder
+	if err := webTemplates.ExecuteTemplate(&buf, name, pd); err != nil {
+		wh.h.log.Error("web_template_failed", "template", name, "error", err)
+		http.Error(w, "internal error rendering "+name, http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(buf.String()))
+}
+
+// errorPage shows err with the status the JSON API would answer.
+func (wh *webHandler) errorPage(w http.ResponseWriter, r *http.Request, err error) {
+	status := http.StatusInternalServerError
+	switch {
+	case errors.Is(err, ErrInvalid), errors.Is(err, workflows.ErrBadID):
+		status = http.StatusBadRequest
+	case errors.Is(err, ErrNotFound):
+		status = http.StatusNotFound
+	case errors.Is(err, context.DeadlineExceeded):
+		status = http.StatusGatewayTimeout
+	}
+	if status == http.StatusInternalServerError {
+		wh.h.log.ErrorContext(r.Context(), "web_error", "path", r.URL.Path, "error", err)
+	}
+	wh.render(w, status, "error.html", pageData{Title: http.StatusText(status), Auth: wh.h.d.Authenticate != nil,
+		Data: map[string]any{"Status": status, "Message": err.Error()}})
+}
+
+// ---- sign-in ------------------------------------------------------------
+
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/ui/") || strings.HasPrefix(next, "//") || strings.Contains(next, "\\") {
+		return "/ui/"
+	}
+	return next
+}
+
+func (wh *webHandler) loginPage(w http.ResponseWriter, r *http.Request) {
+	wh.render(w, http.StatusOK, "login.html", pageData{Title: "sign in", Data: map[string]any{
+		"Next": safeNext(r.URL.Query().Get("next")), "Error": r.URL.Query().Get("error"), "Open": wh.h.d.Authenticate == nil,
+	}})
+}
+
+func (wh *webHandler) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad form: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	next := safeNext(r.PostForm.Get("next"))
+	token := strings.TrimSpace(r.PostForm.Get("token"))
+	fail := func(msg string) {
+		wh.render(w, http.StatusUnauthorized, "login.html", pageData{Title: "sign in", Data: map[string]any{"Next": next, "Error": msg}})
+	}
+	if wh.h.d.Authenticate == nil {
+		http.Redirect(w, r, next, http.StatusSeeOther)
+		return
+	}
+	if token == "" {
+		fail("enter an API token")
+		return
+	}
+	if _, err := wh.checkToken(r, token); err != nil {
+		fail("that token is not valid")
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: token, Path: "/ui/", HttpOnly: true, Secure: r.TLS != nil,
+		SameSite: http.SameSiteStrictMode, MaxAge: int((12 * time.Hour).Seconds())})
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (wh *webHandler) logout(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: "", Path: "/ui/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
+	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+}
+
+// ---- pages --------------------------------------------------------------
+
+type indexPage struct {
+	Pipelines []Pipeline
+	Queues    []Queue
+}
+
+func (wh *webHandler) index(r *http.Request) (string, any, error) {
+	ps, err := wh.h.svc.ListPipelines(r.Context())
+	if err != nil {
+		return "", nil, err
+	}
+	qs, err := wh.h.svc.ListQueues(r.Context())
+	if err != nil {
+		return "", nil, err
+	}
+	return "index.html", &indexPage{Pipelines: ps, Queues: qs}, nil
+}
+
+type pipelinePage struct {
+	Pipeline Pipeline
+	Events   []Event
+}
+
+func (wh *webHandler) pipeline(r *http.Request) (string, any, error) {
+	name := r.PathValue("name")
+	p, err := wh.h.svc.ShowPipeline(r.Context(), name)
+	if err != nil {
+		return "", nil, err
+	}
+	evs, err := wh.h.svc.ListEvents(r.Context(), name, 50)
+	if err != nil {
+		return "", nil, err
+	}
+	return "pipeline.html", &pipelinePage{Pipeline: p, Events: evs}, nil
+}
+
+type eventPage struct {
+	Event Event
+	Graph template.HTML
+	// GraphError says why the graph could not be drawn.
+	GraphError string
+	Jobs       []eventJob
+}
+
+type eventJob struct {
+	Name   string
+	Status workflows.Status
+	Reason string
+	Builds []Build
+}
+
+func eventNumber(r *http.Request) (workflows.EventRef, error) {
+	return workflows.ParseEventRef(r.PathValue("name") + "/" + r.PathValue("n"))
+}
+
+func (wh *webHandler) event(r *http.Request) (string, any, error) {
+	ref, err := eventNumber(r)
+	if err != nil {
+		return "", nil, err
+	}
+	ev, err := wh.h.svc.GetEvent(r.Context(), ref)
+	if err != nil {
+		return "", nil, err
+	}
+	pg := &eventPage{Event: ev}
+	byJob := map[string][]Build{}
+	for _, b := range ev.Builds {
+		byJob[b.Job] = append(byJob[b.Job], b)
+	}
+	for _, j := range ev.Jobs {
+		pg.Jobs = append(pg.Jobs, eventJob{Name: j.Job, Status: j.Status, Reason: j.Reason, Builds: byJob[j.Job]})
+	}
+	spec, err := wh.specOf(r.Context(), ref.Pipeline, ev.SHA)
+	if err != nil {
+		pg.GraphError = err.Error()
+	} else {
+		pg.Graph = eventGraph(spec, ev)
+	}
+	return "event.html", pg, nil
+}
+
+// specOf reads and parses the pipeline's spec at sha.
+func (wh *webHandler) specOf(ctx context.Context, name, sha string) (*pipeline.Spec, error) {
+	if sha == "" {
+		return nil, errors.New("the event has no commit yet")
+	}
+	p, err := wh.h.svc.GetPipeline(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	repo, err := wh.h.svc.Repos.Open(ctx, p.Repo)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", p.Repo, err)
+	}
+	data, err := repo.ReadFile(ctx, sha, activities.SpecFile)
+	if err != nil {
+		return nil, fmt.Errorf("read %s at %s: %w", activities.SpecFile, shortSHA(sha), err)
+	}
+	return pipeline.ParseWithOptions(data, pipeline.Options{Pipeline: name})
+}
+
+type buildPage struct {
+	Build Build
+	Steps []buildStep
+	// LogError says why the log could not be read.
+	LogError string
+}
+
+type buildStep struct {
+	Name     string
+	Log      string
+	Next     int64
+	Complete bool
+	Outcome  *workflows.StepOutcome
+}
+
+func pageBuildRef(r *http.Request) (workflows.BuildRef, error) {
+	return workflows.ParseBuildRef(r.PathValue("pipeline") + "/" + r.PathValue("job") + "/" + r.PathValue("n"))
+}
+
+func (wh *webHandler) build(r *http.Request) (string, any, error) {
+	ref, err := pageBuildRef(r)
+	if err != nil {
+		return "", nil, err
+	}
+	b, err := wh.h.svc.GetBuild(r.Context(), ref)
+	if err != nil {
+		return "", nil, err
+	}
+	pg := &buildPage{Build: b}
+	steps, err := wh.steps(b, nil)
+	if err != nil {
+		pg.LogError = err.Error()
+	}
+	pg.Steps = steps
+	return "build.html", pg, nil
+}
+
+// maxPageLog bounds the log text one step shows on a page (the CLI's
+// `build logs` reads everything).
+const maxPageLog = 1 << 20
+
+// steps reads the build's step logs from offsets (nil: from the start).
+func (wh *webHandler) steps(b Build, offsets map[string]int64) ([]buildStep, error) {
+	if wh.h.d.Logs == nil || b.LogKey == "" {
+		return nil, nil
+	}
+	infos, err := wh.h.d.Logs.Steps(b.LogKey)
+	if err != nil {
+		if errors.Is(err, logstore.ErrNotFound) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	outcomes := map[string]*workflows.StepOutcome{}
+	for i := range b.Steps {
+		outcomes[b.Steps[i].Name] = &b.Steps[i]
+	}
+	out := make([]buildStep, 0, len(infos))
+	for _, in := range infos {
+		from := offsets[in.Name]
+		if offsets == nil && in.Size > maxPageLog {
+			from = in.Size - maxPageLog
+		}
+		st := buildStep{Name: in.Name, Next: from, Complete: in.Complete, Outcome: outcomes[in.Name]}
+		if in.Size > from {
+			c, err := wh.h.d.Logs.Read(b.LogKey, in.Name, from, 0)
+			if err != nil {
+				return out, err
+			}
+			st.Log, st.Next, st.Complete = string(c.Data), c.NextOffset, c.Complete
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// liveAnswer is GET /ui/builds/{id}/live: the log text past the offsets the
+// page has, and the build's status.
+type liveAnswer struct {
+	Status string     `json:"status"`
+	Reason string     `json:"reason"`
+	Final  bool       `json:"final"`
+	Steps  []liveStep `json:"steps"`
+}
+
+type liveStep struct {
+	Name string `json:"name"`
+	Text string `json:"text"`
+	Next int64  `json:"next"`
+}
+
+func (wh *webHandler) live(w http.ResponseWriter, r *http.Request) {
+	if err := wh.authorized(r); err != nil {
+		writeError(w, http.StatusUnauthorized, err.Error())
+		return
+	}
+	ref, err := pageBuildRef(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	offsets := map[string]int64{}
+	if raw := r.URL.Query().Get("offsets"); raw != "" {
+		if err := json.Unmarshal([]byte(raw), &offsets); err != nil {
+			writeError(w, http.StatusBadRequest, "offsets: want a JSON object of step → byte offset: "+err.Error())
+			return
+		}
+	}
+	b, err := wh.h.svc.GetBuild(r.Context(), ref)
+	if err != nil {
+		wh.h.fail(w, r, err)
+		return
+	}
+	steps, err := wh.steps(b, offsets)
+	if err != nil {
+		wh.h.fail(w, r, err)
+		return
+	}
+	ans := liveAnswer{Status: string(b.Status), Reason: b.Reason, Final: b.Status.Final(), Steps: []liveStep{}}
+	for _, s := range steps {
+		ans.Steps = append(ans.Steps, liveStep{Name: s.Name, Text: s.Log, Next: s.Next})
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, ans)
+}
+
+type queuePage struct {
+	Queue   QueueStatus
+	Waiting []Build
+	Running []Build
+}
+
+func (wh *webHandler) queue(r *http.Request) (string, any, error) {
+	name := r.PathValue("name")
+	qs, err := wh.h.svc.QueueStatus(r.Context(), name)
+	if err != nil {
+		return "", nil, err
+	}
+	pg := &queuePage{Queue: qs}
+	for _, st := range []workflows.Status{workflows.StatusQueued, workflows.StatusBlocked, workflows.StatusFrozen, workflows.StatusRunning} {
+		bs, err := wh.h.svc.ListBuilds(r.Context(), BuildFilter{Queue: name, Status: st, Limit: 200})
+		if err != nil {
+			return "", nil, err
+		}
+		if st == workflows.StatusRunning {
+			pg.Running = bs
+		} else {
+			pg.Waiting = append(pg.Waiting, bs...)
+		}
+	}
+	sort.SliceStable(pg.Waiting, func(i, j int) bool { return pg.Waiting[i].CreateTime.Before(pg.Waiting[j].CreateTime) })
+	ptrs := make([]*Build, len(pg.Waiting))
+	for i := range pg.Waiting {
+		ptrs[i] = &pg.Waiting[i]
+	}
+	if err := wh.h.svc.liveReasons(r.Context(), ptrs); err != nil {
+		wh.h.log.DebugContext(r.Context(), "live_reason_failed", "queue", name, "error", err)
+	}
+	return "queue.html", pg, nil
+}
+
+// ---- helpers ------------------------------------------------------------
+
+func ago(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	d := time.Since(t)
+	switch {
+	case d < time.Minute:
+		return strconv.Itoa(int(d.Seconds())) + "s ago"
+	case d < time.Hour:
+		return strconv.Itoa(int(d.Minutes())) + "m ago"
+	case d < 48*time.Hour:
+		return strconv.Itoa(int(d.Hours())) + "h ago"
+	}
+	return t.UTC().Format("2006-01-02 15:04 UTC")
+}
+
+func duration(from, to time.Time) string {
+	if from.IsZero() {
+		return "—"
+	}
+	if to.IsZero() {
+		to = time.Now()
+	}
+	return to.Sub(from).Round(time.Second).String()
+}
+
+func shortSHA(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}

@@ -1,0 +1,154 @@
+package api
+
+import (
+	"fmt"
+	"html/template"
+	"strings"
+
+	"github.com/sluice-ci/sluice/pipeline"
+	"github.com/sluice-ci/sluice/workflows"
+)
+
+// statusColors fill the event graph's job boxes (and the status badges, in
+// style.css): green succeeded, red failed, blue running, grey waiting,
+// amber blocked or frozen, dark grey aborted or collapsed.
+var statusColors = map[workflows.Status]string{
+	workflows.StatusSuccess:   "#2da44e",
+	workflows.StatusFailure:   "#cf222e",
+	workflows.StatusRunning:   "#0969da",
+	workflows.StatusQueued:    "#8c959f",
+	workflows.StatusCreated:   "#8c959f",
+	workflows.StatusBlocked:   "#bf8700",
+	workflows.StatusFrozen:    "#bf8700",
+	workflows.StatusAborted:   "#57606a",
+	workflows.StatusCollapsed: "#57606a",
+	workflows.StatusSkipped:   "#d0d7de",
+}
+
+// notInEvent colours the jobs of the spec the event did not reach.
+const notInEvent = "#ffffff"
+
+const (
+	nodeW, nodeH   = 150, 44
+	colGap, rowGap = 60, 18
+	pad            = 12
+)
+
+// eventGraph draws the spec's jobs as an SVG, laid out in columns by their
+// depth along requires edges, each box coloured by the job's status in the
+// event (a job with one build shows the build's status: QUEUED, RUNNING...).
+func eventGraph(spec *pipeline.Spec, ev Event) template.HTML {
+	status := map[string]workflows.Status{}
+	reason := map[string]string{}
+	for _, j := range ev.Jobs {
+		status[j.Job], reason[j.Job] = j.Status, j.Reason
+	}
+	builds := map[string][]Build{}
+	for _, b := range ev.Builds {
+		builds[b.Job] = append(builds[b.Job], b)
+	}
+	for job, bs := range builds {
+		if len(bs) == 1 && (!status[job].Final() || status[job] == "") {
+			status[job], reason[job] = bs[0].Status, bs[0].Reason
+		}
+	}
+	// Depth: the longest chain of upstream jobs.
+	depth := map[string]int{}
+	parents := map[string][]string{}
+	for _, j := range spec.JobOrder {
+		for _, n := range spec.NextJobs(j) {
+			parents[n.Job] = append(parents[n.Job], j)
+		}
+	}
+	var depthOf func(j string, seen map[string]bool) int
+	depthOf = func(j string, seen map[string]bool) int {
+		if d, ok := depth[j]; ok {
+			return d
+		}
+		if seen[j] {
+			return 0 // a cycle: the parser refuses them; stay safe
+		}
+		seen[j] = true
+		d := 0
+		for _, p := range parents[j] {
+			d = max(d, depthOf(p, seen)+1)
+		}
+		depth[j] = d
+		return d
+	}
+	cols := [][]string{}
+	for _, j := range spec.JobOrder {
+		d := depthOf(j, map[string]bool{})
+		for len(cols) <= d {
+			cols = append(cols, nil)
+		}
+		cols[d] = append(cols[d], j)
+	}
+	pos := map[string][2]int{}
+	rows := 0
+	for c, jobs := range cols {
+		for r, j := range jobs {
+			pos[j] = [2]int{pad + c*(nodeW+colGap), pad + r*(nodeH+rowGap)}
+		}
+		rows = max(rows, len(jobs))
+	}
+	width := pad*2 + len(cols)*(nodeW+colGap) - colGap
+	height := pad*2 + rows*(nodeH+rowGap) - rowGap
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg class="graph" xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="job graph">`, width, height, width, height)
+	b.WriteString(`<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#57606a"/></marker></defs>`)
+	for _, j := range spec.JobOrder {
+		for _, n := range spec.NextJobs(j) {
+			from, to := pos[j], pos[n.Job]
+			dash := ` stroke-dasharray="5,4"`
+			if n.Join {
+				dash = ""
+			}
+			fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#57606a" stroke-width="1.5"%s marker-end="url(#arrow)"/>`,
+				from[0]+nodeW, from[1]+nodeH/2, to[0], to[1]+nodeH/2, dash)
+		}
+	}
+	for _, j := range spec.JobOrder {
+		p := pos[j]
+		st := status[j]
+		fill, text, label := notInEvent, "#1f2328", "not in this event"
+		if st != "" {
+			fill, label = statusColors[st], string(st)
+			if fill == "" {
+				fill = notInEvent
+			}
+			if st != workflows.StatusSkipped {
+				text = "#ffffff"
+			}
+		}
+		title := j + ": " + label
+		if reason[j] != "" {
+			title += " — " + reason[j]
+		}
+		href := ""
+		if bs := builds[j]; len(bs) == 1 {
+			href = "/ui/builds/" + bs[0].ID
+		}
+		if href != "" {
+			fmt.Fprintf(&b, `<a href="%s">`, template.HTMLEscapeString(href))
+		}
+		fmt.Fprintf(&b, `<g class="job" data-job="%s" data-status="%s"><title>%s</title>`,
+			template.HTMLEscapeString(j), template.HTMLEscapeString(string(st)), template.HTMLEscapeString(title))
+		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" rx="6" fill="%s" stroke="#57606a"/>`, p[0], p[1], nodeW, nodeH, fill)
+		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s" font-size="13" font-weight="600">%s</text>`, p[0]+10, p[1]+18, text, template.HTMLEscapeString(truncateRunes(j, 20)))
+		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s" font-size="11">%s</text></g>`, p[0]+10, p[1]+34, text, template.HTMLEscapeString(strings.ToLower(label)))
+		if href != "" {
+			b.WriteString(`</a>`)
+		}
+	}
+	b.WriteString(`</svg>`)
+	return template.HTML(b.String()) //nolint:gosec // G203: every value written above is escaped
+}
+
+func truncateRunes(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
