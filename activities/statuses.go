@@ -12,10 +12,12 @@ import (
 )
 
 const (
-	// ErrTypeStatusRefused: the provider refused a commit status for good
-	// (credentials, access, unknown repository or commit).
+	// ErrTypeStatusRefused is the error type of a commit status the
+	// provider refused for good (credentials, access, unknown repository or
+	// commit).
 	ErrTypeStatusRefused = "StatusRefused"
-	// ErrTypeRateLimited: the provider asked to wait; the retry waits as long.
+	// ErrTypeRateLimited is the error type of a rate-limited post: the
+	// retry waits as long as the provider asked.
 	ErrTypeRateLimited = "RateLimited"
 )
 

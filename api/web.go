@@ -29,7 +29,7 @@ import (
 var webAssets embed.FS
 
 // tokenCookie holds an API token for the pages when authentication is on.
-const tokenCookie = "sluice_token"
+const tokenCookie = "sluice_token" //nolint:gosec // G101: a cookie's name, not a credential
 
 var webTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 	"ago":      ago,
@@ -183,8 +183,10 @@ func (wh *webHandler) errorPage(w http.ResponseWriter, r *http.Request, err erro
 	if status == http.StatusInternalServerError {
 		wh.h.log.ErrorContext(r.Context(), "web_error", "path", r.URL.Path, "error", err)
 	}
-	wh.render(w, status, "error.html", pageData{Title: http.StatusText(status), Auth: wh.h.d.Authenticate != nil,
-		Data: map[string]any{"Status": status, "Message": err.Error()}})
+	wh.render(w, status, "error.html", pageData{
+		Title: http.StatusText(status), Auth: wh.h.d.Authenticate != nil,
+		Data: map[string]any{"Status": status, "Message": err.Error()},
+	})
 }
 
 // ---- sign-in ------------------------------------------------------------
@@ -214,7 +216,7 @@ func (wh *webHandler) login(w http.ResponseWriter, r *http.Request) {
 		wh.render(w, http.StatusUnauthorized, "login.html", pageData{Title: "sign in", Data: map[string]any{"Next": next, "Error": msg}})
 	}
 	if wh.h.d.Authenticate == nil {
-		http.Redirect(w, r, next, http.StatusSeeOther)
+		http.Redirect(w, r, next, http.StatusSeeOther) //nolint:gosec // G710: safeNext keeps only paths under /ui/
 		return
 	}
 	if token == "" {
@@ -225,13 +227,20 @@ func (wh *webHandler) login(w http.ResponseWriter, r *http.Request) {
 		fail("that token is not valid")
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: token, Path: "/ui/", HttpOnly: true, Secure: r.TLS != nil,
-		SameSite: http.SameSiteStrictMode, MaxAge: int((12 * time.Hour).Seconds())})
-	http.Redirect(w, r, next, http.StatusSeeOther)
+	// Secure whenever the page was reached over HTTPS (directly or through a
+	// proxy that says so); plain HTTP stays possible for localhost.
+	secure := r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
+	http.SetCookie(w, &http.Cookie{ //nolint:gosec // G124: HttpOnly and SameSite=Strict always; Secure over HTTPS (above)
+		Name: tokenCookie, Value: token, Path: "/ui/", HttpOnly: true, Secure: secure,
+		SameSite: http.SameSiteStrictMode, MaxAge: int((12 * time.Hour).Seconds()),
+	})
+	http.Redirect(w, r, next, http.StatusSeeOther) //nolint:gosec // G710: safeNext keeps only paths under /ui/
 }
 
 func (wh *webHandler) logout(w http.ResponseWriter, r *http.Request) {
-	http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: "", Path: "/ui/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
+	http.SetCookie(w, &http.Cookie{ //nolint:gosec // G124: clears the cookie
+		Name: tokenCookie, Value: "", Path: "/ui/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1,
+	})
 	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
 }
 

@@ -6,7 +6,6 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
-	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -70,8 +69,8 @@ func TestGitHubStatuses(t *testing.T) {
 	fake2.FailFor(time.Minute, http.StatusInternalServerError, false)
 	err = g2.PostStatus(ctx, target, sha, scm.CommitStatus{State: scm.StateSuccess, Context: "sluice/app/x"})
 	require.Error(t, err)
-	require.False(t, errors.Is(err, scm.ErrStatusRefused), "a 500 is retried: %v", err)
-	require.False(t, errors.As(err, &rl))
+	require.NotErrorIs(t, err, scm.ErrStatusRefused, "a 500 is retried")
+	require.NotErrorAs(t, err, &rl)
 
 	bad, err := scm.NewGitHubStatuses(scm.GitHubStatusConfig{APIURL: fake.URL(), Token: "wrong"}, nil)
 	require.NoError(t, err)
@@ -170,7 +169,7 @@ func TestStatusTargets(t *testing.T) {
 		{"git@github.com:octo/app.git", "github:octo/app"},
 		{"https://gitlab.com/group/sub/app", "gitlab:group/sub/app"},
 		{"https://git.corp.example/team/app.git", "gitlab:team/app"}, // the configured GitLab host
-		{"https://ghe.corp.example/org/app", "github:org/app"},      // the configured GitHub host
+		{"https://ghe.corp.example/org/app", "github:org/app"},       // the configured GitHub host
 		{"/srv/git/app", ""},
 		{"https://bitbucket.org/a/b", ""},
 	} {

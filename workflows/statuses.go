@@ -48,9 +48,10 @@ func StatusContext(pipelineName, job string, pr bool) string {
 // (a spec that cannot be read).
 func EventStatusContext(pipelineName string) string { return "sluice/" + pipelineName }
 
-// BuildPage and EventPage are the web pages statuses link to, relative to
-// the API's public URL.
+// BuildPage is a build's web page, relative to the API's public URL.
 func BuildPage(b string) string { return "/ui/builds/" + b }
+
+// EventPage is an event's web page, relative to the API's public URL.
 func EventPage(ev EventRef) string {
 	return fmt.Sprintf("/ui/pipelines/%s/events/%d", ev.Pipeline, ev.Number)
 }
@@ -349,8 +350,10 @@ func (e *eventRun) jobStatus(ctx workflow.Context, jr *jobRun) {
 	if e.statusesID() == "" || e.statuses.done {
 		return
 	}
-	u := StatusUpdate{Context: e.statusContext(jr.name), State: finalState(jr.status), Description: jr.reason,
-		Page: EventPage(e.in.Event), At: workflow.Now(ctx)}
+	u := StatusUpdate{
+		Context: e.statusContext(jr.name), State: finalState(jr.status), Description: jr.reason,
+		Page: EventPage(e.in.Event), At: workflow.Now(ctx),
+	}
 	if len(jr.results) == 1 {
 		r := jr.results[0]
 		u.Page = BuildPage(r.ID)

@@ -131,8 +131,10 @@ func TestEventCommitStatusSpecError(t *testing.T) {
 	require.Len(t, started, 1)
 	require.True(t, started[0].Done)
 	require.Len(t, started[0].Contexts, 1)
-	require.Equal(t, StatusUpdate{Context: "sluice/app", State: scm.StateFailure, Description: h.resolve.SpecError,
-		Page: "/ui/pipelines/app/events/1", At: started[0].Contexts[0].Want.At}, started[0].Contexts[0].Want)
+	require.Equal(t, StatusUpdate{
+		Context: "sluice/app", State: scm.StateFailure, Description: h.resolve.SpecError,
+		Page: "/ui/pipelines/app/events/1", At: started[0].Contexts[0].Want.At,
+	}, started[0].Contexts[0].Want)
 }
 
 // TestStatusWorkflowOrder: updates are posted one at a time, a final state

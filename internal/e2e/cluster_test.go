@@ -109,9 +109,15 @@ func TestClusterOnPostgres(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
+	// A build whose executor is silent for the heartbeat timeout runs again
+	// elsewhere, so the timeout must outlast the server's stalls on a busy
+	// two-core machine (5 s gRPC calls were seen here): with 5 s one build
+	// once completed twice, most likely an attempt given up while it still
+	// ran. 15 s still notices the killed executor sooner than the 20 s
+	// default.
 	common := []string{
 		"TEMPORAL_ADDRESS=" + temporalAddr, "SLUICE_API_URL=" + apiURL,
-		"SLUICE_MEMBER_HEARTBEAT=500ms", "SLUICE_EXECUTOR_LIVENESS=3s", "SLUICE_BUILD_HEARTBEAT_TIMEOUT=5s",
+		"SLUICE_MEMBER_HEARTBEAT=500ms", "SLUICE_EXECUTOR_LIVENESS=3s", "SLUICE_BUILD_HEARTBEAT_TIMEOUT=15s",
 		"SLUICE_EXECUTOR_RUNTIME=host", // the images are not pulled (no registry)
 	}
 	member := func(role, name string) *proc {

@@ -48,7 +48,7 @@ func browser(t *testing.T) context.Context {
 }
 
 // within bounds one browser step (the browser lives on).
-func within(t *testing.T, ctx context.Context, d time.Duration) context.Context {
+func within(ctx context.Context, t *testing.T, d time.Duration) context.Context {
 	t.Helper()
 	c, cancel := context.WithTimeout(ctx, d)
 	t.Cleanup(cancel)
@@ -57,9 +57,9 @@ func within(t *testing.T, ctx context.Context, d time.Duration) context.Context 
 
 // screenshot saves the page as a PNG under dir; with
 // SLUICE_UPDATE_SCREENSHOTS=1 it also refreshes docs/screenshots/<name>.png.
-func screenshot(t *testing.T, ctx context.Context, dir, name string) {
+func screenshot(ctx context.Context, t *testing.T, dir, name string) {
 	t.Helper()
-	png, err := chromedp.Run(within(t, ctx, time.Minute), chromedp.FullScreenshot(100))
+	png, err := chromedp.Run(within(ctx, t, time.Minute), chromedp.FullScreenshot(100))
 	require.NoError(t, err)
 	file := filepath.Join(dir, name+".png")
 	require.NoError(t, os.WriteFile(file, png, 0o644))
@@ -108,7 +108,8 @@ tokens:
 
 	// Anonymous requests are refused; a valid token cookie is served.
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	get := func(path, cookie string) *http.Response {
+	// get answers the status and the redirect's location.
+	get := func(path, cookie string) (int, string) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.APIURL+path, nil)
 		require.NoError(t, err)
 		if cookie != "" {
@@ -116,17 +117,19 @@ tokens:
 		}
 		resp, err := noRedirect.Do(req)
 		require.NoError(t, err)
+		defer func() { _ = resp.Body.Close() }()
 		_, _ = io.Copy(io.Discard, resp.Body)
-		_ = resp.Body.Close()
-		return resp
+		return resp.StatusCode, resp.Header.Get("Location")
 	}
 	for _, c := range []string{"", "not-a-token"} {
-		resp := get("/ui/", c)
-		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "cookie %q", c)
-		require.Equal(t, "/ui/login?next=%2Fui%2F", resp.Header.Get("Location"))
+		status, location := get("/ui/", c)
+		require.Equal(t, http.StatusSeeOther, status, "cookie %q", c)
+		require.Equal(t, "/ui/login?next=%2Fui%2F", location)
 	}
-	require.Equal(t, http.StatusOK, get("/ui/", token).StatusCode)
-	require.Equal(t, http.StatusUnauthorized, get("/ui/builds/web/main/1/live", "").StatusCode)
+	status, _ := get("/ui/", token)
+	require.Equal(t, http.StatusOK, status)
+	status, _ = get("/ui/builds/web/main/1/live", "")
+	require.Equal(t, http.StatusUnauthorized, status)
 
 	_, err := e.API.CreateQueue(ctx, api.QueueRequest{Name: "solo", Rules: []string{"run-on=executors,max-parallel=1"}})
 	require.NoError(t, err)
@@ -135,20 +138,20 @@ tokens:
 	require.NoError(t, err)
 
 	// Sign in through the form.
-	require.NoError(t, chromedp.Do(within(t, bctx, time.Minute),
+	require.NoError(t, chromedp.Do(within(bctx, t, time.Minute),
 		chromedp.Navigate(e.APIURL+"/ui/pipelines/web"),
 		chromedp.WaitVisible(chromedp.CSS(`input[name=token]`)),
 	))
-	loc, err := chromedp.Run(within(t, bctx, time.Minute), chromedp.Location())
+	loc, err := chromedp.Run(within(bctx, t, time.Minute), chromedp.Location())
 	require.NoError(t, err)
 	require.Contains(t, loc, "/ui/login?next=")
-	screenshot(t, bctx, shots, "login")
-	require.NoError(t, chromedp.Do(within(t, bctx, time.Minute),
+	screenshot(bctx, t, shots, "login")
+	require.NoError(t, chromedp.Do(within(bctx, t, time.Minute),
 		chromedp.SendKeys(chromedp.CSS(`input[name=token]`), token),
 		chromedp.Submit(chromedp.CSS(`form.login`)),
 		chromedp.WaitVisible(chromedp.CSS(`h2`)),
 	))
-	loc, err = chromedp.Run(within(t, bctx, time.Minute), chromedp.Location())
+	loc, err = chromedp.Run(within(bctx, t, time.Minute), chromedp.Location())
 	require.NoError(t, err)
 	require.Equal(t, e.APIURL+"/ui/pipelines/web", loc, "signed in, back to the page asked for")
 
@@ -163,28 +166,28 @@ tokens:
 	// The event graph: first succeeded (green), main runs (blue), after
 	// has not started (not in the event yet).
 	fill := func(job string) string {
-		a, err := chromedp.Run(within(t, bctx, time.Minute), chromedp.AttributeValue(chromedp.CSS(fmt.Sprintf(`g.job[data-job=%q] rect`, job)), "fill"))
+		a, err := chromedp.Run(within(bctx, t, time.Minute), chromedp.AttributeValue(chromedp.CSS(fmt.Sprintf(`g.job[data-job=%q] rect`, job)), "fill"))
 		require.NoError(t, err)
 		require.True(t, a.Exists, "job %s has a box", job)
 		return a.Value
 	}
-	require.NoError(t, chromedp.Do(within(t, bctx, time.Minute),
+	require.NoError(t, chromedp.Do(within(bctx, t, time.Minute),
 		chromedp.Navigate(fmt.Sprintf("%s/ui/pipelines/web/events/%d", e.APIURL, ev.Number)),
 		chromedp.WaitVisible(chromedp.CSS(`svg.graph`)),
 	))
 	require.Equal(t, "#2da44e", fill("first"), "first succeeded: green")
 	require.Equal(t, "#0969da", fill("main"), "main runs: blue")
 	require.Equal(t, "#ffffff", fill("after"), "after has not started")
-	screenshot(t, bctx, shots, "event")
+	screenshot(bctx, t, shots, "event")
 
 	// The build page's log grows while the step runs, without a reload.
-	require.NoError(t, chromedp.Do(within(t, bctx, time.Minute),
+	require.NoError(t, chromedp.Do(within(bctx, t, time.Minute),
 		chromedp.Navigate(e.APIURL+"/ui/builds/"+mainID),
 		chromedp.WaitVisible(chromedp.CSS(`#log`)),
 	))
-	_, err = chromedp.Run(within(t, bctx, time.Minute), chromedp.Evaluate[int](`window.__sluiceMarker = 42`))
+	_, err = chromedp.Run(within(bctx, t, time.Minute), chromedp.Evaluate[int](`window.__sluiceMarker = 42`))
 	require.NoError(t, err)
-	text, err := chromedp.Run(within(t, bctx, time.Minute), chromedp.Text(chromedp.CSS(`#log`)))
+	text, err := chromedp.Run(within(bctx, t, time.Minute), chromedp.Text(chromedp.CSS(`#log`)))
 	require.NoError(t, err)
 	require.NotContains(t, text, "second-line", "the page opened before the step printed its second line")
 	waitCtx, cancel := context.WithTimeout(bctx, 30*time.Second)
@@ -194,39 +197,39 @@ tokens:
 	b, err := e.API.GetBuild(ctx, mainID)
 	require.NoError(t, err)
 	require.Equal(t, workflows.StatusRunning, b.Status, "the line showed while the step still runs")
-	marker, err := chromedp.Run(within(t, bctx, time.Minute), chromedp.Evaluate[int](`window.__sluiceMarker || 0`))
+	marker, err := chromedp.Run(within(bctx, t, time.Minute), chromedp.Evaluate[int](`window.__sluiceMarker || 0`))
 	require.NoError(t, err)
 	require.Equal(t, 42, marker, "the line came without reloading the page")
-	screenshot(t, bctx, shots, "build")
+	screenshot(bctx, t, shots, "build")
 
 	// The queue page lists the waiting build with its reason.
-	require.NoError(t, chromedp.Do(within(t, bctx, time.Minute),
+	require.NoError(t, chromedp.Do(within(bctx, t, time.Minute),
 		chromedp.Navigate(e.APIURL+"/ui/queues/solo"),
 		chromedp.WaitVisible(chromedp.CSS(`#waiting`)),
 	))
-	waiting, err := chromedp.Run(within(t, bctx, time.Minute), chromedp.Text(chromedp.CSS(`#waiting`)))
+	waiting, err := chromedp.Run(within(bctx, t, time.Minute), chromedp.Text(chromedp.CSS(`#waiting`)))
 	require.NoError(t, err)
 	// later starts after first, when hold (sleep 30) has solo's one slot.
 	require.Contains(t, waiting, fmt.Sprintf("web/later/%d", ev.Number))
 	require.Contains(t, waiting, "QUEUED")
 	require.Regexp(t, `slot|busy`, waiting, "the reason says it waits for a slot: %s", waiting)
-	screenshot(t, bctx, shots, "queue")
+	screenshot(bctx, t, shots, "queue")
 
 	final := e.WaitEvent(ev.ID, 2*time.Minute)
 	require.Equal(t, workflows.StatusSuccess, final.Status)
-	require.NoError(t, chromedp.Do(within(t, bctx, time.Minute),
+	require.NoError(t, chromedp.Do(within(bctx, t, time.Minute),
 		chromedp.Navigate(e.APIURL+"/ui/pipelines/web"),
 		chromedp.WaitVisible(chromedp.CSS(`table`)),
 	))
-	text, err = chromedp.Run(within(t, bctx, time.Minute), chromedp.Text(chromedp.CSS(`main`)))
+	text, err = chromedp.Run(within(bctx, t, time.Minute), chromedp.Text(chromedp.CSS(`main`)))
 	require.NoError(t, err)
 	require.Contains(t, text, fmt.Sprintf("#%d", ev.Number))
 	require.Contains(t, text, "SUCCESS")
-	screenshot(t, bctx, shots, "pipeline")
+	screenshot(bctx, t, shots, "pipeline")
 
 	// Bad input: a page that does not exist says so.
-	resp := get("/ui/pipelines/web/events/999", token)
-	require.Equal(t, http.StatusNotFound, resp.StatusCode)
-	resp = get("/ui/builds/web/main/x", token)
-	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	status, _ = get("/ui/pipelines/web/events/999", token)
+	require.Equal(t, http.StatusNotFound, status)
+	status, _ = get("/ui/builds/web/main/x", token)
+	require.Equal(t, http.StatusBadRequest, status)
 }

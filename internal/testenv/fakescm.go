@@ -47,7 +47,7 @@ type FakeSCM struct {
 // answers a GitHub App.
 const (
 	FakeInstallationID    = 77
-	FakeInstallationToken = "ghs_fakeinstallationtoken"
+	FakeInstallationToken = "ghs_fakeinstallationtoken" //nolint:gosec // G101: the fake's own test token
 )
 
 // EnableApp lets a GitHub App sign in: GET /repos/{o}/{r}/installation and
@@ -65,7 +65,7 @@ func (f *FakeSCM) checkAppJWT(auth string) error {
 	tok, ok := strings.CutPrefix(auth, "Bearer ")
 	parts := strings.Split(tok, ".")
 	if !ok || len(parts) != 3 {
-		return fmt.Errorf("Authorization %q: want Bearer <JWT>", auth)
+		return fmt.Errorf("header Authorization %q: want Bearer <JWT>", auth)
 	}
 	sig, err := base64.RawURLEncoding.DecodeString(parts[2])
 	if err != nil {
@@ -287,8 +287,10 @@ func (f *FakeSCM) serveGitHub(w http.ResponseWriter, r *http.Request) {
 		f.problem(w, http.StatusUnprocessableEntity, "target_url %q: not a URL", body.TargetURL)
 		return
 	}
-	f.statuses = append(f.statuses, PostedStatus{Repo: m[1] + "/" + m[2], SHA: m[3], State: body.State, Context: body.Context,
-		Description: body.Description, TargetURL: body.TargetURL, At: time.Now()})
+	f.statuses = append(f.statuses, PostedStatus{
+		Repo: m[1] + "/" + m[2], SHA: m[3], State: body.State, Context: body.Context,
+		Description: body.Description, TargetURL: body.TargetURL, At: time.Now(),
+	})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
 	_ = json.NewEncoder(w).Encode(map[string]any{"id": len(f.statuses), "state": body.State, "context": body.Context})
@@ -344,8 +346,10 @@ func (f *FakeSCM) serveGitLab(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.gitlab[key] = body.State
-	f.statuses = append(f.statuses, PostedStatus{Repo: project, SHA: m[2], State: body.State, Context: body.Name,
-		Description: body.Description, TargetURL: body.TargetURL, At: time.Now()})
+	f.statuses = append(f.statuses, PostedStatus{
+		Repo: project, SHA: m[2], State: body.State, Context: body.Name,
+		Description: body.Description, TargetURL: body.TargetURL, At: time.Now(),
+	})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
 	_ = json.NewEncoder(w).Encode(map[string]any{"id": len(f.statuses), "status": body.State, "name": body.Name})

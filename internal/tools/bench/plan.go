@@ -1,5 +1,7 @@
 package main
 
+import "time"
+
 // plan is the size of every figure.
 type plan struct {
 	quick bool
@@ -23,6 +25,9 @@ type plan struct {
 	// pipeline, queued before scaleExecutors executors start.
 	scalePipelines, scaleJobs, scalePerms int
 	scaleExecutors                        int
+	// registryMembers heartbeat every 3 s for registryFor.
+	registryMembers int
+	registryFor     time.Duration
 }
 
 func planFor(quick bool) plan {
@@ -38,7 +43,8 @@ func planFor(quick bool) plan {
 			matrixSide:  3,
 			stormPushes: 60, stormWindow: 1,
 			scalePipelines: 2, scaleJobs: 5, scalePerms: 10,
-			scaleExecutors: 4,
+			scaleExecutors:  4,
+			registryMembers: 100, registryFor: 30 * time.Second,
 		}
 	}
 	return plan{
@@ -51,7 +57,8 @@ func planFor(quick bool) plan {
 		matrixSide:  5,
 		stormPushes: 300, stormWindow: 3,
 		scalePipelines: 10, scaleJobs: 20, scalePerms: 25,
-		scaleExecutors: 4,
+		scaleExecutors:  4,
+		registryMembers: 500, registryFor: 5 * time.Minute,
 	}
 }
 

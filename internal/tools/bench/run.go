@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-ci/sluice/internal/pgserver"
 )
 
 // figure is one measurement: it gets a fresh stack and returns its line.
@@ -31,6 +33,11 @@ var figures = []figure{
 	{"graph", func(plan) time.Duration { return 10 * time.Minute }, runGraph},
 	{"collapse_storm", func(p plan) time.Duration { return 3*time.Minute + time.Duration(p.stormPushes)*time.Second }, runStorm},
 	{"scale", func(p plan) time.Duration { return 5*time.Minute + time.Duration(p.scaleBuilds())*time.Second }, runScale},
+	// The same latency and drain on a PostgreSQL-backed server (Debian's
+	// postgresql, started for the run).
+	{"latency_pg", func(p plan) time.Duration { return 3*time.Minute + time.Duration(p.latencyEvents)*2*time.Second }, onPostgres("latency_pg", runLatency)},
+	{"scale_pg", func(p plan) time.Duration { return 6*time.Minute + time.Duration(p.scaleBuilds())*time.Second }, onPostgres("scale_pg", runScale)},
+	{"registry", func(p plan) time.Duration { return 3*time.Minute + p.registryFor }, runRegistry},
 }
 
 // bench is what a figure works with.
@@ -46,6 +53,10 @@ type bench struct {
 	dynamicConfig map[string]any
 	// progress prints a human line on stderr.
 	progress func(format string, args ...any)
+	// pg, while a _pg figure runs, is the PostgreSQL server its stacks use
+	// (started once per run, stopped at its end).
+	pg      *pgserver.Server
+	pgStart *pgserver.Server
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string) error {
@@ -124,6 +135,11 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		fmt.Println(line)
 		b.progress("%s done in %s", f.name, took.Round(time.Second))
 	}
+	if b.pgStart != nil {
+		if err := b.pgStart.Stop(context.WithoutCancel(ctx)); err != nil {
+			b.progress("stop PostgreSQL: %v", err)
+		}
+	}
 	b.progress("bench %s run took %s", mode, time.Since(start).Round(time.Second))
 	if len(failed) > 0 {
 		return fmt.Errorf("figures failed: %s", strings.Join(failed, ", "))
@@ -153,6 +169,39 @@ func (b *bench) runFigure(ctx context.Context, f figure, profile bool, profilePa
 		err = fmt.Errorf("%w (%w)", context.Cause(fctx), err)
 	}
 	return line, time.Since(start), err
+}
+
+// onPostgres runs a figure on a PostgreSQL-backed Temporal server and names
+// its line name (Debian's postgresql, started once for the run).
+func onPostgres(name string, run func(context.Context, *bench) (string, error)) func(context.Context, *bench) (string, error) {
+	return func(ctx context.Context, b *bench) (string, error) {
+		if b.pgStart == nil {
+			b.progress("%s: starting PostgreSQL", name)
+			pg, err := pgserver.Start(ctx)
+			if err != nil {
+				return "", fmt.Errorf("PostgreSQL: %w", err)
+			}
+			b.pgStart = pg
+		}
+		b.pg = b.pgStart
+		defer func() { b.pg = nil }()
+		line, err := run(ctx, b)
+		if err != nil {
+			return "", err
+		}
+		_, rest, _ := strings.Cut(line, " ")
+		return name + " " + rest + " temporal_db=postgres", nil
+	}
+}
+
+// pgDatabase is url with its database replaced by db.
+func pgDatabase(url, db string) string {
+	i := strings.LastIndex(url, "/")
+	q := ""
+	if j := strings.Index(url[i:], "?"); j >= 0 {
+		q = url[i+j:]
+	}
+	return url[:i+1] + db + q
 }
 
 func names() string { return strings.Join(figNames(figures), ",") }

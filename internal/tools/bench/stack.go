@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -75,6 +76,9 @@ func (b *bench) newStackWithExecutors(ctx context.Context, name string) (*stack,
 
 // newStack starts a fresh stack in its own directory under the run's root.
 func (b *bench) newStack(ctx context.Context, name string, opts stackOptions) (*stack, error) {
+	if b.pg != nil {
+		name += "-pg"
+	}
 	s := &stack{b: b, name: name, dir: filepath.Join(b.root, name)}
 	ok := false
 	defer func() {
@@ -86,10 +90,15 @@ func (b *bench) newStack(ctx context.Context, name string, opts stackOptions) (*
 		return nil, fmt.Errorf("stack dir: %w", err)
 	}
 	var err error
-	s.temporal, err = devstack.Start(ctx, devstack.Options{
+	dopts := devstack.Options{
 		DBPath: filepath.Join(s.dir, "temporal.db"), FrontendPort: 0, Namespace: "default",
 		Logger: b.log.With("component", "temporal"), DynamicConfig: b.dynamicConfig,
-	})
+	}
+	if b.pg != nil {
+		// A database of its own per stack on the run's PostgreSQL server.
+		dopts.DBPath, dopts.Postgres = "", pgDatabase(b.pg.URL, "bench_"+strings.ReplaceAll(name, "-", "_"))
+	}
+	s.temporal, err = devstack.Start(ctx, dopts)
 	if err != nil {
 		return nil, fmt.Errorf("start Temporal: %w", err)
 	}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/sluice-ci/sluice/queue"
+	"github.com/sluice-ci/sluice/workflows"
+)
+
+// runRegistry: registryMembers simulated members heartbeat every 3 s against
+// the one registry workflow for registryFor, each with the update a real
+// executor sends (workers.Agent.heartbeat): the heartbeat latency p50/p99,
+// the registry's history events per minute and its continue-as-new runs.
+func runRegistry(ctx context.Context, b *bench) (string, error) {
+	s, err := b.newStack(ctx, "registry", stackOptions{})
+	if err != nil {
+		return "", err
+	}
+	defer s.close(ctx)
+	if err := s.createQueue(ctx, b.plan.executorSlots); err != nil {
+		return "", err
+	}
+	members, window, every := b.plan.registryMembers, b.plan.registryFor, 3*time.Second
+	b.progress("registry: %d members heartbeating every %s for %s", members, every, window)
+	startDesc, err := s.Client.DescribeWorkflowExecution(ctx, workflows.RegistryID, "")
+	if err != nil {
+		return "", err
+	}
+	firstRun := startDesc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	firstLen := startDesc.GetWorkflowExecutionInfo().GetHistoryLength()
+
+	var mu sync.Mutex
+	var lats []time.Duration
+	var failures int
+	var lastErr error
+	start := time.Now()
+	end := start.Add(window)
+	var wg sync.WaitGroup
+	for i := range members {
+		wg.Go(func() {
+			m := queue.Member{Name: fmt.Sprintf("sim-%03d", i), Role: queue.RoleExecutor, Host: "bench", Queues: []string{benchQueue}}
+			// Spread the members over the interval, as executors started at
+			// different times are.
+			next := start.Add(time.Duration(rand.Int64N(int64(every)))) //nolint:gosec // spreading load, not security
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Until(next)):
+				}
+				if time.Now().After(end) {
+					return
+				}
+				t0 := time.Now()
+				err := heartbeatOnce(ctx, s.Client, m)
+				d := time.Since(t0)
+				mu.Lock()
+				if err != nil {
+					failures++
+					lastErr = err
+				} else {
+					lats = append(lats, d)
+				}
+				mu.Unlock()
+				next = next.Add(every)
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	if ctx.Err() != nil {
+		return "", ctx.Err()
+	}
+	// The registry's runs since the start: the first one's events after the
+	// start, then every later run's whole history.
+	runs, events, err := registryHistory(ctx, s.Client, firstRun, firstLen)
+	if err != nil {
+		return "", err
+	}
+	minutes := took.Minutes()
+	line := fmt.Sprintf("registry members=%d interval_s=%d duration_s=%.0f heartbeats=%d failed=%d heartbeat_p50_ms=%.1f heartbeat_p99_ms=%.1f heartbeat_max_ms=%.1f history_events_per_min=%.0f continue_as_new=%d continue_as_new_per_hour=%.1f",
+		members, int(every.Seconds()), took.Seconds(), len(lats), failures, ms(percentile(lats, 50)), ms(percentile(lats, 99)), ms(percentile(lats, 100)),
+		float64(events)/minutes, runs-1, float64(runs-1)/took.Hours())
+	if lastErr != nil {
+		b.progress("registry: last heartbeat error: %v", lastErr)
+	}
+	return line, nil
+}
+
+func heartbeatOnce(ctx context.Context, c client.Client, m queue.Member) error {
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	h, err := c.UpdateWorkflow(hctx, client.UpdateWorkflowOptions{
+		WorkflowID: workflows.RegistryID, UpdateName: workflows.UpdateHeartbeat,
+		Args: []any{workflows.Heartbeat{Member: m}}, WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return err
+	}
+	var view workflows.MemberView
+	return h.Get(hctx, &view)
+}
+
+// registryHistory counts the registry's runs since firstRun (itself
+// included) and the history events they added after firstLen.
+func registryHistory(ctx context.Context, c client.Client, firstRun string, firstLen int64) (runs int, events int64, err error) {
+	first, err := c.DescribeWorkflowExecution(ctx, workflows.RegistryID, firstRun)
+	if err != nil {
+		return 0, 0, err
+	}
+	since := first.GetWorkflowExecutionInfo().GetStartTime().AsTime()
+	var token []byte
+	for {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: "default", Query: fmt.Sprintf("WorkflowId = '%s'", workflows.RegistryID), NextPageToken: token,
+		})
+		if err != nil {
+			return 0, 0, err
+		}
+		for _, ex := range resp.GetExecutions() {
+			run := ex.GetExecution().GetRunId()
+			if ex.GetStartTime().AsTime().Before(since) {
+				continue
+			}
+			d, err := c.DescribeWorkflowExecution(ctx, workflows.RegistryID, run)
+			if err != nil {
+				return 0, 0, err
+			}
+			n := d.GetWorkflowExecutionInfo().GetHistoryLength()
+			if run == firstRun {
+				n -= firstLen
+			}
+			runs++
+			events += n
+		}
+		token = resp.GetNextPageToken()
+		if len(token) == 0 {
+			return runs, events, nil
+		}
+	}
+}
