@@ -51,7 +51,7 @@ type Activities struct {
 	// the activity's own client).
 	Reporter Reporter
 	// Statuses is how a controller posts commit statuses (no posters: none).
-	Statuses StatusSettings
+	Statuses *StatusSettings
 	// Outbox is the directory where finished attempts' results wait until
 	// Temporal has them ("" keeps them in memory only).
 	Outbox string

@@ -73,7 +73,7 @@ type ResolveEventResult struct {
 // fails the event.
 func (a *Activities) ResolveEvent(ctx context.Context, in ResolveEventInput) (ResolveEventResult, error) {
 	var out ResolveEventResult
-	out.Statuses, out.StatusesOff = a.statusTarget(in.Statuses, in.Repo)
+	out.Statuses, out.StatusesOff = a.statusTarget(ctx, in.Pipeline, in.Statuses, in.Repo)
 	repo, err := a.Repos.Open(ctx, in.Repo)
 	if err != nil {
 		return out, repoError(fmt.Errorf("open repository %s: %w", in.Repo, err))

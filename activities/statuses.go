@@ -3,8 +3,10 @@ package activities
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -30,6 +32,66 @@ type StatusSettings struct {
 	GitHubHost, GitLabHost string
 	// PublicURL is the base of the web pages statuses link to.
 	PublicURL string
+	// PipelineTokens reads a pipeline's own SCM token (the pipeline secret
+	// SLUICE_GITHUB_TOKEN or SLUICE_GITLAB_TOKEN), which takes precedence
+	// over the global credentials; nil: global credentials only.
+	PipelineTokens PipelineTokens
+	// NewPoster makes a poster for a pipeline's own token (set with
+	// PipelineTokens).
+	NewPoster func(provider, token string) (scm.StatusPoster, error)
+
+	mu      sync.Mutex
+	posters map[string]scm.StatusPoster
+}
+
+// PipelineTokens reads pipeline secrets that hold SCM tokens.
+type PipelineTokens interface {
+	// PipelineToken returns the pipeline's secret name; found is false when
+	// the pipeline has none.
+	PipelineToken(ctx context.Context, pipeline, name string) (value string, found bool, err error)
+}
+
+// PipelineTokenFunc adapts a function to PipelineTokens.
+type PipelineTokenFunc func(ctx context.Context, pipeline, name string) (string, bool, error)
+
+// PipelineToken calls f.
+func (f PipelineTokenFunc) PipelineToken(ctx context.Context, pipeline, name string) (string, bool, error) {
+	return f(ctx, pipeline, name)
+}
+
+// TokenSecret is the pipeline secret that holds a provider's token.
+func TokenSecret(provider string) string {
+	if provider == scm.ProviderGitLab {
+		return "SLUICE_GITLAB_TOKEN"
+	}
+	return "SLUICE_GITHUB_TOKEN"
+}
+
+// posterFor returns the poster of pipeline's own token for provider, or
+// nil when it has none.
+func (s *StatusSettings) posterFor(ctx context.Context, pipeline, provider string) (scm.StatusPoster, error) {
+	if s.PipelineTokens == nil || s.NewPoster == nil || pipeline == "" {
+		return nil, nil
+	}
+	token, found, err := s.PipelineTokens.PipelineToken(ctx, pipeline, TokenSecret(provider))
+	if err != nil || !found {
+		return nil, err
+	}
+	key := provider + "\x00" + token
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.posters[key]; p != nil {
+		return p, nil
+	}
+	p, err := s.NewPoster(provider, token)
+	if err != nil {
+		return nil, err
+	}
+	if s.posters == nil {
+		s.posters = map[string]scm.StatusPoster{}
+	}
+	s.posters[key] = p
+	return p, nil
 }
 
 // StatusesOff is the pipeline setting that turns commit statuses off.
@@ -39,14 +101,15 @@ const StatusesOff = "off"
 // setting ("github:owner/repo", "gitlab:group/project", "off") or, when it
 // has none, the provider its repository URL names. off says why nothing
 // is posted.
-func (a *Activities) statusTarget(setting, repo string) (target *scm.StatusTarget, off string) {
+func (a *Activities) statusTarget(ctx context.Context, pipeline, setting, repo string) (target *scm.StatusTarget, off string) {
+	settings := a.statusSettings()
 	var t scm.StatusTarget
 	switch setting {
 	case StatusesOff:
 		return nil, "turned off for this pipeline"
 	case "":
 		var ok bool
-		if t, ok = scm.TargetFromRepoURL(repo, a.Statuses.GitHubHost, a.Statuses.GitLabHost); !ok {
+		if t, ok = scm.TargetFromRepoURL(repo, settings.GitHubHost, settings.GitLabHost); !ok {
 			return nil, "the repository " + repo + " is not on GitHub or GitLab (set the pipeline's statuses to github:<owner>/<repo> or gitlab:<group>/<project>)"
 		}
 	default:
@@ -55,17 +118,25 @@ func (a *Activities) statusTarget(setting, repo string) (target *scm.StatusTarge
 			return nil, err.Error()
 		}
 	}
-	if p, why := a.Statuses.Posters.Poster(t.Provider); p == nil {
-		return nil, why
+	if p, why := settings.Posters.Poster(t.Provider); p == nil {
+		own, err := settings.posterFor(ctx, pipeline, t.Provider)
+		switch {
+		case err != nil:
+			return nil, fmt.Sprintf("cannot read the pipeline's %s secret: %v", TokenSecret(t.Provider), err)
+		case own == nil:
+			return nil, why + ", nor the pipeline secret " + TokenSecret(t.Provider)
+		}
 	}
 	return &t, ""
 }
 
 // PostStatusInput is one commit status to post.
 type PostStatusInput struct {
-	Target scm.StatusTarget `json:"target"`
-	SHA    string           `json:"sha"`
-	Status scm.CommitStatus `json:"status"`
+	// Pipeline's own token, when it has one, posts instead of the global one.
+	Pipeline string           `json:"pipeline,omitempty"`
+	Target   scm.StatusTarget `json:"target"`
+	SHA      string           `json:"sha"`
+	Status   scm.CommitStatus `json:"status"`
 	// Page is the web page to link to, relative to the public URL.
 	Page string `json:"page,omitempty"`
 }
@@ -74,11 +145,20 @@ type PostStatusInput struct {
 // rate limit is retried after the time the provider asked for; anything
 // else is retried with backoff.
 func (a *Activities) PostCommitStatus(ctx context.Context, in PostStatusInput) error {
+	settings := a.statusSettings()
 	st := in.Status
-	if in.Page != "" && a.Statuses.PublicURL != "" {
-		st.TargetURL = pageURL(a.Statuses.PublicURL, in.Page)
+	if in.Page != "" && settings.PublicURL != "" {
+		st.TargetURL = pageURL(settings.PublicURL, in.Page)
 	}
-	err := a.Statuses.Posters.PostStatus(ctx, in.Target, in.SHA, st)
+	var poster scm.StatusPoster = settings.Posters
+	own, err := settings.posterFor(ctx, in.Pipeline, in.Target.Provider)
+	if err != nil {
+		return fmt.Errorf("read the pipeline's %s secret: %w", TokenSecret(in.Target.Provider), err)
+	}
+	if own != nil {
+		poster = own
+	}
+	err = poster.PostStatus(ctx, in.Target, in.SHA, st)
 	var rl *scm.RateLimitedError
 	switch {
 	case err == nil:
@@ -89,6 +169,14 @@ func (a *Activities) PostCommitStatus(ctx context.Context, in PostStatusInput) e
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeStatusRefused, nil)
 	}
 	return err
+}
+
+// statusSettings are the controller's settings (none: nothing configured).
+func (a *Activities) statusSettings() *StatusSettings {
+	if a.Statuses == nil {
+		return &StatusSettings{}
+	}
+	return a.Statuses
 }
 
 // pageURL joins the public URL and a page path, escaping each segment.

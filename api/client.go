@@ -278,6 +278,16 @@ func (c *Client) ResolveSecrets(ctx context.Context, build string, names []strin
 	return out, c.do(ctx, http.MethodPost, "/api/v1/secrets/resolve", ResolveSecretsRequest{Build: build, Names: names}, &out)
 }
 
+// PipelineTokens is the client as a controller's source of the pipelines'
+// own SCM tokens.
+func (c *Client) PipelineTokens() activities.PipelineTokens {
+	return activities.PipelineTokenFunc(func(ctx context.Context, pipeline, name string) (string, bool, error) {
+		var out SCMTokenResponse
+		err := c.do(ctx, http.MethodPost, "/api/v1/secrets/scm-token", SCMTokenRequest{Pipeline: pipeline, Name: name}, &out)
+		return out.Value, out.Found, err
+	})
+}
+
 // SecretSource is the client as an executor's source of build secrets.
 func (c *Client) SecretSource() activities.SecretSource {
 	return activities.SecretSourceFunc(func(ctx context.Context, build string, names []string) (map[string]string, []string, error) {

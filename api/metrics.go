@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sluice-ci/sluice/internal/telemetry"
+
 	"github.com/sluice-ci/sluice/queue"
 	"github.com/sluice-ci/sluice/workflows"
 )
@@ -43,7 +45,8 @@ func NewMetrics(svc *Service) *Metrics {
 
 // Handler serves the metrics in Prometheus' text format.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+	// The Temporal SDK's metrics of this process's client come along.
+	return promhttp.HandlerFor(prometheus.Gatherers{m.registry, telemetry.Registry()}, promhttp.HandlerOpts{})
 }
 
 func (m *Metrics) webhook(provider, outcome string) {

@@ -60,6 +60,23 @@ type ResolveSecretsRequest struct {
 	Names []string `json:"names"`
 }
 
+// SCMTokenRequest asks for a pipeline's own SCM token (POST
+// /api/v1/secrets/scm-token): the pipeline secret SLUICE_GITHUB_TOKEN or
+// SLUICE_GITLAB_TOKEN, with which controllers post its commit statuses.
+type SCMTokenRequest struct {
+	Pipeline string `json:"pipeline"`
+	Name     string `json:"name"`
+}
+
+// SCMTokenResponse is the token, or Found false.
+type SCMTokenResponse struct {
+	Value string `json:"value,omitempty"`
+	Found bool   `json:"found"`
+}
+
+// scmTokenNames are the only secrets /secrets/scm-token gives out.
+var scmTokenNames = []string{"SLUICE_GITHUB_TOKEN", "SLUICE_GITLAB_TOKEN"}
+
 // ResolveSecretsResponse maps each name to its value; Withheld names the
 // secrets a pull request's build does not get.
 type ResolveSecretsResponse struct {
@@ -314,6 +331,26 @@ func (s *SecretStore) Resolve(pipeline string, names []string, pr bool) (values 
 	return values, withheld, nil
 }
 
+// SCMToken returns a pipeline's own SCM token secret, if it has one.
+func (s *SecretStore) SCMToken(pipeline, name string) (string, bool, error) {
+	values, _, err := s.Resolve(pipeline, []string{name}, false)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return "", false, nil
+	case err != nil:
+		return "", false, err
+	}
+	return values[name], true, nil
+}
+
+// PipelineTokens is the store as the pipelines' SCM tokens of a controller
+// in the API's own process (sluice dev).
+func (s *SecretStore) PipelineTokens() activities.PipelineTokens {
+	return activities.PipelineTokenFunc(func(_ context.Context, pipeline, name string) (string, bool, error) {
+		return s.SCMToken(pipeline, name)
+	})
+}
+
 // LocalSource is the store as the secret source of an executor in the API's
 // own process (sluice dev): a pull request's build is known from its ID.
 func (s *SecretStore) LocalSource() activities.SecretSource {
@@ -337,6 +374,37 @@ func (h *handler) secretRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("PUT /api/v1/pipelines/{name}/secrets/{secret}", h.setSecret)
 	mux.HandleFunc("DELETE /api/v1/pipelines/{name}/secrets/{secret}", h.deleteSecret)
 	mux.HandleFunc("POST /api/v1/secrets/resolve", h.resolveSecrets)
+	mux.HandleFunc("POST /api/v1/secrets/scm-token", h.scmToken)
+}
+
+// scmToken gives a controller a pipeline's own SCM token for its commit
+// statuses (never through Temporal).
+func (h *handler) scmToken(w http.ResponseWriter, r *http.Request) {
+	id, err := h.needPrivilege(r, PrivilegeReadSecrets)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	var req SCMTokenRequest
+	if err := decode(r, &req); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if err := workflows.ValidatePipelineName(req.Pipeline); err != nil {
+		h.fail(w, r, invalid("pipeline: %v", err))
+		return
+	}
+	if !slices.Contains(scmTokenNames, req.Name) {
+		h.fail(w, r, invalid("name %q: only %s are SCM tokens", req.Name, strings.Join(scmTokenNames, " and ")))
+		return
+	}
+	value, found, err := h.d.Secrets.SCMToken(req.Pipeline, req.Name)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	h.log.InfoContext(r.Context(), "scm_token_read", "pipeline", req.Pipeline, "name", req.Name, "found", found, "user", id.User)
+	writeJSON(w, http.StatusOK, SCMTokenResponse{Value: value, Found: found})
 }
 
 // needPrivilege checks the caller's privilege.

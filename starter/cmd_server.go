@@ -149,7 +149,7 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 	return workers.RunAll(ctx,
 		func(ctx context.Context) error { go pruneLogs(ctx, cfg, store, log); return serve(ctx, srv, ln) },
 		func(ctx context.Context) error {
-			return workers.RunController(ctx, workers.Options{Client: c, Config: cfg, Logger: log, Logs: local})
+			return workers.RunController(ctx, workers.Options{Client: c, Config: cfg, Logger: log, Logs: local, PipelineTokens: secrets.PipelineTokens()})
 		},
 		func(ctx context.Context) error {
 			return workers.RunExecutor(ctx, workers.Options{Client: c, Config: cfg, Logger: log, Logs: local, Name: name, Secrets: secrets.LocalSource()})
@@ -318,7 +318,7 @@ Executors ship step logs to the API (SLUICE_API_URL).`,
 			}
 			apiClient := api.NewClient(cfg.APIURL)
 			apiClient.Token = cfg.Token
-			o := workers.Options{Client: c, Config: cfg, Logger: log, Logs: remote, Secrets: apiClient.SecretSource()}
+			o := workers.Options{Client: c, Config: cfg, Logger: log, Logs: remote, Secrets: apiClient.SecretSource(), PipelineTokens: apiClient.PipelineTokens()}
 			if role == "controller" {
 				return workers.RunController(cmd.Context(), o)
 			}

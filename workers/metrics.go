@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluice-ci/sluice/internal/telemetry"
 )
 
 // Metrics are an executor's Prometheus metrics: how long builds waited in
@@ -56,7 +58,7 @@ func (m *Metrics) watch(ag *Agent) {
 // Serve serves /metrics on addr until ctx ends.
 func (m *Metrics) Serve(ctx context.Context, addr string) error {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{m.registry, telemetry.Registry()}, promhttp.HandlerOpts{}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)

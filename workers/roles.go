@@ -35,6 +35,9 @@ type Options struct {
 	Metrics *Metrics
 	// Name is the member name ("controller@host", or the executor's name).
 	Name string
+	// PipelineTokens gives a controller the pipelines' own SCM tokens
+	// (pipeline secrets); nil: global credentials only.
+	PipelineTokens activities.PipelineTokens
 }
 
 func (o Options) activities() *activities.Activities {
@@ -91,7 +94,7 @@ func RunController(ctx context.Context, o Options) error {
 		return err
 	}
 	acts := o.activities()
-	statuses, err := StatusSettings(o.Config)
+	statuses, err := StatusSettings(o.Config, o.PipelineTokens)
 	if err != nil {
 		return fmt.Errorf("commit statuses: %w", err)
 	}

@@ -10,8 +10,17 @@ import (
 
 // StatusSettings builds a controller's commit status posters from its
 // configuration: GitHub with a token or an App, GitLab with a token.
-func StatusSettings(cfg *config.Config) (activities.StatusSettings, error) {
-	s := activities.StatusSettings{PublicURL: cfg.PublicURL, GitHubHost: hostOf(cfg.GitHubAPIURL), GitLabHost: hostOf(cfg.GitLabURL)}
+func StatusSettings(cfg *config.Config, tokens activities.PipelineTokens) (*activities.StatusSettings, error) {
+	s := &activities.StatusSettings{PublicURL: cfg.PublicURL, GitHubHost: hostOf(cfg.GitHubAPIURL), GitLabHost: hostOf(cfg.GitLabURL)}
+	// A pipeline secret SLUICE_GITHUB_TOKEN / SLUICE_GITLAB_TOKEN posts that
+	// pipeline's statuses with its own token.
+	s.PipelineTokens = tokens
+	s.NewPoster = func(provider, token string) (scm.StatusPoster, error) {
+		if provider == scm.ProviderGitLab {
+			return scm.NewGitLabStatuses(scm.GitLabStatusConfig{URL: cfg.GitLabURL, Token: token}, nil)
+		}
+		return scm.NewGitHubStatuses(scm.GitHubStatusConfig{APIURL: cfg.GitHubAPIURL, Token: token}, nil)
+	}
 	if s.PublicURL == "" {
 		s.PublicURL = cfg.APIURL
 	}

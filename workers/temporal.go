@@ -17,6 +17,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/sluice-ci/sluice/config"
+	"github.com/sluice-ci/sluice/internal/telemetry"
 	"github.com/sluice-ci/sluice/workflows"
 )
 
@@ -52,6 +53,20 @@ func Dial(ctx context.Context, cfg *config.Config, address string, logger *slog.
 	}
 	if cfg.TemporalAPIKey != "" {
 		opts.Credentials = client.NewAPIKeyStaticCredentials(cfg.TemporalAPIKey)
+	}
+	// The SDK's metrics go to this process's /metrics endpoints; its
+	// spans, when OTEL_EXPORTER_OTLP_ENDPOINT is set, to that collector.
+	mh, err := telemetry.MetricsHandler()
+	if err != nil {
+		return nil, err
+	}
+	opts.MetricsHandler = mh
+	tracing, err := telemetry.Tracing(ctx, "sluice")
+	if err != nil {
+		return nil, err
+	}
+	if tracing != nil {
+		opts.Interceptors = append(opts.Interceptors, tracing)
 	}
 	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

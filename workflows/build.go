@@ -218,6 +218,7 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 			// little when it keeps happening (a member whose slots were just
 			// taken away may still hold a poll), so the history stays small.
 			b.declines++
+			b.count(ctx, "sluice_build_redispatches", "declined")
 			workflow.GetLogger(ctx).Info("build_redispatched", "build", b.state.ID, "why", rootMessage(actErr))
 			if b.declines > 1 {
 				_ = workflow.Sleep(ctx, min(time.Duration(1<<min(b.declines, 6))*100*time.Millisecond, 5*time.Second))
@@ -225,6 +226,7 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 			continue
 		case activities.IsExecutorStopped(actErr):
 			// An executor shutting down is not the build's fault.
+			b.count(ctx, "sluice_build_redispatches", "executor_stopped")
 			b.recordAttempt(ctx, b.state.Executor, "interrupted: "+rootMessage(actErr))
 			b.nextAttempt(ctx)
 			continue
@@ -235,6 +237,7 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 			// executor that died, or a claim that waited on a stalled
 			// controller): nothing ran, so it is not an attempt. The next
 			// dispatch has a new number, so a late claim of this one fails.
+			b.count(ctx, "sluice_build_redispatches", "unclaimed")
 			workflow.GetLogger(ctx).Info("build_redispatched", "build", b.state.ID, "why", "no claim before the heartbeat timeout")
 			continue
 		}
@@ -250,6 +253,17 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 			}
 		}
 		b.recordAttempt(ctx, b.state.Executor, outcome)
+		reason := "failed"
+		if errors.As(actErr, &timeout) {
+			reason = "timeout"
+			switch timeout.TimeoutType() {
+			case enumspb.TIMEOUT_TYPE_HEARTBEAT:
+				reason = "heartbeat"
+			case enumspb.TIMEOUT_TYPE_START_TO_CLOSE:
+				reason = "build_timeout"
+			}
+		}
+		b.count(ctx, "sluice_executor_losses", reason)
 		b.lost++
 		if b.lost >= in.Dispatch.MaxAttempts {
 			return b.finish(ctx, StatusFailure, fmt.Sprintf("gave up after %d attempts: %s", len(b.state.Attempts), b.attemptSummary()))
@@ -329,6 +343,12 @@ func (b *build) waitFrozen(ctx workflow.Context, laneCh workflow.ReceiveChannel)
 			}
 		}
 	}
+}
+
+// count adds one to a counter of the SDK's metrics handler (replay-safe:
+// the SDK drops metrics while it replays), tagged with the build's queue.
+func (b *build) count(ctx workflow.Context, name, reason string) {
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"queue": b.in.Queue, "reason": reason}).Counter(name).Inc(1)
 }
 
 // nextAttempt prepares a new dispatch after a claimed attempt ended without

@@ -203,7 +203,7 @@ func StatusWorkflow(ctx workflow.Context, in StatusInput) (StatusReport, error) 
 		}
 		want := r.in.Contexts[i].Want
 		err := workflow.ExecuteActivity(actx, a.PostCommitStatus, activities.PostStatusInput{
-			Target: r.in.Target, SHA: r.in.SHA, Page: want.Page,
+			Pipeline: r.in.Event.Pipeline, Target: r.in.Target, SHA: r.in.SHA, Page: want.Page,
 			Status: scm.CommitStatus{State: want.State, Context: want.Context, Description: want.Description},
 		}).Get(ctx, nil)
 		c := &r.in.Contexts[i]

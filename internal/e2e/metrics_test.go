@@ -93,4 +93,12 @@ func TestMetrics(t *testing.T) {
 	require.InDelta(t, 3.0, x[`sluice_builds_finished_total{queue="mq",status="success"}`], 0)
 	require.InDelta(t, 3.0, x[`sluice_queue_wait_seconds_count{queue="mq"}`], 0)
 	require.Positive(t, x[`sluice_queue_wait_seconds_sum{queue="mq"}`], "the two later builds waited for the slot")
+	// The Temporal SDK's own metrics come along on the same endpoint.
+	var runs float64
+	for k, v := range x {
+		if strings.HasPrefix(k, "temporal_activity_execution_latency_seconds_count{") && strings.Contains(k, `activity_type="RunBuild"`) {
+			runs += v
+		}
+	}
+	require.InDelta(t, 3.0, runs, 0, "the SDK counted the executor's three RunBuild activities")
 }

@@ -238,3 +238,29 @@ func TestCommitStatusesOff(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, p.StatusesNote, "off: no GitHub credentials (set SLUICE_GITHUB_TOKEN")
 }
+
+// TestCommitStatusesPipelineToken: a pipeline's own token (the pipeline
+// secret SLUICE_GITHUB_TOKEN) posts its statuses when the controllers have
+// no global GitHub credentials; without it, pipeline show says why.
+func TestCommitStatusesPipelineToken(t *testing.T) {
+	t.Parallel()
+	gh := testenv.NewFakeGitHub(t, "pipeline-own-token")
+	e := server.NewEnv(t, testenv.Options{LocalExecutor: true, Env: map[string]string{"SLUICE_GITHUB_API_URL": gh.URL()}})
+	ctx := e.Context()
+	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": "shared: {image: alpine}\njobs:\n  A: {requires: [~commit], steps: [{a: 'true'}]}\n"})
+	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "own", Repo: repo.Dir, Statuses: "github:octo/own"})
+	require.NoError(t, err)
+
+	ev := e.WaitEvent(startEvent(t, e, "own", api.StartEventRequest{Type: "commit", Branch: "main", SHA: repo.Head()}), 2*time.Minute)
+	require.Contains(t, ev.Statuses, "off: no GitHub credentials")
+	require.Contains(t, ev.Statuses, "nor the pipeline secret SLUICE_GITHUB_TOKEN")
+
+	_, err = e.API.SetSecret(ctx, "own", "SLUICE_GITHUB_TOKEN", api.SetSecretRequest{Value: "pipeline-own-token"})
+	require.NoError(t, err)
+	sha := repo.Commit(map[string]string{"f": "2"}, "second")
+	ev = e.WaitEvent(startEvent(t, e, "own", api.StartEventRequest{Type: "commit", Branch: "main", SHA: sha}), 2*time.Minute)
+	require.Equal(t, "github:octo/own", ev.Statuses)
+	got := waitFinal(t, e, gh, sha, githubFinal, "sluice/own/A")
+	checkSequence(t, "sluice/own/A", got["sluice/own/A"], githubFinal)
+	require.Empty(t, gh.Problems(), "posted with the pipeline's token")
+}
