@@ -136,10 +136,11 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 	// The banner is for whoever watches; the stack runs on without it.
 	_, _ = fmt.Fprintf(a.stdout, `sluice is running. Stop it with Ctrl-C.
   API:       %s   (health %s/healthz)
+  Pages:     %s/ui/   (pipelines, event graphs, live build logs, queues)
   Web UI:    %s
   Temporal:  %s (namespace %s)
   Data dir:  %s
-`, apiBase(cfg.APIAddr), apiBase(cfg.APIAddr), ui, addr, cfg.TemporalNamespace, cfg.DataDir)
+`, apiBase(cfg.APIAddr), apiBase(cfg.APIAddr), apiBase(cfg.APIAddr), ui, addr, cfg.TemporalNamespace, cfg.DataDir)
 
 	name := cfg.ExecutorName
 	if name == "" {

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/sluice-ci/sluice/queue"
@@ -29,13 +28,27 @@ func runRegistry(ctx context.Context, b *bench) (string, error) {
 	}
 	members, window, every := b.plan.registryMembers, b.plan.registryFor, 3*time.Second
 	b.progress("registry: %d members heartbeating every %s for %s", members, every, window)
-	startDesc, err := s.Client.DescribeWorkflowExecution(ctx, workflows.RegistryID, "")
-	if err != nil {
+	// Watch the registry's runs: each continue-as-new starts a new run ID;
+	// the events a run added are its last history length seen (minus, for
+	// the first, its length at the start).
+	w := &runWatch{lengths: map[string]int64{}}
+	if err := w.poll(ctx, s.Client); err != nil {
 		return "", err
 	}
-	firstRun := startDesc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
-	firstLen := startDesc.GetWorkflowExecutionInfo().GetHistoryLength()
-
+	firstLen := w.lengths[w.order[0]]
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for watchCtx.Err() == nil {
+			_ = w.poll(watchCtx, s.Client)
+			select {
+			case <-watchCtx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}()
 	var mu sync.Mutex
 	var lats []time.Duration
 	var failures int
@@ -78,11 +91,14 @@ func runRegistry(ctx context.Context, b *bench) (string, error) {
 	if ctx.Err() != nil {
 		return "", ctx.Err()
 	}
-	// The registry's runs since the start: the first one's events after the
-	// start, then every later run's whole history.
-	runs, events, err := registryHistory(ctx, s.Client, firstRun, firstLen)
-	if err != nil {
+	stopWatch()
+	<-watched
+	if err := w.poll(ctx, s.Client); err != nil {
 		return "", err
+	}
+	runs, events := len(w.order), -firstLen
+	for _, id := range w.order {
+		events += w.lengths[id]
 	}
 	minutes := took.Minutes()
 	line := fmt.Sprintf("registry members=%d interval_s=%d duration_s=%.0f heartbeats=%d failed=%d heartbeat_p50_ms=%.1f heartbeat_p99_ms=%.1f heartbeat_max_ms=%.1f history_events_per_min=%.0f continue_as_new=%d continue_as_new_per_hour=%.1f",
@@ -108,41 +124,31 @@ func heartbeatOnce(ctx context.Context, c client.Client, m queue.Member) error {
 	return h.Get(hctx, &view)
 }
 
-// registryHistory counts the registry's runs since firstRun (itself
-// included) and the history events they added after firstLen.
-func registryHistory(ctx context.Context, c client.Client, firstRun string, firstLen int64) (runs int, events int64, err error) {
-	first, err := c.DescribeWorkflowExecution(ctx, workflows.RegistryID, firstRun)
+// runWatch records the registry's run IDs and their history lengths.
+type runWatch struct {
+	mu      sync.Mutex
+	order   []string
+	lengths map[string]int64
+}
+
+func (w *runWatch) poll(ctx context.Context, c client.Client) error {
+	d, err := c.DescribeWorkflowExecution(ctx, workflows.RegistryID, "")
 	if err != nil {
-		return 0, 0, err
+		return err
 	}
-	since := first.GetWorkflowExecutionInfo().GetStartTime().AsTime()
-	var token []byte
-	for {
-		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Namespace: "default", Query: fmt.Sprintf("WorkflowId = '%s'", workflows.RegistryID), NextPageToken: token,
-		})
-		if err != nil {
-			return 0, 0, err
-		}
-		for _, ex := range resp.GetExecutions() {
-			run := ex.GetExecution().GetRunId()
-			if ex.GetStartTime().AsTime().Before(since) {
-				continue
+	info := d.GetWorkflowExecutionInfo()
+	id := info.GetExecution().GetRunId()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.lengths[id]; !ok {
+		// The run that continued as new ended at its final length; read it.
+		if n := len(w.order); n > 0 {
+			if prev, err := c.DescribeWorkflowExecution(ctx, workflows.RegistryID, w.order[n-1]); err == nil {
+				w.lengths[w.order[n-1]] = prev.GetWorkflowExecutionInfo().GetHistoryLength()
 			}
-			d, err := c.DescribeWorkflowExecution(ctx, workflows.RegistryID, run)
-			if err != nil {
-				return 0, 0, err
-			}
-			n := d.GetWorkflowExecutionInfo().GetHistoryLength()
-			if run == firstRun {
-				n -= firstLen
-			}
-			runs++
-			events += n
 		}
-		token = resp.GetNextPageToken()
-		if len(token) == 0 {
-			return runs, events, nil
-		}
+		w.order = append(w.order, id)
 	}
+	w.lengths[id] = info.GetHistoryLength()
+	return nil
 }
