@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"go.temporal.io/sdk/activity"
+
 	"github.com/sluice-ci/sluice/runner"
 )
 
@@ -25,12 +27,15 @@ const (
 	containerControlDir = "/sd/sluice"
 )
 
-// Container labels naming the executor, build and attempt of a container, so
-// an executor that starts again finds the containers it left behind.
+// Container labels naming the Temporal namespace, executor, build and attempt
+// of a container, so an executor that starts again finds the containers it
+// left behind, and only those: executors of another sluice (another
+// namespace) on the same host may share its name.
 const (
-	LabelExecutor = "sluice.executor"
-	LabelBuild    = "sluice.build"
-	LabelAttempt  = "sluice.attempt"
+	LabelNamespace = "sluice.namespace"
+	LabelExecutor  = "sluice.executor"
+	LabelBuild     = "sluice.build"
+	LabelAttempt   = "sluice.attempt"
 )
 
 var reNotName = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
@@ -126,7 +131,8 @@ func (a *Activities) startContainer(ctx context.Context, in RunBuildInput, dir, 
 		Image:   in.Image,
 		Name:    name,
 		Labels: map[string]string{
-			LabelExecutor: executor, LabelBuild: in.BuildID, LabelAttempt: strconv.Itoa(in.Attempt),
+			LabelNamespace: activity.GetInfo(ctx).Namespace,
+			LabelExecutor:  executor, LabelBuild: in.BuildID, LabelAttempt: strconv.Itoa(in.Attempt),
 		},
 		Mounts:  map[string]string{dir: src, ctl: containerControlDir},
 		Workdir: src,

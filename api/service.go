@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/sluice-ci/sluice/activities"
 	"github.com/sluice-ci/sluice/pipeline"
@@ -514,6 +515,7 @@ func (s *Service) GetEvent(ctx context.Context, ref workflows.EventRef) (Event, 
 	if err != nil {
 		return Event{}, err
 	}
+	builds = s.freshBuilds(ctx, st, builds)
 	sort.Slice(builds, func(i, j int) bool {
 		if !builds[i].CreateTime.Equal(builds[j].CreateTime) {
 			return builds[i].CreateTime.Before(builds[j].CreateTime)
@@ -534,6 +536,73 @@ func (s *Service) GetEvent(ctx context.Context, ref workflows.EventRef) (Event, 
 		ActsFor: st.ActsFor, Succeeded: st.Succeeded, Jobs: st.Jobs, Builds: builds,
 		Warnings: st.Warnings, StartTime: st.StartTime, EndTime: st.EndTime, Statuses: st.Statuses,
 	}, nil
+}
+
+// maxFreshBuilds bounds the builds one GetEvent reads from their workflows
+// rather than from visibility.
+const maxFreshBuilds = 64
+
+// freshBuilds corrects what visibility, which trails the workflows by up to
+// a second or more on a busy server, says about an event's builds: a build
+// the event names but visibility does not list yet is added, and a build
+// visibility still shows waiting or running is read from its workflow (its
+// search attributes and memo as of now). Otherwise an event that has ended
+// could show a build still QUEUED that was collapsed a moment before.
+// Builds that visibility shows ended are final and need no second look.
+func (s *Service) freshBuilds(ctx context.Context, st workflows.EventState, builds []Build) []Build {
+	listed := make(map[string]int, len(builds))
+	for i, b := range builds {
+		listed[b.ID] = i
+	}
+	var stale []string
+	for _, b := range builds {
+		if !b.Status.Final() {
+			stale = append(stale, b.ID)
+		}
+	}
+	for _, j := range st.Jobs {
+		for _, id := range j.Builds {
+			if _, ok := listed[id]; !ok {
+				stale = append(stale, id)
+				listed[id] = -1
+			}
+		}
+	}
+	if len(stale) > maxFreshBuilds {
+		stale = stale[:maxFreshBuilds]
+	}
+	fresh := make([]*Build, len(stale))
+	var g errgroup.Group
+	g.SetLimit(8)
+	for i, id := range stale {
+		g.Go(func() error {
+			ref, err := workflows.ParseBuildRef(id)
+			if err != nil {
+				return nil
+			}
+			desc, err := s.Client.DescribeWorkflowExecution(ctx, ref.WorkflowID(), "")
+			if err != nil {
+				s.Logger.DebugContext(ctx, "describe_build_failed", "build", id, "error", err)
+				return nil
+			}
+			if b, ok := buildFromVisibility(desc.GetWorkflowExecutionInfo()); ok {
+				fresh[i] = &b
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	for i, b := range fresh {
+		if b == nil {
+			continue
+		}
+		if at := listed[stale[i]]; at >= 0 {
+			builds[at] = *b
+		} else {
+			builds = append(builds, *b)
+		}
+	}
+	return builds
 }
 
 // ListEvents lists a pipeline's most recent events.

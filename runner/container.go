@@ -148,10 +148,17 @@ func RemoveContainer(ctx context.Context, runtime, id string) error {
 	return nil
 }
 
-// RemoveLabelled removes every container (running or not) carrying the
-// label key=value and returns their IDs.
-func RemoveLabelled(ctx context.Context, runtime, key, value string) ([]string, error) {
-	out, err := exec.CommandContext(ctx, runtime, "ps", "-a", "-q", "--filter", "label="+key+"="+value).Output() //nolint:gosec // fixed arguments
+// RemoveLabelled removes every container (running or not) carrying all the
+// labels and returns their IDs.
+func RemoveLabelled(ctx context.Context, runtime string, labels map[string]string) ([]string, error) {
+	if len(labels) == 0 {
+		return nil, errors.New("remove labelled containers: no labels given")
+	}
+	args := []string{"ps", "-a", "-q"}
+	for _, k := range sortedKeys(labels) {
+		args = append(args, "--filter", "label="+k+"="+labels[k])
+	}
+	out, err := exec.CommandContext(ctx, runtime, args...).Output() //nolint:gosec // the runtime's own arguments
 	if err != nil {
 		return nil, fmt.Errorf("%s ps: %w", runtime, err)
 	}

@@ -149,8 +149,10 @@ func RunExecutor(ctx context.Context, o Options) error {
 	o.Logger.InfoContext(ctx, "executor_runtime", "member", o.Name, "runtime", rt, "why", why)
 	if rt != runner.RuntimeHost {
 		// This process owns no attempt yet: every container labelled as
-		// this executor's is left from an earlier life.
-		removed, err := runner.RemoveLabelled(ctx, rt, activities.LabelExecutor, o.Name)
+		// this executor's (in this namespace) is left from an earlier life.
+		removed, err := runner.RemoveLabelled(ctx, rt, map[string]string{
+			activities.LabelNamespace: o.Config.TemporalNamespace, activities.LabelExecutor: o.Name,
+		})
 		if len(removed) > 0 {
 			o.Logger.InfoContext(ctx, "orphan_containers_removed", "member", o.Name, "containers", removed)
 		}
