@@ -7,12 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
@@ -108,15 +112,70 @@ func RegisterSearchAttributes(ctx context.Context, c client.Client, namespace st
 			return fmt.Errorf("search attribute %s exists with type %s, sluice needs %s", name, got, typ)
 		}
 	}
-	if len(missing) == 0 {
-		return nil
+	if len(missing) > 0 {
+		_, err = op.AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{Namespace: namespace, SearchAttributes: missing})
+		var exists *serviceerror.AlreadyExists
+		if err != nil && !errors.As(err, &exists) {
+			return fmt.Errorf("add search attributes to %s: %w", namespace, err)
+		}
 	}
-	_, err = op.AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{Namespace: namespace, SearchAttributes: missing})
-	var exists *serviceerror.AlreadyExists
-	if err != nil && !errors.As(err, &exists) {
-		return fmt.Errorf("add search attributes to %s: %w", namespace, err)
+	return waitSearchAttributes(ctx, c, namespace, searchAttributesWait)
+}
+
+// searchAttributesWait bounds how long RegisterSearchAttributes waits for
+// Temporal to use attributes just added: a server caches a namespace's
+// attributes and refreshes them every 10 s by default (60 s for
+// Elasticsearch's).
+const searchAttributesWait = 2 * time.Minute
+
+// waitSearchAttributes returns once the frontend accepts a query naming every
+// sluice search attribute. A server reads attributes through caches, so ones
+// another process added a moment ago are refused ("invalid search attribute")
+// until the caches refresh; starting workflows before that would fail them.
+// Test servers refresh on every read (system.forceSearchAttributesCacheRefreshOnRead)
+// and pass the first probe; production servers need not.
+func waitSearchAttributes(ctx context.Context, c client.Client, namespace string, limit time.Duration) error {
+	query := searchAttributesProbe()
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	start := time.Now()
+	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
+		_, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: namespace, Query: query})
+		var invalid *serviceerror.InvalidArgument
+		switch {
+		case err == nil:
+			return nil
+		case !errors.As(err, &invalid):
+			return fmt.Errorf("check sluice's search attributes in %s: %w", namespace, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sluice's search attributes were added to %s but the server still refuses them after %s: %w",
+				namespace, time.Since(start).Round(time.Second), err)
+		case <-time.After(delay):
+		}
 	}
-	return nil
+}
+
+// searchAttributesProbe is a visibility query that names every sluice
+// search attribute with a value of its type.
+func searchAttributesProbe() string {
+	sas := workflows.SearchAttributes()
+	names := slices.Sorted(maps.Keys(sas))
+	terms := make([]string, 0, len(names))
+	for _, name := range names {
+		v := "'-'"
+		switch sas[name] {
+		case enumspb.INDEXED_VALUE_TYPE_INT, enumspb.INDEXED_VALUE_TYPE_DOUBLE:
+			v = "0"
+		case enumspb.INDEXED_VALUE_TYPE_DATETIME:
+			v = "'2000-01-01T00:00:00Z'"
+		case enumspb.INDEXED_VALUE_TYPE_BOOL:
+			v = "false"
+		}
+		terms = append(terms, name+" = "+v)
+	}
+	return strings.Join(terms, " OR ")
 }
 
 // EnsureRegistry starts the registry workflow unless it runs already.

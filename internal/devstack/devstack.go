@@ -164,7 +164,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	}
 	cfg := serverConfig(opts, ports, stores, frontend)
 	dc := dynamicconfig.StaticClient{}
-	for k, v := range defaultDynamicConfig() {
+	for k, v := range defaultDynamicConfig(opts.Postgres != "") {
 		dc[dynamicconfig.MakeKey(k)] = []dynamicconfig.ConstrainedValue{{Value: v}}
 	}
 	for k, v := range opts.DynamicConfig {
@@ -246,11 +246,15 @@ func displayHost(h string) string {
 	return h
 }
 
-// defaultDynamicConfig are the server settings sluice relies on.
-func defaultDynamicConfig() map[string]any {
+// defaultDynamicConfig are the server settings sluice relies on. On
+// SQLite, the development and test server, search attributes are read from
+// the database on every use, so the ones a test registers in its fresh
+// namespace are usable at once; Temporal marks that as not for production,
+// so a PostgreSQL server caches them like any production one (sluice waits
+// for new ones to load, workers.RegisterSearchAttributes).
+func defaultDynamicConfig(production bool) map[string]any {
 	return map[string]any{
-		// Search attributes registered at start are usable at once.
-		"system.forceSearchAttributesCacheRefreshOnRead": true,
+		"system.forceSearchAttributesCacheRefreshOnRead": !production,
 		// Per-pipeline fairness keys on queue task queues (design.md §4).
 		"matching.enableFairness": true,
 		// One partition per task queue keeps backlog counts and ordering exact
@@ -267,6 +271,12 @@ func defaultDynamicConfig() map[string]any {
 		// visibility; the default 10 requests/s per namespace answers a
 		// busy API with "namespace rate limit exceeded".
 		"frontend.namespaceRPS.visibility": 100,
+		// Every member heartbeats with an update on the one registry
+		// workflow; Temporal admits 10 updates in flight per workflow by
+		// default, so a few dozen members at once were refused
+		// (docs/performance.md, "registry": 500 members fail at 10, hold
+		// with p99 38 ms without the limit).
+		"history.maxInFlightUpdates": 1000,
 	}
 }
 

@@ -120,11 +120,16 @@ func runScale(ctx context.Context, b *bench) (string, error) {
 	if bad := failedEvents(res); bad != "" {
 		return "", fmt.Errorf("not every event succeeded: %s", bad)
 	}
-	_, last, err := closedSpan(ctx, s.Client, "WorkflowType = 'BuildWorkflow'", total)
-	if err != nil {
-		return "", err
+	// The drain ends with the last event: an event ends right after its
+	// last build, and its result says when, with no visibility lag.
+	var last time.Time
+	for _, st := range res {
+		if st.EndTime.After(last) {
+			last = st.EndTime
+		}
 	}
 	drain := last.Sub(drainStart)
+	lag := visibilityCatchUp(ctx, s.Client, "WorkflowType = 'BuildWorkflow' AND ExecutionStatus != 'Running'", total, last)
 	rss, err := peakRSSMB(s.controller.cmd.Process.Pid)
 	if err != nil {
 		return "", err
@@ -134,9 +139,29 @@ func runScale(ctx context.Context, b *bench) (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("scale queued=%d drain_builds_per_s=%.2f controller_rss_mb=%.0f max_history_events=%d "+
-		"max_history_workflow=%s enqueue_builds_per_s=%.2f pipeline_max_history=%d pipeline_runs=%d registry_max_history=%d registry_runs=%d server_rss_mb=%.0f executors=%d",
+		"max_history_workflow=%s enqueue_builds_per_s=%.2f pipeline_max_history=%d pipeline_runs=%d registry_max_history=%d registry_runs=%d server_rss_mb=%.0f executors=%d %s",
 		total, float64(total)/drain.Seconds(), rss, h.max, h.maxID, float64(total)/queued.Seconds(),
-		h.pipelineMax, h.pipelineRuns, h.registryMax, h.registryRuns, selfRSS(), p.scaleExecutors), nil
+		h.pipelineMax, h.pipelineRuns, h.registryMax, h.registryRuns, selfRSS(), p.scaleExecutors, lag), nil
+}
+
+// visibilityCatchUp waits up to three minutes for visibility to list want
+// closed executions matching query and says how long after end it did
+// ("visibility_lag_s=…"), or how many it still missed ("visibility_missing=…").
+// The figure is what `sluice build list` trails the builds by after a burst.
+func visibilityCatchUp(ctx context.Context, c client.Client, query string, want int, end time.Time) string {
+	deadline := time.Now().Add(3 * time.Minute)
+	n := 0
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		got, err := count(ctx, c, query)
+		if err == nil {
+			n = got
+			if n >= want {
+				return fmt.Sprintf("visibility_lag_s=%.1f", time.Since(end).Seconds())
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	return fmt.Sprintf("visibility_missing=%d", want-n)
 }
 
 // count counts the executions a visibility query matches.
