@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -193,6 +194,10 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 		return a.finish(ctx, runCtx, rep, hb, &stopped, info.TaskToken, in,
 			fail(res, fmt.Sprintf("prepare control directory %s: %v", spec.ControlDir, err)))
 	}
+	// removeContainer removes the attempt's container, once: before the
+	// result is reported (a build reported finished holds no container),
+	// and deferred for every other way out.
+	removeContainer := func() {}
 	switch {
 	case a.Runtime == "" || a.Runtime == runner.RuntimeHost:
 		if in.Image != "" {
@@ -215,11 +220,15 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 			}
 			return a.finish(ctx, runCtx, rep, hb, &stopped, info.TaskToken, in, fail(res, err.Error()))
 		}
-		defer func() {
-			if err := runner.RemoveContainer(ctx, a.Runtime, ctr.ID); err != nil {
-				a.Logger.Warn("container_cleanup_failed", "container", ctr.ID, "error", err)
-			}
-		}()
+		var once sync.Once
+		removeContainer = func() {
+			once.Do(func() {
+				if err := runner.RemoveContainer(ctx, a.Runtime, ctr.ID); err != nil {
+					a.Logger.Warn("container_cleanup_failed", "container", ctr.ID, "error", err)
+				}
+			})
+		}
+		defer removeContainer()
 		spec.Container = ctr
 		spec.Env = containerEnv(in, ctr.Dir, name, secrets)
 	}
@@ -235,6 +244,7 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 		}
 	}
 	out := runner.Run(runCtx, spec)
+	removeContainer()
 	if groups != "" {
 		// Run returned: every group it created is gone.
 		if err := os.Remove(groups); err != nil && !errors.Is(err, os.ErrNotExist) {
