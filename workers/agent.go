@@ -290,7 +290,11 @@ func (ag *Agent) startWorker(name string, pool *queue.SlotPool) (worker.Worker, 
 		Identity:                         ag.Name(),
 		Tuner:                            tuner,
 		MaxConcurrentActivityTaskPollers: 2,
-		WorkerStopTimeout:                5 * time.Second,
+		// A stopping executor interrupts its builds at once; this is how
+		// long it waits for them to kill their processes (SIGTERM, then
+		// SIGKILL after the kill grace), remove their containers and hand
+		// their results over before it exits.
+		WorkerStopTimeout: 20 * time.Second,
 		// Heartbeats carry cancellations: send them every second so a
 		// cancelled build's processes die within a couple of seconds.
 		MaxHeartbeatThrottleInterval:     time.Second,

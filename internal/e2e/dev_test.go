@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -36,13 +37,25 @@ type devProcess struct {
 	dataDir string
 }
 
+// freePort answers a TCP port free on 127.0.0.1 for a process the test
+// starts. The port comes from 10000-19999: below the kernel's ephemeral range
+// (where an outgoing connection of a parallel test could take a port
+// between its two uses, e.g. while a server is down to be restarted) and
+// below the 20000-32767 the embedded Temporal servers take for membership.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
-	return port
+	start := rand.IntN(10000)
+	for i := range 10000 {
+		port := 10000 + (start+i)%10000
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		require.NoError(t, l.Close())
+		return port
+	}
+	t.Fatal("no free port in 10000-19999 on 127.0.0.1")
+	return 0
 }
 
 type syncBuffer struct {

@@ -28,10 +28,18 @@ func TestTriggersAndJoins(t *testing.T) {
 	e := server.NewEnv(t, testenv.Options{LocalExecutor: true})
 	ctx := e.Context()
 	rec := recordsFile(t)
+	// B and C meet: each marks that it runs and waits (up to 2 minutes)
+	// for the other, so they overlap however slowly the machine starts
+	// them, and never finish if they do not run side by side.
+	meet := t.TempDir()
+	meets := func(me, other string) string {
+		return fmt.Sprintf("touch %[1]s/%[2]s; i=0; while [ ! -e %[1]s/%[3]s ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done; test -e %[1]s/%[3]s",
+			meet, me, other)
+	}
 	spec := func(cFails bool) string {
-		c := record(rec, "sleep 2")
+		b, c := record(rec, meets("B", "C")), record(rec, meets("C", "B"))
 		if cFails {
-			c = record(rec, "sleep 1") + "; exit 3"
+			b, c = record(rec, "true"), record(rec, "sleep 1")+"; exit 3"
 		}
 		return fmt.Sprintf(`
 shared: {image: alpine}
@@ -52,7 +60,7 @@ jobs:
     requires: [B, C]
     steps:
       - d: %q
-`, record(rec, "true"), record(rec, "sleep 2"), c, record(rec, "true"))
+`, record(rec, "true"), b, c, record(rec, "true"))
 	}
 	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": spec(false)})
 	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "joins", Repo: repo.Dir})
@@ -92,16 +100,16 @@ jobs:
 	}
 }
 
-// TestCollapse: A sleeps 5s and B requires A. Five commit events within a
-// second, with different shas: A runs for the last event (and for an earlier
-// one an executor claimed before newer pushes arrived), the others are
-// COLLAPSED into a newer build, and B runs after each A that ran.
-// Not parallel: it runs before the parallel tests load the machine, so the
-// five pushes fit in a second even on two busy cores.
+// TestCollapse: A runs until the test lets it go and B requires A. Five
+// commit events at once, with different shas: A runs for the last event
+// (and for an earlier one an executor claimed before newer pushes arrived),
+// the others are COLLAPSED into a newer build, and B runs after each A that
+// ran.
 func TestCollapse(t *testing.T) {
 	e := server.NewEnv(t, testenv.Options{LocalExecutor: true})
 	ctx := e.Context()
 	rec := recordsFile(t)
+	gate := testenv.NewGate(t)
 	spec := fmt.Sprintf(`
 shared: {image: alpine}
 jobs:
@@ -113,7 +121,7 @@ jobs:
     requires: [A]
     steps:
       - b: %q
-`, record(rec, "sleep 5"), record(rec, "true"))
+`, record(rec, gate.Wait()), record(rec, "true"))
 	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": spec})
 	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "collapse", Repo: repo.Dir})
 	require.NoError(t, err)
@@ -133,13 +141,19 @@ jobs:
 		})
 	}
 	wg.Wait()
-	require.Less(t, time.Since(begin), time.Second, "the five events start within a second")
+	t.Logf("the five events started in %s", time.Since(begin).Round(time.Millisecond))
 	// Events are numbered in the order the pipeline took them.
 	sort.Slice(ids, func(i, j int) bool {
 		a, _ := workflows.ParseEventRef(ids[i])
 		b, _ := workflows.ParseEventRef(ids[j])
 		return a.Number < b.Number
 	})
+	// The first A runs until every push has reached the pipeline and the
+	// newest build of A waits behind it.
+	newest, err := workflows.ParseEventRef(ids[4])
+	require.NoError(t, err)
+	waitBuild(t, e, fmt.Sprintf("collapse/A/%d", newest.Number), time.Minute, workflows.StatusBlocked, workflows.StatusQueued, workflows.StatusRunning)
+	gate.Open()
 
 	events := make([]api.Event, len(ids))
 	for i, id := range ids {
@@ -172,7 +186,7 @@ jobs:
 		require.Equal(t, workflows.StatusSkipped, jobOf(t, events[i], "B").Status)
 	}
 	want = append(want, last)
-	require.Positive(t, collapsed, "five pushes within a second while A sleeps 5s: some builds of A collapse")
+	require.Positive(t, collapsed, "five pushes while A runs: some builds of A collapse")
 	spans := readSpans(t, rec)
 	var aRuns, bRuns []string
 	for _, s := range spans {
@@ -194,9 +208,10 @@ func TestFreezeWindow(t *testing.T) {
 	e := server.NewEnv(t, testenv.Options{LocalExecutor: true})
 	ctx := e.Context()
 	// A window covering only the current minute, so the test waits at most
-	// a minute. Stay clear of the minute's last seconds.
+	// a minute. Leave the window at least 40 s for the forced event, on a
+	// busy machine too.
 	now := time.Now().UTC()
-	if now.Second() > 45 {
+	if now.Second() > 20 {
 		time.Sleep(time.Duration(61-now.Second()) * time.Second)
 		now = time.Now().UTC()
 	}
@@ -301,7 +316,7 @@ jobs:
 	require.NoError(t, syscall.Kill(pid, 0), "sleep 600 runs")
 	cancelled := time.Now()
 	require.NoError(t, e.API.CancelBuild(ctx, longID))
-	e.WaitFor("the sleep process to die", 5*time.Second, func() bool {
+	e.WaitFor("the sleep process to die", 15*time.Second, func() bool {
 		return !alive(pid)
 	})
 	t.Logf("sleep 600 killed %s after the cancel", time.Since(cancelled).Round(time.Millisecond))

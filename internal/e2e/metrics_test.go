@@ -53,7 +53,8 @@ func TestMetrics(t *testing.T) {
 	e.StartExecutor(testenv.ExecutorOptions{Name: "m-1", Queues: []string{"mq"}, Env: []string{"SLUICE_METRICS_ADDR=127.0.0.1:" + strconv.Itoa(mport)}})
 	e.WaitExecutorLive("m-1")
 	rec := recordsFile(t)
-	ev := startParallel(t, e, "metered", 3, "mq", rec, "sleep 3")
+	gate := testenv.NewGate(t) // holds the running build while the figures are read
+	ev := startParallel(t, e, "metered", 3, "mq", rec, gate.Wait())
 	waitDispatched(t, e, ev.ID, 2)
 
 	var st api.QueueStatus
@@ -88,17 +89,23 @@ func TestMetrics(t *testing.T) {
 	require.InDelta(t, 1.0, x[`sluice_executor_builds_running{queue="mq"}`], 0)
 	require.GreaterOrEqual(t, x[`sluice_queue_wait_seconds_count{queue="mq"}`], 1.0)
 
+	gate.Open()
 	require.Equal(t, workflows.StatusSuccess, e.WaitEvent(ev.ID, 2*time.Minute).Status)
-	x = scrape(t, execURL)
-	require.InDelta(t, 3.0, x[`sluice_builds_finished_total{queue="mq",status="success"}`], 0)
+	// A build's result is reported before its activity returns, and the
+	// SDK counts the activity when it returns: read until both are in.
+	var runs float64
+	e.WaitFor("the executor's metrics to count the three builds", 30*time.Second, func() bool {
+		x = scrape(t, execURL)
+		runs = 0
+		for k, v := range x {
+			if strings.HasPrefix(k, "temporal_activity_execution_latency_seconds_count{") && strings.Contains(k, `activity_type="RunBuild"`) {
+				runs += v
+			}
+		}
+		return x[`sluice_builds_finished_total{queue="mq",status="success"}`] == 3 && runs == 3
+	})
 	require.InDelta(t, 3.0, x[`sluice_queue_wait_seconds_count{queue="mq"}`], 0)
 	require.Positive(t, x[`sluice_queue_wait_seconds_sum{queue="mq"}`], "the two later builds waited for the slot")
 	// The Temporal SDK's own metrics come along on the same endpoint.
-	var runs float64
-	for k, v := range x {
-		if strings.HasPrefix(k, "temporal_activity_execution_latency_seconds_count{") && strings.Contains(k, `activity_type="RunBuild"`) {
-			runs += v
-		}
-	}
 	require.InDelta(t, 3.0, runs, 0, "the SDK counted the executor's three RunBuild activities")
 }

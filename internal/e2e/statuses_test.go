@@ -14,21 +14,26 @@ import (
 	"github.com/sluice-ci/sluice/workflows"
 )
 
-// statusSpec is A → B → C where B fails; A runs long enough to be seen
-// running, and A also runs for pull requests.
-const statusSpec = `
+// statusSpec is A → B → C where B fails; A runs for 3 s, and A also runs
+// for pull requests.
+var statusSpec = gatedStatusSpec("sleep 3")
+
+// gatedStatusSpec is statusSpec with A's step given.
+func gatedStatusSpec(a string) string {
+	return fmt.Sprintf(`
 shared: {image: alpine}
 jobs:
   A:
     requires: [~commit, ~pr]
-    steps: [{a: "sleep 3"}]
+    steps: [{a: %q}]
   B:
     requires: [A]
     steps: [{b: "exit 1"}]
   C:
     requires: [B]
     steps: [{c: "true"}]
-`
+`, a)
+}
 
 // statusEnv is an installation whose controller posts statuses to a fake
 // GitHub and a fake GitLab.
@@ -116,17 +121,34 @@ func TestCommitStatuses(t *testing.T) {
 	t.Parallel()
 	e, gh, gl := statusEnv(t)
 	ctx := e.Context()
-	ghRepo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": statusSpec})
+	// A runs until both providers were told it runs.
+	gate := testenv.NewGate(t)
+	spec := gatedStatusSpec(gate.Wait())
+	ghRepo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": spec})
 	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "gh", Repo: ghRepo.Dir, Statuses: "github:octo/app"})
 	require.NoError(t, err)
-	glRepo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": statusSpec})
+	glRepo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": spec})
 	_, err = e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "gl", Repo: glRepo.Dir, Statuses: "gitlab:group/sub/app"})
 	require.NoError(t, err)
 	_, err = e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "bad", Repo: glRepo.Dir, Statuses: "bitbucket:a/b"})
 	require.ErrorContains(t, err, `unknown provider "bitbucket"`)
 
-	ghEv := e.WaitEvent(startEvent(t, e, "gh", api.StartEventRequest{Type: "commit", Branch: "main", SHA: ghRepo.Head()}), 2*time.Minute)
-	glEv := e.WaitEvent(startEvent(t, e, "gl", api.StartEventRequest{Type: "commit", Branch: "main", SHA: glRepo.Head()}), 2*time.Minute)
+	ghID := startEvent(t, e, "gh", api.StartEventRequest{Type: "commit", Branch: "main", SHA: ghRepo.Head()})
+	glID := startEvent(t, e, "gl", api.StartEventRequest{Type: "commit", Branch: "main", SHA: glRepo.Head()})
+	running := func(fake *testenv.FakeSCM, sha, context string) bool {
+		for _, p := range byContext(fake.Statuses(), sha)[context] {
+			if strings.Contains(p.Description, "running on local") {
+				return true
+			}
+		}
+		return false
+	}
+	e.WaitFor("A's running status on GitHub and GitLab", 2*time.Minute, func() bool {
+		return running(gh, ghRepo.Head(), "sluice/gh/A") && running(gl, glRepo.Head(), "sluice/gl/A")
+	})
+	gate.Open()
+	ghEv := e.WaitEvent(ghID, 2*time.Minute)
+	glEv := e.WaitEvent(glID, 2*time.Minute)
 	require.Equal(t, workflows.StatusFailure, ghEv.Status)
 	require.Equal(t, "github:octo/app", ghEv.Statuses)
 	require.Equal(t, "gitlab:group/sub/app", glEv.Statuses)
@@ -139,7 +161,7 @@ func TestCommitStatuses(t *testing.T) {
 	a, b, c := got["sluice/gh/A"], got["sluice/gh/B"], got["sluice/gh/C"]
 	require.Equal(t, "success", a[len(a)-1].State, descriptions(a))
 	require.Equal(t, e.APIURL+"/ui/builds/gh/A/"+fmt.Sprint(ghEv.Number), a[len(a)-1].TargetURL)
-	require.Contains(t, descriptions(a), "running on local", "A was seen running (3 s): %s", descriptions(a))
+	require.Contains(t, descriptions(a), "running on local", "A was seen running: %s", descriptions(a))
 	require.Equal(t, "failure", b[len(b)-1].State, descriptions(b))
 	require.Equal(t, "error", c[len(c)-1].State, descriptions(c))
 	require.Equal(t, "not run: requires B, which ended FAILURE", c[len(c)-1].Description)

@@ -120,9 +120,14 @@ jobs:
 	require.Equal(t, []string{"main", "deploy"}, jobsRan(readSpans(t, rec), ev.ID))
 	require.Equal(t, "prchain/PR-7:deploy/1", buildOf(t, ev, "deploy").ID)
 
-	// Findable by pull request.
-	bs, err := e.API.ListBuilds(e.Context(), api.BuildFilter{Pipeline: "prchain", PR: 7})
-	require.NoError(t, err)
+	// Findable by pull request (listing reads visibility, which may list
+	// a build a moment after it started).
+	var bs []api.Build
+	e.WaitFor("both PR builds listed", time.Minute, func() bool {
+		var err error
+		bs, err = e.API.ListBuilds(e.Context(), api.BuildFilter{Pipeline: "prchain", PR: 7})
+		return err == nil && len(bs) >= 2
+	})
 	require.Len(t, bs, 2)
 
 	// Neither pull request fired a remote trigger; a push does.
@@ -146,7 +151,8 @@ func TestPullRequestLanes(t *testing.T) {
 	e.StartExecutor(testenv.ExecutorOptions{Name: "wide-1", Queues: []string{"wide"}})
 	e.WaitExecutorLive("wide-1")
 	rec := recordsFile(t)
-	// Commit builds take 6 s; pull request builds run until cancelled.
+	// Commit builds run until the gate opens; pull request builds until cancelled.
+	gate := testenv.NewGate(t)
 	spec := fmt.Sprintf(`shared:
   image: alpine
   annotations: {screwdriver.cd/executor: wide}
@@ -154,7 +160,7 @@ jobs:
   main:
     requires: [~commit, ~pr]
     steps: [{m: %q}]
-`, record(rec, `if [ -n "$SD_PULL_REQUEST" ]; then sleep 120; else sleep 6; fi`))
+`, record(rec, `if [ -n "$SD_PULL_REQUEST" ]; then sleep 120; else `+gate.Wait()+`; fi`))
 	repo := createPipeline(t, e, "lanes", spec)
 	c1 := startEvent(t, e, "lanes", api.StartEventRequest{Type: "commit", Branch: "main"})
 	waitBuild(t, e, "lanes/main/1", time.Minute, workflows.StatusRunning)
@@ -168,6 +174,7 @@ jobs:
 	// Both pull requests run at once: their lanes are their own.
 	waitBuild(t, e, "lanes/PR-1:main/3", 2*time.Minute, workflows.StatusRunning)
 	waitBuild(t, e, "lanes/PR-2:main/4", 2*time.Minute, workflows.StatusRunning)
+	gate.Open()
 
 	// The branch's builds ran in order, none collapsed into a pull request's.
 	for _, id := range []string{c1, c2} {
@@ -207,7 +214,9 @@ func TestNoBuildRunsAfterANewerOne(t *testing.T) {
 	e.StartExecutor(testenv.ExecutorOptions{Name: "order-1", Queues: []string{"two"}})
 	e.WaitExecutorLive("order-1")
 	rec := recordsFile(t)
-	// up sleeps as long as the commit's file says; builds of up may overlap.
+	// up waits for the gate when the commit's file says so; builds of up
+	// may overlap.
+	gate := testenv.NewGate(t)
 	spec := fmt.Sprintf(`shared:
   image: alpine
   annotations: {screwdriver.cd/executor: two}
@@ -219,14 +228,17 @@ jobs:
   deploy:
     requires: [up]
     steps: [{d: %q}]
-`, record(rec, "sleep $(cat delay)"), record(rec, "sleep 2"))
-	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": spec, "delay": "8"})
+`, record(rec, `if [ "$(cat delay)" = wait ]; then `+gate.Wait()+`; fi`), record(rec, "sleep 2"))
+	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": spec, "delay": "wait"})
 	slow := repo.Head()
-	fast := repo.Commit(map[string]string{"delay": "0"}, "fast")
+	fast := repo.Commit(map[string]string{"delay": "none"}, "fast")
 	_, err = e.API.CreatePipeline(e.Context(), api.CreatePipelineRequest{Name: "order", Repo: repo.Dir})
 	require.NoError(t, err)
 	ev1 := startEvent(t, e, "order", api.StartEventRequest{Type: "commit", Branch: "main", SHA: slow})
 	ev2 := startEvent(t, e, "order", api.StartEventRequest{Type: "commit", Branch: "main", SHA: fast})
+	// Event 1's up ends only once event 2's deploy has its slot.
+	waitBuild(t, e, "order/deploy/2", 2*time.Minute, workflows.StatusRunning, workflows.StatusSuccess)
+	gate.Open()
 
 	second := e.WaitEvent(ev2, 2*time.Minute)
 	require.Equal(t, workflows.StatusSuccess, second.Status, second.Reason)
@@ -523,16 +535,16 @@ func TestFreezeWindowAtClaim(t *testing.T) {
 	require.NoError(t, err)
 	e.StartExecutor(testenv.ExecutorOptions{Name: "single-1", Queues: []string{"single"}})
 	e.WaitExecutorLive("single-1")
-	// The window is the next minute; the blocker holds the slot until 10 s
-	// into it.
+	// The window is the next minute, at least 30 s away; the blocker holds
+	// the slot until the window has begun.
 	now := time.Now().UTC()
-	if now.Second() > 40 {
+	if now.Second() > 30 {
 		time.Sleep(time.Duration(61-now.Second()) * time.Second)
 		now = time.Now().UTC()
 	}
 	windowStart := now.Truncate(time.Minute).Add(time.Minute)
 	windowEnd := windowStart.Add(time.Minute)
-	hold := time.Until(windowStart.Add(10 * time.Second)).Seconds()
+	gate := testenv.NewGate(t)
 	rec := recordsFile(t)
 	spec := fmt.Sprintf(`shared:
   image: alpine
@@ -545,7 +557,7 @@ jobs:
     requires: [~sd@other:job]
     freezeWindows: [%q]
     steps: [{d: %q}]
-`, record(rec, fmt.Sprintf("sleep %.0f", hold)), windowAt(windowStart), record(rec, "true"))
+`, record(rec, gate.Wait()), windowAt(windowStart), record(rec, "true"))
 	createPipeline(t, e, "thaw", spec)
 	blocker := startEvent(t, e, "thaw", api.StartEventRequest{Type: "commit", Branch: "main"})
 	waitBuild(t, e, "thaw/blocker/1", time.Minute, workflows.StatusRunning)
@@ -559,6 +571,8 @@ jobs:
 	})
 	require.Equal(t, workflows.StatusQueued, b.Status, b.Reason)
 	require.True(t, time.Now().Before(windowStart), "the test machine was too slow to grant before the window")
+	time.Sleep(time.Until(windowStart.Add(2 * time.Second)))
+	gate.Open()
 
 	frozen := waitBuild(t, e, "thaw/deploy/2", 2*time.Minute, workflows.StatusFrozen)
 	require.Contains(t, frozen.Reason, "frozen until "+windowEnd.Format(time.RFC3339))

@@ -69,7 +69,10 @@ func screenshot(ctx context.Context, t *testing.T, dir, name string) {
 	}
 }
 
-const webSpec = `
+// webSpec: main prints a line, waits on gate 1, prints the second, waits on
+// gate 2; hold keeps solo's one slot until gate 3, so later waits for it.
+func webSpec(g1, g2, g3 *testenv.Gate) string {
+	return fmt.Sprintf(`
 shared: {image: alpine}
 jobs:
   first:
@@ -78,19 +81,20 @@ jobs:
   main:
     requires: [first]
     steps:
-      - run: "echo started; sleep 5; echo second-line; sleep 8"
+      - run: %q
   after:
     requires: [main]
     steps: [{a: "true"}]
   hold:
     requires: [~commit]
     annotations: {screwdriver.cd/executor: solo}
-    steps: [{h: "sleep 30"}]
+    steps: [{h: %q}]
   later:
     requires: [first]
     annotations: {screwdriver.cd/executor: solo}
     steps: [{l: "true"}]
-`
+`, "echo started; "+g1.Wait()+"; echo second-line; "+g2.Wait(), g3.Wait())
+}
 
 // TestWebPages drives the pages in a real browser on a running event: the
 // sign-in, the event graph's colours, a build page whose log grows while
@@ -133,7 +137,8 @@ tokens:
 
 	_, err := e.API.CreateQueue(ctx, api.QueueRequest{Name: "solo", Rules: []string{"run-on=executors,max-parallel=1"}})
 	require.NoError(t, err)
-	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": webSpec})
+	gate1, gate2, gate3 := testenv.NewGate(t), testenv.NewGate(t), testenv.NewGate(t)
+	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": webSpec(gate1, gate2, gate3)})
 	_, err = e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "web", Repo: repo.Dir})
 	require.NoError(t, err)
 
@@ -190,6 +195,7 @@ tokens:
 	text, err := chromedp.Run(within(bctx, t, time.Minute), chromedp.Text(chromedp.CSS(`#log`)))
 	require.NoError(t, err)
 	require.NotContains(t, text, "second-line", "the page opened before the step printed its second line")
+	gate1.Open()
 	waitCtx, cancel := context.WithTimeout(bctx, 30*time.Second)
 	defer cancel()
 	_, err = chromedp.Run(waitCtx, chromedp.Poll[bool](`document.getElementById("log").innerText.includes("second-line")`, chromedp.WithPollingInterval(200*time.Millisecond)))
@@ -201,6 +207,7 @@ tokens:
 	require.NoError(t, err)
 	require.Equal(t, 42, marker, "the line came without reloading the page")
 	screenshot(bctx, t, shots, "build")
+	gate2.Open()
 
 	// The queue page lists the waiting build with its reason.
 	require.NoError(t, chromedp.Do(within(bctx, t, time.Minute),
@@ -209,11 +216,12 @@ tokens:
 	))
 	waiting, err := chromedp.Run(within(bctx, t, time.Minute), chromedp.Text(chromedp.CSS(`#waiting`)))
 	require.NoError(t, err)
-	// later starts after first, when hold (sleep 30) has solo's one slot.
+	// later starts after first, while hold has solo's one slot.
 	require.Contains(t, waiting, fmt.Sprintf("web/later/%d", ev.Number))
 	require.Contains(t, waiting, "QUEUED")
 	require.Regexp(t, `slot|busy`, waiting, "the reason says it waits for a slot: %s", waiting)
 	screenshot(bctx, t, shots, "queue")
+	gate3.Open()
 
 	final := e.WaitEvent(ev.ID, 2*time.Minute)
 	require.Equal(t, workflows.StatusSuccess, final.Status)

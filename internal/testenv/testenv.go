@@ -383,7 +383,7 @@ func (p *Process) Stop() {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
-	case <-time.After(20 * time.Second):
+	case <-time.After(40 * time.Second): // beyond an executor's 20 s stop timeout
 		p.Kill()
 	}
 }
