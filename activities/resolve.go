@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
@@ -73,12 +74,15 @@ type ResolveEventResult struct {
 // fails the event.
 func (a *Activities) ResolveEvent(ctx context.Context, in ResolveEventInput) (ResolveEventResult, error) {
 	var out ResolveEventResult
+	// Heartbeat while the work lasts (a first clone of a large repository
+	// can take minutes), so the event's heartbeat timeout can be short: a
+	// controller that dies here is noticed within it, not after minutes.
+	defer keepHeartbeating(ctx, ResolveHeartbeatEvery, func() { activity.RecordHeartbeat(ctx, "resolving") })()
 	out.Statuses, out.StatusesOff = a.statusTarget(ctx, in.Pipeline, in.Statuses, in.Repo)
 	repo, err := a.Repos.Open(ctx, in.Repo)
 	if err != nil {
 		return out, repoError(fmt.Errorf("open repository %s: %w", in.Repo, err))
 	}
-	activity.RecordHeartbeat(ctx, "resolving")
 	sha := in.SHA
 	if sha == "" || len(sha) < 40 {
 		ref := sha
@@ -133,6 +137,35 @@ func repoError(err error) error {
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeRepo, err)
 	}
 	return err
+}
+
+// ResolveHeartbeatEvery is how often ResolveEvent heartbeats; the event
+// workflow's heartbeat timeout for it is a few times this.
+const ResolveHeartbeatEvery = 5 * time.Second
+
+// keepHeartbeating calls beat now and then every interval until the
+// returned stop is called; with activity.RecordHeartbeat as beat, the SDK
+// throttles what it sends to a fraction of the heartbeat timeout.
+func keepHeartbeating(ctx context.Context, every time.Duration, beat func()) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			beat()
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 func short(sha string) string {

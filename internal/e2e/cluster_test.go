@@ -178,6 +178,7 @@ jobs:
 	require.Eventually(t, func() bool { return len(readSpans(t, rec)) >= 15 }, 3*time.Minute, 100*time.Millisecond)
 	ctl1.kill()
 	exec1.kill()
+	killed := time.Now()
 
 	for _, id := range events {
 		var ev api.Event
@@ -188,6 +189,9 @@ jobs:
 		}, 5*time.Minute, 250*time.Millisecond, "event %s to end", id)
 		require.Equal(t, workflows.StatusSuccess, ev.Status, "event %s: %+v", id, ev.Builds)
 	}
+	// How long recovery took (a controller lost while it read an event's
+	// spec once held that event for two minutes).
+	t.Logf("all events ended %s after the kills", time.Since(killed).Round(time.Second))
 
 	completed := map[string]int{}
 	for _, s := range readSpans(t, rec) {
