@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// pollInterval is how often a dying process group is checked.
+// pollInterval is how often, at most, a dying process group is checked.
 const pollInterval = 20 * time.Millisecond
 
 // run is the state of one Run call: the process groups and output pumps it
@@ -201,9 +201,14 @@ func terminateGroups(pgids []int, grace time.Duration, sendTerm bool) {
 			}
 		}
 	}
+	// Poll quickly at first: a shell usually dies within a millisecond of
+	// SIGTERM, and every build ends here (its session shell), between its
+	// last step and its result being saved.
 	deadline := time.Now().Add(grace)
+	wait := time.Millisecond
 	for len(live) > 0 && time.Now().Before(deadline) {
-		time.Sleep(pollInterval)
+		time.Sleep(wait)
+		wait = min(2*wait, pollInterval)
 		live = filterAlive(live)
 	}
 	for _, pgid := range live {
