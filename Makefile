@@ -15,7 +15,7 @@ WORKFLOWCHECK_VERSION := v0.6.0
 # (instrumenting the whole server costs more than it finds); everything else
 # runs with -race.
 E2E_PKGS  := ./internal/e2e/... ./internal/devstack/...
-UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e /internal/e2e -e /internal/devstack -e /starter -e /internal/tools)
+UNIT_PKGS  = $(shell $(GO) list ./... | grep -v -e /internal/e2e -e /internal/devstack -e /starter -e /internal/tools/bench)
 
 .PHONY: help
 help: ## list the targets

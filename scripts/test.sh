@@ -13,7 +13,7 @@ phase() { printf '\n== %s\n' "$1"; }
 t0=$(date +%s)
 
 phase "unit tests (-race)"
-mapfile -t unit < <($GO list ./... | grep -v -e /internal/e2e -e /internal/devstack -e /starter -e /internal/tools)
+mapfile -t unit < <($GO list ./... | grep -v -e /internal/e2e -e /internal/devstack -e /starter -e /internal/tools/bench)
 u0=$(date +%s)
 $GO test -race -count=1 -json "${unit[@]}" | $report -label unit
 u1=$(date +%s)

@@ -1,6 +1,8 @@
 // Command testreport reads `go test -json` on stdin, prints results like
 // `go test` does (the output of failing tests in full), and ends with the
-// slowest packages and tests. It exits non-zero when anything failed.
+// slowest packages and tests, and every skipped test with its reason (a
+// test skips when a tool it needs is missing: the report says so rather
+// than passing quietly). It exits non-zero when anything failed.
 package main
 
 import (
@@ -61,6 +63,7 @@ func run(in io.Reader, w io.Writer, label string, top int) error {
 	out := &printer{w: w}
 	output := map[string][]string{} // package/test -> output lines
 	var tests, pkgs []result
+	var skipped []string
 	failed := 0
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
@@ -95,6 +98,9 @@ func run(in io.Reader, w io.Writer, label string, top int) error {
 			if !strings.Contains(ev.Test, "/") {
 				tests = append(tests, result{ev.Package + "." + ev.Test, ev.Elapsed})
 			}
+			if ev.Action == "skip" {
+				skipped = append(skipped, fmt.Sprintf("%s.%s: %s", ev.Package, ev.Test, skipReason(output[key])))
+			}
 			if ev.Action == "fail" {
 				failed++
 				out.printf("--- FAIL: %s (%s)\n", ev.Test, ev.Package)
@@ -127,6 +133,10 @@ func run(in io.Reader, w io.Writer, label string, top int) error {
 		}
 		out.printf("  %7.1fs  %s\n", r.elapsed, r.name)
 	}
+	out.printf("-- %s: %d skipped tests\n", label, len(skipped))
+	for _, s := range skipped {
+		out.printf("    %s\n", s)
+	}
 	if out.err != nil {
 		return fmt.Errorf("write the report: %w", out.err)
 	}
@@ -134,4 +144,20 @@ func run(in io.Reader, w io.Writer, label string, top int) error {
 		return fmt.Errorf("%s: %d failures", label, failed)
 	}
 	return nil
+}
+
+// skipReason is what a skipped test printed, without go test's own lines.
+func skipReason(lines []string) string {
+	var parts []string
+	for _, l := range lines {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "=== ") || strings.HasPrefix(l, "--- SKIP") {
+			continue
+		}
+		parts = append(parts, l)
+	}
+	if len(parts) == 0 {
+		return "(no reason given)"
+	}
+	return strings.Join(parts, " ")
 }
