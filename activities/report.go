@@ -60,6 +60,31 @@ func (a *Activities) reporter(ctx context.Context) Reporter {
 	return activity.GetClient(ctx)
 }
 
+// keepHeartbeating calls beat now and then every interval until the
+// returned stop is called; with activity.RecordHeartbeat as beat, the SDK
+// throttles what it sends to a fraction of the heartbeat timeout.
+func keepHeartbeating(ctx context.Context, every time.Duration, beat func()) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			beat()
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 // heartbeatPeriod is how often a running build reports. A cancellation
 // reaches a running build only with a heartbeat's answer, so this bounds how
 // long `sluice build cancel` takes to kill the steps.

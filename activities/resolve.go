@@ -67,6 +67,10 @@ type ResolveEventResult struct {
 	StatusesOff string            `json:"statuses_off,omitempty"`
 }
 
+// ResolveHeartbeatEvery is how often ResolveEvent heartbeats; the event
+// workflow's heartbeat timeout for it is a few times this.
+const ResolveHeartbeatEvery = 5 * time.Second
+
 // ResolveEvent resolves the event's commit, reads and parses its spec, lists
 // the changed files and the defined queues. A spec that does not parse is not
 // an activity error: the event fails with SpecError as its reason. A
@@ -137,35 +141,6 @@ func repoError(err error) error {
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeRepo, err)
 	}
 	return err
-}
-
-// ResolveHeartbeatEvery is how often ResolveEvent heartbeats; the event
-// workflow's heartbeat timeout for it is a few times this.
-const ResolveHeartbeatEvery = 5 * time.Second
-
-// keepHeartbeating calls beat now and then every interval until the
-// returned stop is called; with activity.RecordHeartbeat as beat, the SDK
-// throttles what it sends to a fraction of the heartbeat timeout.
-func keepHeartbeating(ctx context.Context, every time.Duration, beat func()) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			beat()
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
 }
 
 func short(sha string) string {

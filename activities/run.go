@@ -261,21 +261,10 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 // claim claims the build, heartbeating while the claim waits (a controller
 // slow to answer must not look like a lost executor).
 func (a *Activities) claim(ctx context.Context, in RunBuildInput, executor string) error {
-	done := make(chan struct{})
-	defer close(done)
 	if hb := activity.GetInfo(ctx).HeartbeatTimeout; hb > 0 {
-		go func() {
-			t := time.NewTicker(max(hb/4, 100*time.Millisecond))
-			defer t.Stop()
-			for {
-				select {
-				case <-done:
-					return
-				case <-t.C:
-					activity.RecordHeartbeat(ctx, Progress{Executor: executor, Step: "claiming"})
-				}
-			}
-		}()
+		defer keepHeartbeating(ctx, max(hb/4, 100*time.Millisecond), func() {
+			activity.RecordHeartbeat(ctx, Progress{Executor: executor, Step: "claiming"})
+		})()
 	}
 	return a.Claimer.Claim(ctx, in.WorkflowID, in.Attempt, in.Dispatch, executor)
 }

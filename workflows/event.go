@@ -152,9 +152,9 @@ func (e *eventRun) resolve(ctx workflow.Context) (activities.ResolveEventResult,
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           ControllerTaskQueue,
 		StartToCloseTimeout: 10 * time.Minute,
-		// The activity heartbeats every 5 s while it works: a controller
-		// lost in the middle is noticed after 30 s.
-		HeartbeatTimeout: 30 * time.Second,
+		// The activity heartbeats while it works: a controller lost in the
+		// middle is noticed after 30 s.
+		HeartbeatTimeout: 6 * activities.ResolveHeartbeatEvery,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, MaximumInterval: 30 * time.Second, MaximumAttempts: 5,
 			NonRetryableErrorTypes: []string{activities.ErrTypeRepo},

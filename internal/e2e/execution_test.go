@@ -28,16 +28,13 @@ func TestTriggersAndJoins(t *testing.T) {
 	e := server.NewEnv(t, testenv.Options{LocalExecutor: true})
 	ctx := e.Context()
 	rec := recordsFile(t)
-	// B and C meet: each marks that it runs and waits (up to 2 minutes)
-	// for the other, so they overlap however slowly the machine starts
+	// B and C meet: each opens its gate and waits (up to the gate's bound)
+	// for the other's, so they overlap however slowly the machine starts
 	// them, and never finish if they do not run side by side.
-	meet := t.TempDir()
-	meets := func(me, other string) string {
-		return fmt.Sprintf("touch %[1]s/%[2]s; i=0; while [ ! -e %[1]s/%[3]s ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done; test -e %[1]s/%[3]s",
-			meet, me, other)
-	}
+	bRuns, cRuns := testenv.NewGate(t), testenv.NewGate(t)
+	meets := func(me, other *testenv.Gate) string { return me.OpenCmd() + "; " + other.Wait() }
 	spec := func(cFails bool) string {
-		b, c := record(rec, meets("B", "C")), record(rec, meets("C", "B"))
+		b, c := record(rec, meets(bRuns, cRuns)), record(rec, meets(cRuns, bRuns))
 		if cFails {
 			b, c = record(rec, "true"), record(rec, "sleep 1")+"; exit 3"
 		}

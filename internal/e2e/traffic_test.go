@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -600,7 +599,7 @@ func TestCollapseReachesTheQueue(t *testing.T) {
 	e.StartExecutor(testenv.ExecutorOptions{Name: "one-1", Queues: []string{"one"}})
 	e.WaitExecutorLive("one-1")
 	rec := recordsFile(t)
-	gate := filepath.Join(t.TempDir(), "gate")
+	gate := testenv.NewGate(t)
 	spec := fmt.Sprintf(`shared:
   image: alpine
   annotations: {screwdriver.cd/executor: one}
@@ -611,7 +610,7 @@ jobs:
   j:
     requires: [~sd@elsewhere:job]
     steps: [{j: %q}]
-`, record(rec, fmt.Sprintf("while [ ! -e %s ]; do sleep 0.2; done", gate)), record(rec, "true"))
+`, record(rec, gate.Wait()), record(rec, "true"))
 	createPipeline(t, e, "busy", spec)
 	long := startEvent(t, e, "busy", api.StartEventRequest{Type: "commit", Branch: "main"})
 	waitBuild(t, e, "busy/long/1", time.Minute, workflows.StatusRunning)
@@ -625,7 +624,7 @@ jobs:
 		b := waitBuild(t, e, id, time.Minute, workflows.StatusCollapsed)
 		require.Contains(t, b.Reason, "collapsed into build busy/j/")
 	}
-	require.NoError(t, os.WriteFile(gate, nil, 0o600))
+	gate.Open()
 	require.Equal(t, workflows.StatusSuccess, e.WaitEvent(long, time.Minute).Status)
 	newest := e.WaitEvent(ids[2], time.Minute)
 	require.Equal(t, workflows.StatusSuccess, newest.Status, newest.Reason)
@@ -646,7 +645,7 @@ func TestForcedBuildNotCollapsedIntoFrozen(t *testing.T) {
 	t.Parallel()
 	e := server.NewEnv(t, testenv.Options{LocalExecutor: true})
 	rec := recordsFile(t)
-	gate := filepath.Join(t.TempDir(), "gate")
+	gate := testenv.NewGate(t)
 	// The window never opens: only forced builds run.
 	spec := fmt.Sprintf(`shared:
   image: alpine
@@ -655,7 +654,7 @@ jobs:
     requires: [~commit]
     freezeWindows: ["* * * * ?"]
     steps: [{d: %q}]
-`, record(rec, fmt.Sprintf("while [ ! -e %s ]; do sleep 0.2; done", gate)))
+`, record(rec, gate.Wait()))
 	createPipeline(t, e, "forced", spec)
 	first := startEvent(t, e, "forced", api.StartEventRequest{Type: "commit", Branch: "main", Force: true})
 	waitBuild(t, e, "forced/deploy/1", time.Minute, workflows.StatusRunning)
@@ -664,7 +663,7 @@ jobs:
 	third := startEvent(t, e, "forced", api.StartEventRequest{Type: "commit", Branch: "main"})
 	waitBuild(t, e, "forced/deploy/3", time.Minute, workflows.StatusFrozen)
 
-	require.NoError(t, os.WriteFile(gate, nil, 0o600))
+	gate.Open()
 	require.Equal(t, workflows.StatusSuccess, e.WaitEvent(first, time.Minute).Status)
 	ev := e.WaitEvent(second, time.Minute)
 	require.Equal(t, workflows.StatusSuccess, ev.Status, "the forced build was collapsed: %s", ev.Reason)

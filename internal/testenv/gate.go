@@ -29,6 +29,9 @@ func (g *Gate) Wait() string {
 	return fmt.Sprintf("i=0; while [ ! -e %s ] && [ $i -lt 3000 ]; do sleep 0.1; i=$((i+1)); done; test -e %s", g.path, g.path)
 }
 
+// OpenCmd is a shell command that opens the gate from a step.
+func (g *Gate) OpenCmd() string { return "touch " + g.path }
+
 // Open lets every step waiting on the gate go on.
 func (g *Gate) Open() {
 	g.t.Helper()
