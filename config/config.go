@@ -145,10 +145,43 @@ func Load(getenv func(string) string) (*Config, error) {
 	if err := c.validate(failed); err != nil {
 		errs = append(errs, err)
 	}
+	if len(errs) == 0 {
+		if err := c.absolutize(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
 	}
 	return &c, nil
+}
+
+// absolutize turns every configured path into an absolute one, once, at
+// start-up: nothing below Load sees a relative path. Builds run in their own
+// workspace (a shell whose working directory is not the worker's), so a
+// relative data directory would name a different place there.
+func (c *Config) absolutize() error {
+	var errs []error
+	for name, p := range map[string]*string{
+		"SLUICE_DATA_DIR":            &c.DataDir,
+		"SLUICE_WORK_DIR":            &c.WorkDir,
+		"SLUICE_API_TOKENS_FILE":     &c.APITokensFile,
+		"SLUICE_GITHUB_APP_KEY_FILE": &c.GitHubAppKeyFile,
+		"TEMPORAL_TLS_CA":            &c.TemporalTLSCA,
+		"TEMPORAL_TLS_CERT":          &c.TemporalTLSCert,
+		"TEMPORAL_TLS_KEY":           &c.TemporalTLSKey,
+	} {
+		if *p == "" || filepath.IsAbs(*p) {
+			continue
+		}
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: cannot make %q absolute: %w", name, *p, err))
+			continue
+		}
+		*p = abs
+	}
+	return errors.Join(errs...)
 }
 
 // parseErrors rewrites the env package's errors to name the variable at fault

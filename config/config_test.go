@@ -23,9 +23,11 @@ func TestLoadDefaults(t *testing.T) {
 	t.Parallel()
 	c, err := config.Load(getenv(t, nil))
 	require.NoError(t, err)
+	wd, err := os.Getwd()
+	require.NoError(t, err)
 	require.Equal(t, &config.Config{
 		TemporalNamespace: "default",
-		DataDir:           ".sluice",
+		DataDir:           filepath.Join(wd, ".sluice"),
 		Host:              "127.0.0.1",
 		TemporalPort:      7233,
 		UIPort:            8233,
@@ -149,6 +151,51 @@ func TestLoadEveryVariable(t *testing.T) {
 		LogFormat:         "json",
 		TemporalLogLevel:  "error",
 	}, c)
+}
+
+// Every configured path is absolute after Load: builds run in their own
+// workspace, where a relative data directory names another place (the README
+// quickstart failed every step that way).
+func TestLoadMakesEveryPathAbsolute(t *testing.T) {
+	t.Parallel()
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	paths := map[string]string{
+		"SLUICE_DATA_DIR":            "state",
+		"SLUICE_WORK_DIR":            "./work",
+		"SLUICE_API_TOKENS_FILE":     "etc/tokens.yaml",
+		"SLUICE_GITHUB_APP_KEY_FILE": "app.pem",
+		"TEMPORAL_TLS_CA":            "ca.pem",
+		"TEMPORAL_TLS_CERT":          "cert.pem",
+		"TEMPORAL_TLS_KEY":           "key.pem",
+		"SLUICE_GITHUB_APP_ID":       "1",
+	}
+	c, err := config.Load(getenv(t, paths))
+	require.NoError(t, err)
+	got := map[string]string{
+		"SLUICE_DATA_DIR":            c.DataDir,
+		"SLUICE_WORK_DIR":            c.WorkDir,
+		"SLUICE_API_TOKENS_FILE":     c.APITokensFile,
+		"SLUICE_GITHUB_APP_KEY_FILE": c.GitHubAppKeyFile,
+		"TEMPORAL_TLS_CA":            c.TemporalTLSCA,
+		"TEMPORAL_TLS_CERT":          c.TemporalTLSCert,
+		"TEMPORAL_TLS_KEY":           c.TemporalTLSKey,
+	}
+	for name, v := range got {
+		require.Equal(t, filepath.Join(wd, paths[name]), v, name)
+	}
+	require.Equal(t, filepath.Join(wd, "work"), c.Workspaces())
+	// Every variable whose description says it is a file or directory is
+	// in the table above, so a new path variable cannot stay relative.
+	for _, f := range config.Fields() {
+		d := strings.ToLower(f.Desc)
+		if strings.Contains(d, " file") || strings.Contains(d, "directory") || strings.HasPrefix(f.Env, "TEMPORAL_TLS_") && f.Env != "TEMPORAL_TLS" {
+			if f.Env == "SLUICE_SECRET_KEY" || f.Env == "SLUICE_TEMPORAL_DB" {
+				continue // key material and a URL, not paths
+			}
+			require.Contains(t, got, f.Env, "%s looks like a path: make Load absolutize it", f.Env)
+		}
+	}
 }
 
 func TestLoadIgnoresUnknownVariables(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"os/exec"
 	"strconv"
 	"sync"
@@ -39,10 +40,15 @@ type run struct {
 // else a temporary directory removed by cleanup.
 func (r *run) makeControlDir() error {
 	if r.spec.ControlDir != "" {
-		if err := os.MkdirAll(r.spec.ControlDir, 0o700); err != nil {
+		// The shell runs in the workspace: it is handed absolute paths.
+		ctl, err := filepath.Abs(r.spec.ControlDir)
+		if err != nil {
+			return fmt.Errorf("control directory: %w", err)
+		}
+		if err := os.MkdirAll(ctl, 0o700); err != nil {
 			return fmt.Errorf("create control directory: %w", err)
 		}
-		r.ctl = r.spec.ControlDir
+		r.ctl = ctl
 		return nil
 	}
 	if r.spec.Container != nil {
@@ -101,6 +107,8 @@ func (r *run) step(ctx context.Context, i int) (res StepResult, killed error) {
 		return res, nil
 	}
 	fail := func(msg string) (StepResult, error) {
+		// The step's log says why it could not start, not only the result.
+		_, _ = fmt.Fprintf(w, "sluice: step %q could not start: %s\n", st.Name, msg)
 		res.ExitCode, res.Err = -1, joinErr(msg, closeLog(w))
 		return res, nil
 	}
@@ -153,11 +161,16 @@ func (r *run) step(ctx context.Context, i int) (res StepResult, killed error) {
 	if werr := p.detach(); werr != nil {
 		res.Err = joinErr(res.Err, fmt.Errorf("write log: %w", werr))
 	}
-	if msg := s.stderr.String(); ended && killed == nil && msg != "" {
-		// The container runtime's own complaint (the container is gone,
-		// exec refused): the step's log is where people look.
-		_, _ = fmt.Fprintf(w, "sluice: %s exec: %s\n", r.spec.Container.Runtime, msg)
-		res.Err = joinErr(res.Err, fmt.Errorf("%s exec: %s", r.spec.Container.Runtime, msg))
+	if msg := s.complaint(); ended && killed == nil && msg != "" {
+		// The shell's or the container runtime's own complaint (a script
+		// it cannot open, the container is gone, exec refused): the step's
+		// log is where people look.
+		who := "shell"
+		if c := r.spec.Container; c != nil {
+			who = c.Runtime + " exec"
+		}
+		_, _ = fmt.Fprintf(w, "sluice: %s: %s\n", who, msg)
+		res.Err = joinErr(res.Err, fmt.Errorf("%s: %s", who, msg))
 	}
 	res.Err = joinErr(res.Err, closeLog(w))
 	return res, killed

@@ -225,9 +225,19 @@ func (r *run) runMain(ctx context.Context, steps []int, res *Result) {
 			res.Reason = fmt.Sprintf("step %q could not start: %s", sr.Name, sr.Err)
 		case sr.ExitCode != 0:
 			res.Status = StatusFailure
-			res.Reason = fmt.Sprintf("step %q exited with code %d", sr.Name, sr.ExitCode)
+			res.Reason = exitReason(sr)
 		}
 	}
+}
+
+// exitReason says how a step that exited non-zero ended, with what the shell
+// or runtime said of it when it said anything (a script it could not open).
+func exitReason(sr StepResult) string {
+	reason := fmt.Sprintf("step %q exited with code %d", sr.Name, sr.ExitCode)
+	if sr.Err != "" {
+		reason += ": " + sr.Err
+	}
+	return reason
 }
 
 // stopped classifies why runCtx is done: a timeout of its own, or the
@@ -266,7 +276,7 @@ func (r *run) runTeardown(ctx context.Context, steps []int, res *Result) {
 			res.Reason = fmt.Sprintf("step %q could not start: %s", sr.Name, sr.Err)
 		case sr.ExitCode != 0:
 			res.Status = StatusFailure
-			res.Reason = fmt.Sprintf("step %q exited with code %d", sr.Name, sr.ExitCode)
+			res.Reason = exitReason(sr)
 		}
 	}
 }

@@ -668,3 +668,51 @@ func TestRunCancelKillsEarlierStepsBackgroundProcesses(t *testing.T) {
 	require.NotEqual(t, shPID, readPID(t, filepath.Join(spec.Dir, "teardown.pid")),
 		"teardown runs in a fresh shell once the session was killed")
 }
+
+// A relative control directory names the worker's directory, not the
+// workspace the shell runs in: the runner makes it absolute (the README
+// quickstart's default relative data directory failed every step with exit
+// code 2 and an empty log).
+func TestRunRelativeControlDir(t *testing.T) { //nolint:paralleltest // changes the working directory
+	base := t.TempDir()
+	t.Chdir(base)
+	spec, sink := setup(t, step("a", "echo hello > out.txt; echo ran"), step("b", "cat out.txt"))
+	spec.ControlDir = filepath.Join("state", "build-1.ctl")
+
+	res := runner.Run(t.Context(), spec)
+
+	require.Equal(t, runner.StatusSuccess, res.Status, res.Reason)
+	require.Equal(t, "ran\n", sink.log("a"))
+	require.Equal(t, "hello\n", sink.log("b"))
+}
+
+// When the shell itself cannot go on (here the step removed the control
+// directory the driver saves its state to), the step's log and the build's
+// reason say what the shell said instead of a bare exit code.
+func TestRunDriverFailureIsExplained(t *testing.T) {
+	t.Parallel()
+	spec, sink := setup(t, step("a", "rm -rf \"$CTL\"; echo removed"), step("b", "true"))
+	spec.ControlDir = filepath.Join(t.TempDir(), "ctl")
+	spec.Env = append(spec.Env, "CTL="+spec.ControlDir)
+
+	res := runner.Run(t.Context(), spec)
+
+	require.Equal(t, runner.StatusFailure, res.Status)
+	require.Contains(t, sink.log("a"), "removed\n")
+	require.Contains(t, sink.log("a"), "sluice: shell: ")
+	require.Contains(t, sink.log("a"), "ctl/env")
+	require.Contains(t, res.Reason, `step "a" exited with code 2: shell: `)
+	require.True(t, res.Steps[1].Skipped)
+}
+
+// A step that cannot start says why in its own log, not only in the result.
+func TestRunStartFailureInLog(t *testing.T) {
+	t.Parallel()
+	spec, sink := setup(t, step("a", "true"))
+	spec.Dir = filepath.Join(spec.Dir, "missing")
+
+	res := runner.Run(t.Context(), spec)
+
+	require.Equal(t, runner.StatusFailure, res.Status)
+	require.Contains(t, sink.log("a"), `sluice: step "a" could not start: start: workspace: stat `)
+}

@@ -29,9 +29,28 @@ type session struct {
 	exited chan struct{} // closed once the shell was reaped
 	code   int           // the shell's exit code, valid once exited is closed
 	err    error         // why Wait failed, valid once exited is closed
-	// stderr keeps what a container runtime's exec client said (the
-	// shell's own stderr on the host is /dev/null), valid once exited.
-	stderr *tailBuffer
+	// stderr keeps what a container runtime's exec client said, valid once
+	// exited; on the host the shell's own stderr goes to errFile.
+	stderr  *tailBuffer
+	errFile *os.File // the host shell's stderr, read back by complaint
+}
+
+// complaint is what the shell or the runtime client said on its own stderr
+// (not a step's output, which goes to the step's log): why the shell could
+// not run the driver, e.g. "cannot open …". Valid once exited.
+func (s *session) complaint() string {
+	if s.errFile == nil {
+		return s.stderr.String()
+	}
+	// Read through the open descriptor: a step may have removed the file.
+	fi, err := s.errFile.Stat()
+	if err != nil {
+		return ""
+	}
+	off := max(fi.Size()-tailMax, 0)
+	b := make([]byte, fi.Size()-off)
+	n, _ := s.errFile.ReadAt(b, off)
+	return strings.TrimSpace(string(b[:n]))
 }
 
 // tailBuffer keeps the last bytes written to it.
@@ -91,6 +110,7 @@ func (r *run) startSession(dir string, restore bool) (*session, error) {
 	}
 	var cmd *exec.Cmd
 	errs := &tailBuffer{}
+	var errFile *os.File
 	if c := r.spec.Container; c != nil {
 		args := []string{"exec", "-i", "-w", dir}
 		// Values travel in the runtime's own environment and only the names
@@ -114,10 +134,28 @@ func (r *run) startSession(dir string, restore bool) (*session, error) {
 		cmd = exec.Command("sh") //nolint:gosec,noctx // the shell runs the build's steps; cancellation kills its whole group
 		cmd.Dir = dir
 		cmd.Env = r.env
+		// The shell's own stderr is a file of the control directory (a file,
+		// not a pipe, so nothing a step leaves running can hold Wait up):
+		// when the driver itself fails (a script it cannot open) the step's
+		// log says why.
+		var ferr error
+		if _, ferr = os.Stat(dir); ferr == nil {
+			errFile, ferr = os.OpenFile(r.ctlPath("shell-"+strconv.Itoa(n)+".err"), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o600)
+		} else {
+			ferr = fmt.Errorf("workspace: %w", ferr)
+		}
+		if ferr != nil {
+			_ = inR.Close()
+			_ = inW.Close()
+			_ = stR.Close()
+			_ = stHold.Close()
+			return nil, ferr
+		}
+		cmd.Stderr = errFile
 	}
 	cmd.Stdin = inR
-	// The shell's own stdout and stderr are /dev/null: everything a step
-	// prints (syntax errors in the step included) goes to the step's log.
+	// Everything a step prints (syntax errors in the step included) goes to
+	// the step's log; the shell's own stdout is /dev/null.
 	// Pdeathsig: if the executor dies (SIGKILL, OOM), the shell dies with it
 	// instead of finishing a build nobody will report; the build is
 	// dispatched again elsewhere. The signal is tied to the forking thread,
@@ -131,6 +169,9 @@ func (r *run) startSession(dir string, restore bool) (*session, error) {
 		_ = inW.Close()
 		_ = stR.Close()
 		_ = stHold.Close()
+		if errFile != nil {
+			_ = errFile.Close()
+		}
 		return nil, err //nolint:wrapcheck // reported as "start: <err>"
 	}
 	s := &session{
@@ -139,7 +180,8 @@ func (r *run) startSession(dir string, restore bool) (*session, error) {
 		status: stR,
 		codes:  make(chan int, 4),
 		exited: make(chan struct{}),
-		stderr: errs,
+		stderr:  errs,
+		errFile: errFile,
 	}
 	r.pgids = append(r.pgids, s.pgid)
 	r.sessions = append(r.sessions, s)
@@ -278,6 +320,9 @@ func (s *session) close(grace time.Duration) {
 		_ = s.status.Close()
 	}
 	for range s.codes { //nolint:revive // drain until the reader goroutine is done
+	}
+	if s.errFile != nil {
+		_ = s.errFile.Close()
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -276,6 +277,11 @@ type ExecutorOptions struct {
 	Labels map[string]string
 	// Env adds environment variables (KEY=VALUE).
 	Env []string
+	// Dir is the process's working directory ("" is the test's).
+	Dir string
+	// DefaultDataDir leaves SLUICE_DATA_DIR unset: the executor uses the
+	// default, relative `.sluice` in Dir, as the README's command does.
+	DefaultDataDir bool
 }
 
 // Process is a real executor process.
@@ -342,7 +348,6 @@ func (e *Env) StartExecutor(opts ExecutorOptions) *Process {
 		"SLUICE_EXECUTOR_QUEUES="+strings.Join(queues, ","),
 		"SLUICE_EXECUTOR_LABELS="+strings.Join(labels, ","),
 		"SLUICE_API_URL="+e.APIURL,
-		"SLUICE_DATA_DIR="+dataDir,
 		"SLUICE_MEMBER_HEARTBEAT="+e.Config.MemberHeartbeat.String(),
 		"SLUICE_EXECUTOR_LIVENESS="+e.Config.LivenessTimeout.String(),
 		"SLUICE_LOG_LEVEL=info",
@@ -351,7 +356,15 @@ func (e *Env) StartExecutor(opts ExecutorOptions) *Process {
 		// container runtime say so in opts.Env.
 		"SLUICE_EXECUTOR_RUNTIME=host",
 	)
+	if opts.DefaultDataDir {
+		cmd.Env = slices.DeleteFunc(cmd.Env, func(kv string) bool {
+			return strings.HasPrefix(kv, "SLUICE_DATA_DIR=") || strings.HasPrefix(kv, "SLUICE_WORK_DIR=")
+		})
+	} else {
+		cmd.Env = append(cmd.Env, "SLUICE_DATA_DIR="+dataDir)
+	}
 	cmd.Env = append(cmd.Env, opts.Env...)
+	cmd.Dir = opts.Dir
 	p := &Process{Name: opts.Name, cmd: cmd, out: &bytes.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = &lockedWriter{p: p}, &lockedWriter{p: p}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
