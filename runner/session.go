@@ -175,11 +175,11 @@ func (r *run) startSession(dir string, restore bool) (*session, error) {
 		return nil, err //nolint:wrapcheck // reported as "start: <err>"
 	}
 	s := &session{
-		pgid:   cmd.Process.Pid,
-		stdin:  inW,
-		status: stR,
-		codes:  make(chan int, 4),
-		exited: make(chan struct{}),
+		pgid:    cmd.Process.Pid,
+		stdin:   inW,
+		status:  stR,
+		codes:   make(chan int, 4),
+		exited:  make(chan struct{}),
 		stderr:  errs,
 		errFile: errFile,
 	}
