@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -16,6 +17,8 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/sluice-ci/sluice/runner"
 )
 
 // How a build attempt talks to Temporal while it runs and when it ends.
@@ -218,13 +221,19 @@ type pendingResult struct {
 }
 
 // report hands a finished attempt's result to Temporal: saved to the outbox
-// first, then delivered until Temporal takes it. It returns
+// first, then, once logsDone returned (the steps' logs are complete on the
+// API), delivered until Temporal takes it. It returns
 // activity.ErrResultPending: the SDK must not report the result again.
-func (a *Activities) report(ctx context.Context, rep Reporter, token []byte, in RunBuildInput, res RunBuildResult) (RunBuildResult, error) {
+func (a *Activities) report(ctx context.Context, rep Reporter, token []byte, in RunBuildInput, res RunBuildResult, logsDone func()) (RunBuildResult, error) {
 	p := pendingResult{BuildID: in.BuildID, Attempt: in.Attempt, TaskToken: token, Result: res, Saved: time.Now()}
 	path, err := a.saveResult(p)
 	if err != nil {
 		a.Logger.Warn("build_result_not_saved", "build", in.BuildID, "attempt", in.Attempt, "error", err)
+	} else {
+		a.Logger.Debug("build_result_saved", "build", in.BuildID, "attempt", in.Attempt, "status", string(res.Status), "outbox", path)
+	}
+	if logsDone != nil {
+		logsDone()
 	}
 	if err := deliver(ctx, rep, p, path, a.Logger); err != nil {
 		a.Logger.Warn("build_result_undelivered", "build", in.BuildID, "attempt", in.Attempt, "error", err,
@@ -284,9 +293,11 @@ func deliver(ctx context.Context, rep Reporter, p pendingResult, path string, lo
 		var bad *serviceerror.InvalidArgument
 		switch {
 		case err == nil:
+			level := slog.LevelDebug
 			if warned || time.Since(p.Saved) > time.Second {
-				log.Info("build_result_delivered", "build", p.BuildID, "attempt", p.Attempt, "after", time.Since(p.Saved).Round(time.Millisecond).String())
+				level = slog.LevelInfo
 			}
+			log.Log(ctx, level, "build_result_delivered", "build", p.BuildID, "attempt", p.Attempt, "after", time.Since(p.Saved).Round(time.Millisecond).String())
 		case errors.As(err, &gone), errors.As(err, &bad):
 			log.Warn("build_result_dropped", "build", p.BuildID, "attempt", p.Attempt, "status", string(p.Result.Status), "error", err,
 				"why", "Temporal no longer waits for this attempt: it has the result already, or gave the attempt up after the heartbeat timeout and dispatched the build again")
@@ -353,4 +364,94 @@ func (a *Activities) DeliverPending(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// OutboxEntry is a result an executor saved and has not delivered yet.
+type OutboxEntry struct {
+	BuildID string
+	Attempt int
+	Saved   time.Time
+}
+
+// ReadOutbox lists the undelivered results in an executor's outbox
+// directory (SLUICE_DATA_DIR/outbox/<name>); a missing directory holds none.
+// Test harnesses read it to tell a build run twice because its executor
+// died holding the result from a defect.
+func ReadOutbox(dir string) ([]OutboxEntry, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read outbox: %w", err)
+	}
+	var out []OutboxEntry
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".json") || strings.HasPrefix(e.Name(), ".tmp-") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if errors.Is(err, os.ErrNotExist) {
+			continue // delivered meanwhile
+		}
+		var p pendingResult
+		if err == nil {
+			err = json.Unmarshal(data, &p)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("outbox entry %s: %w", e.Name(), err)
+		}
+		out = append(out, OutboxEntry{BuildID: p.BuildID, Attempt: p.Attempt, Saved: p.Saved})
+	}
+	return out, nil
+}
+
+// OutboxDir is the outbox directory of the executor name under dataDir.
+func OutboxDir(dataDir, name string) string {
+	return filepath.Join(dataDir, "outbox", strings.ReplaceAll(name, "/", "_"))
+}
+
+// lateCloseSink closes each step's log in the background: the runner goes
+// on (and the result reaches the outbox) while the log's last bytes ship to
+// the API, which may be slow; wait blocks until every log is complete.
+type lateCloseSink struct {
+	runner.LogSink
+	log   *slog.Logger
+	build string
+	wg    sync.WaitGroup
+}
+
+func (s *lateCloseSink) Open(step string) (io.WriteCloser, error) {
+	w, err := s.LogSink.Open(step)
+	if err != nil {
+		return nil, err //nolint:wrapcheck // the sink's own error
+	}
+	return &lateCloser{WriteCloser: w, s: s, step: step}, nil
+}
+
+// wait blocks until every step log opened so far is closed (each close is
+// bounded by the log store's own timeout) and logs those that failed.
+func (s *lateCloseSink) wait() {
+	if s == nil {
+		return
+	}
+	s.wg.Wait()
+}
+
+type lateCloser struct {
+	io.WriteCloser
+	s    *lateCloseSink
+	step string
+	once sync.Once
+}
+
+func (c *lateCloser) Close() error {
+	c.once.Do(func() {
+		c.s.wg.Go(func() {
+			if err := c.WriteCloser.Close(); err != nil {
+				c.s.log.Warn("build_log_incomplete", "build", c.s.build, "step", c.step, "error", err)
+			}
+		})
+	})
+	return nil
 }

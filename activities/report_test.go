@@ -155,7 +155,7 @@ func TestReportDeliversThroughAnOutage(t *testing.T) {
 		mu.Unlock()
 	}()
 	res := RunBuildResult{Executor: "exec", Status: runner.StatusSuccess, LogKey: "p/j/1/1"}
-	_, err := a.report(t.Context(), rep, []byte("token"), RunBuildInput{BuildID: "p/j/1", Attempt: 1}, res)
+	_, err := a.report(t.Context(), rep, []byte("token"), RunBuildInput{BuildID: "p/j/1", Attempt: 1}, res, nil)
 	require.ErrorIs(t, err, activity.ErrResultPending)
 	require.Equal(t, []RunBuildResult{res}, rep.results())
 	entries, err := os.ReadDir(a.Outbox)
@@ -208,4 +208,22 @@ func TestDeliverLeavesTheEntryWhenStopping(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 
 	require.FileExists(t, path)
+}
+
+func TestReadOutbox(t *testing.T) {
+	t.Parallel()
+	dir := OutboxDir(t.TempDir(), "exec/1")
+	none, err := ReadOutbox(dir)
+	require.NoError(t, err)
+	require.Empty(t, none)
+	a := &Activities{Outbox: dir}
+	saved := time.Now()
+	_, err = a.saveResult(pendingResult{BuildID: "p/a/3", Attempt: 2, Saved: saved})
+	require.NoError(t, err)
+	got, err := ReadOutbox(dir)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, "p/a/3", got[0].BuildID)
+	require.Equal(t, 2, got[0].Attempt)
+	require.WithinDuration(t, saved, got[0].Saved, time.Millisecond)
 }

@@ -113,6 +113,10 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 	rep := a.reporter(ctx)
 	hb := newHeartbeater(runCtx, rep, info.TaskToken, name, info.HeartbeatTimeout, cancelRun, a.Logger)
 	defer hb.stop()
+	// The steps' logs ship in the background once each step ends, so that
+	// the result reaches the outbox without waiting for the API; it is
+	// delivered only once they are complete.
+	late := &lateCloseSink{log: a.Logger, build: in.BuildID}
 
 	dir := filepath.Join(a.WorkDir, filepath.FromSlash(in.BuildID), "attempt-"+strconv.Itoa(in.Attempt))
 	if err := os.RemoveAll(dir); err != nil {
@@ -144,9 +148,9 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 	if err != nil {
 		if runCtx.Err() != nil {
 			res.Status, res.Reason = runner.StatusAborted, "aborted during checkout"
-			return a.finish(ctx, runCtx, rep, hb, &stopped, info.TaskToken, in, res)
+			return a.finish(ctx, runCtx, rep, hb, late, &stopped, info.TaskToken, in, res)
 		}
-		return a.finish(ctx, runCtx, rep, hb, &stopped, info.TaskToken, in,
+		return a.finish(ctx, runCtx, rep, hb, late, &stopped, info.TaskToken, in,
 			fail(res, fmt.Sprintf("check out %s at %s: %v", in.Repo, short(in.SHA), err)))
 	}
 
@@ -160,9 +164,9 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 		if err != nil {
 			if runCtx.Err() != nil {
 				res.Status, res.Reason = runner.StatusAborted, "aborted while fetching secrets"
-				return a.finish(ctx, runCtx, rep, hb, &stopped, info.TaskToken, in, res)
+				return a.finish(ctx, runCtx, rep, hb, late, &stopped, info.TaskToken, in, res)
 			}
-			return a.finish(ctx, runCtx, rep, hb, &stopped, info.TaskToken, in, fail(res, "secrets: "+err.Error()))
+			return a.finish(ctx, runCtx, rep, hb, late, &stopped, info.TaskToken, in, fail(res, "secrets: "+err.Error()))
 		}
 		if len(withheld) > 0 {
 			a.Logger.Info("secrets_withheld_from_pr_build", "build", in.BuildID, "secrets", strings.Join(withheld, ","))
@@ -191,7 +195,7 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 	spec.ControlDir = dir + ".ctl"
 	defer a.removeDir(spec.ControlDir)
 	if err := freshDir(spec.ControlDir); err != nil {
-		return a.finish(ctx, runCtx, rep, hb, &stopped, info.TaskToken, in,
+		return a.finish(ctx, runCtx, rep, hb, late, &stopped, info.TaskToken, in,
 			fail(res, fmt.Sprintf("prepare control directory %s: %v", spec.ControlDir, err)))
 	}
 	// removeContainer removes the attempt's container, once: before the
@@ -216,9 +220,9 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 		if err != nil {
 			if runCtx.Err() != nil {
 				res.Status, res.Reason = runner.StatusAborted, "aborted while starting the container"
-				return a.finish(ctx, runCtx, rep, hb, &stopped, info.TaskToken, in, res)
+				return a.finish(ctx, runCtx, rep, hb, late, &stopped, info.TaskToken, in, res)
 			}
-			return a.finish(ctx, runCtx, rep, hb, &stopped, info.TaskToken, in, fail(res, err.Error()))
+			return a.finish(ctx, runCtx, rep, hb, late, &stopped, info.TaskToken, in, fail(res, err.Error()))
 		}
 		var once sync.Once
 		removeContainer = func() {
@@ -232,6 +236,7 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 		spec.Container = ctr
 		spec.Env = containerEnv(in, ctr.Dir, name, secrets)
 	}
+	late.LogSink, spec.Logs = spec.Logs, late
 	var groups string
 	if spec.Container == nil && a.GroupRecords != "" {
 		// Recorded so that this executor, started again after dying
@@ -255,7 +260,7 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 	for _, s := range out.Steps {
 		res.Steps = append(res.Steps, StepResult{Name: s.Name, ExitCode: s.ExitCode, Start: s.Start, End: s.End, Skipped: s.Skipped})
 	}
-	return a.finish(ctx, runCtx, rep, hb, &stopped, info.TaskToken, in, res)
+	return a.finish(ctx, runCtx, rep, hb, late, &stopped, info.TaskToken, in, res)
 }
 
 // claim claims the build, heartbeating while the claim waits (a controller
@@ -273,7 +278,7 @@ func (a *Activities) claim(ctx context.Context, in RunBuildInput, executor strin
 // an error for the workflow to dispatch again; a result goes to Temporal
 // through the outbox, unless nobody waits for it any more (the attempt is
 // gone or timed out), in which case the SDK's report fails harmlessly.
-func (a *Activities) finish(ctx, runCtx context.Context, rep Reporter, hb *heartbeater, stopped *atomic.Bool,
+func (a *Activities) finish(ctx, runCtx context.Context, rep Reporter, hb *heartbeater, late *lateCloseSink, stopped *atomic.Bool,
 	token []byte, in RunBuildInput, res RunBuildResult,
 ) (RunBuildResult, error) {
 	hb.stop()
@@ -281,14 +286,16 @@ func (a *Activities) finish(ctx, runCtx context.Context, rep Reporter, hb *heart
 	queueName := strings.TrimPrefix(activity.GetInfo(ctx).TaskQueue, "queue/")
 	switch {
 	case stopped.Load() && ctx.Err() == nil:
+		late.wait()
 		a.finished(queueName, "interrupted")
 		return res, temporal.NewApplicationError(fmt.Sprintf("executor %s stopped during build %s", res.Executor, in.BuildID), ErrTypeExecutorStopped)
 	case ctx.Err() != nil, errors.Is(cause, errAttemptGone), errors.Is(cause, errUnreachable):
+		late.wait()
 		a.finished(queueName, "interrupted")
 		return res, nil
 	}
 	a.finished(queueName, string(res.Status))
-	return a.report(ctx, rep, token, in, res)
+	return a.report(ctx, rep, token, in, res, func() { late.wait() })
 }
 
 func fail(res RunBuildResult, reason string) RunBuildResult {

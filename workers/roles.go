@@ -56,7 +56,7 @@ func (o Options) activities() *activities.Activities {
 		Reporter:       o.Client,
 		// One outbox per member: a controller and an executor may share a
 		// data directory (sluice dev).
-		Outbox: filepath.Join(o.Config.DataDir, "outbox", strings.ReplaceAll(o.Name, "/", "_")),
+		Outbox: activities.OutboxDir(o.Config.DataDir, o.Name),
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-ci/sluice/api"
+	"github.com/sluice-ci/sluice/internal/steprecords"
 )
 
 // queueName is the queue every chaos build runs on: executors only, two
@@ -59,10 +60,7 @@ func pipelineSpec(sh shape, index int, rec string) string {
 // record is one short echo appended with O_APPEND, so lines from concurrent
 // steps on different executors never interleave.
 func recordCommand(rec string, secs int) string {
-	line := func(what string) string {
-		return fmt.Sprintf(`echo "$SD_BUILD_ID $SD_BUILD_ATTEMPT %s $(date +%%s%%N) $SD_EXECUTOR" >> %s`, what, rec)
-	}
-	return fmt.Sprintf("%s; sleep %d; %s", line("start"), secs, line("end"))
+	return steprecords.Command(rec, fmt.Sprintf("sleep %d", secs))
 }
 
 // makeRepo creates a git repository on branch main holding the spec.
