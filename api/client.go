@@ -72,7 +72,7 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	if err != nil {
 		return fmt.Errorf("build request: %w", err)
 	}
-	if body != nil {
+	if body != nil || !safeMethod(method) {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.Token != "" {

@@ -187,12 +187,13 @@ func TestClientSendsBodyAndToken(t *testing.T) {
 	require.Equal(t, "application/json", got.ContentType)
 	require.JSONEq(t, `{"sha": "abcd", "type": "commit"}`, got.Body)
 
-	// Requests without a body carry no Content-Type; without a token, no Authorization.
+	// State-changing requests say JSON even without a body (the API
+	// refuses the CORS-simple types); without a token, no Authorization.
 	c.Token = ""
 	require.NoError(t, c.CancelEvent(context.Background(), "app/4"))
 	got = f.last(t)
 	require.Empty(t, got.Auth)
-	require.Empty(t, got.ContentType)
+	require.Equal(t, "application/json", got.ContentType)
 	require.Empty(t, got.Body)
 }
 

@@ -46,7 +46,10 @@ type Deps struct {
 	// TemporalUI is the Temporal Web UI's base URL; the pages link each
 	// event and build to its workflow there ("" leaves the links out).
 	TemporalUI string
-	Logger     *slog.Logger
+	// LoopbackOnly, set when the API listens on loopback only, makes it
+	// answer only requests whose Host names loopback (DNS rebinding).
+	LoopbackOnly bool
+	Logger       *slog.Logger
 }
 
 type handler struct {
@@ -111,7 +114,7 @@ func NewHandler(d Deps) http.Handler {
 	if d.Metrics != nil {
 		mux.Handle("GET /metrics", d.Metrics.Handler())
 	}
-	return h.recover(h.measured(mux, h.authenticated(mux)))
+	return h.recover(h.measured(mux, h.guarded(h.authenticated(jsonOnly(mux)))))
 }
 
 // measured records each request's latency under its route pattern (not its
@@ -128,8 +131,18 @@ func (h *handler) measured(mux *http.ServeMux, next http.Handler) http.Handler {
 			route = "unmatched"
 		}
 		next.ServeHTTP(sw, r)
-		h.d.Metrics.requests.WithLabelValues(r.Method, route, strconv.Itoa(sw.status)).Observe(time.Since(start).Seconds())
+		h.d.Metrics.requests.WithLabelValues(methodLabel(r.Method), route, strconv.Itoa(sw.status)).Observe(time.Since(start).Seconds())
 	})
+}
+
+// methodLabel maps a request method to a fixed set, so that a client
+// sending made-up methods cannot grow the metrics without bound.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
+		return m
+	}
+	return "other"
 }
 
 // authenticated refuses /api/v1 requests that do not authenticate, before
@@ -648,6 +661,18 @@ func (h *handler) webhook(provider string) http.HandlerFunc {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 		if err != nil {
 			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("webhook body: %v", err))
+			return
+		}
+		secret, secretVar := h.d.GitHubSecret, "SLUICE_GITHUB_SECRET"
+		if provider == "gitlab" {
+			secret, secretVar = h.d.GitLabSecret, "SLUICE_GITLAB_SECRET"
+		}
+		if secret == "" && (h.d.Authenticate != nil || !remoteLoopback(r)) {
+			// Unsigned deliveries would let anyone start events: they are
+			// taken only by an install without authentication (sluice dev)
+			// and only from this machine.
+			h.d.Metrics.webhook(provider, "unauthorized")
+			writeError(w, http.StatusForbidden, fmt.Sprintf("%s webhooks are refused: %s is not set, so deliveries cannot be verified (unsigned deliveries are accepted only from this machine when authentication is off)", provider, secretVar))
 			return
 		}
 		var hook *scm.Hook

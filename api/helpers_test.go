@@ -62,6 +62,12 @@ func call(t *testing.T, h http.Handler, method, target, body string, hdr http.He
 		rd = strings.NewReader(body)
 	}
 	req := httptest.NewRequestWithContext(context.Background(), method, target, rd)
+	// As the CLI does: JSON on every state-changing request, from this
+	// machine (tests of the browser and webhook guards set their own).
+	req.RemoteAddr = "127.0.0.1:40000"
+	if method != http.MethodGet && method != http.MethodHead && hdr.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for k, vs := range hdr {
 		for _, v := range vs {
 			req.Header.Add(k, v)

@@ -119,7 +119,9 @@ func TestSecretRoutesNeedPrivileges(t *testing.T) {
 			t.Parallel()
 			h := newHandler(t, api.Deps{Secrets: store, Authenticate: func(*http.Request) (queue.Identity, error) { return tc.who, nil }})
 			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body)))
+			req := httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body))
+			req.Header.Set("Content-Type", "application/json")
+			h.ServeHTTP(rec, req)
 			require.Equal(t, http.StatusForbidden, rec.Code, rec.Body.String())
 			var body api.ErrorBody
 			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body))

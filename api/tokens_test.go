@@ -165,6 +165,9 @@ func TestTokensGuardTheAPI(t *testing.T) {
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
+		if method != http.MethodGet {
+			req.Header.Set("Content-Type", "application/json")
+		}
 		resp, err := srv.Client().Do(req)
 		require.NoError(t, err)
 		defer func() { _ = resp.Body.Close() }()

@@ -198,9 +198,16 @@ func safeNext(next string) string {
 	return next
 }
 
+// loginErrors are the only messages the sign-in page shows from its URL
+// (?error=<code>): it never reflects text a link could choose.
+var loginErrors = map[string]string{
+	"expired": "your session ended: sign in again",
+	"invalid": "that token is not valid",
+}
+
 func (wh *webHandler) loginPage(w http.ResponseWriter, r *http.Request) {
 	wh.render(w, http.StatusOK, "login.html", pageData{Title: "sign in", Data: map[string]any{
-		"Next": safeNext(r.URL.Query().Get("next")), "Error": r.URL.Query().Get("error"), "Open": wh.h.d.Authenticate == nil,
+		"Next": safeNext(r.URL.Query().Get("next")), "Error": loginErrors[r.URL.Query().Get("error")], "Open": wh.h.d.Authenticate == nil,
 	}})
 }
 

@@ -52,7 +52,7 @@ func (s *Service) Webhook(ctx context.Context, hook *scm.Hook) WebhookResult {
 	t := workflows.Trigger{
 		Kind: workflows.TriggerKind(hook.Kind), Branch: hook.Branch, Ref: hook.Ref, SHA: hook.SHA, Before: hook.Before,
 		PR: hook.PRNumber, ChangedFiles: hook.ChangedFiles, Sender: hook.Sender,
-		DeliveryID: hook.Provider + ":" + hook.DeliveryID,
+		DeliveryID: hook.Provider + ":" + hook.BodyHash, // the body, not the unsigned header: a replay is a duplicate
 	}
 	for _, p := range ps {
 		if !hook.Matches(p.Repo) {

@@ -51,7 +51,7 @@ type Config struct {
 	MetricsPort int `env:"SLUICE_METRICS_PORT" envDefault:"0" desc:"embedded Temporal server Prometheus port (0 disables)"`
 
 	// APIAddr is where the HTTP API listens.
-	APIAddr string `env:"SLUICE_API_ADDR" envDefault:":8080" desc:"HTTP API listen address"`
+	APIAddr string `env:"SLUICE_API_ADDR" envDefault:"127.0.0.1:8080" desc:"HTTP API listen address (loopback by default: 0.0.0.0:8080 or :8080 to reach it from other machines, with SLUICE_API_TOKENS_FILE); on loopback it answers only requests whose Host is localhost, 127.0.0.1 or [::1]"`
 	// APIURL is how the CLI and remote executors reach the API.
 	APIURL string `env:"SLUICE_API_URL" envDefault:"http://localhost:8080" desc:"base URL of the API, used by the CLI and by executors to ship logs"`
 	// APITokensFile turns on bearer-token authentication for /api/v1.

@@ -31,7 +31,7 @@ func TestLoadDefaults(t *testing.T) {
 		Host:              "127.0.0.1",
 		TemporalPort:      7233,
 		UIPort:            8233,
-		APIAddr:           ":8080",
+		APIAddr:           "127.0.0.1:8080",
 		APIURL:            "http://localhost:8080",
 		GitHubAPIURL:      "https://api.github.com/",
 		GitLabURL:         "https://gitlab.com",

@@ -116,7 +116,10 @@ func ParseGitHub(h http.Header, body []byte, secret string) (*Hook, error) {
 	if err != nil {
 		return nil, err
 	}
-	hook := &Hook{Provider: ProviderGitHub, DeliveryID: deliveryID(h, githubDeliveryHeader, body)}
+	hook, err := newHook(ProviderGitHub, h, githubDeliveryHeader, body)
+	if err != nil {
+		return nil, err
+	}
 	switch event {
 	case "push":
 		err = parseGitHubPush(hook, payload)

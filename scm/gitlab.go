@@ -124,8 +124,10 @@ func ParseGitLab(h http.Header, body []byte, secret string) (*Hook, error) {
 		}
 		event = carried
 	}
-	hook := &Hook{Provider: ProviderGitLab, DeliveryID: deliveryID(h, gitlabDeliveryHeader, body)}
-	var err error
+	hook, err := newHook(ProviderGitLab, h, gitlabDeliveryHeader, body)
+	if err != nil {
+		return nil, err
+	}
 	switch event {
 	case gitlabPush, gitlabTagPush:
 		err = parseGitLabPush(hook, event, body)

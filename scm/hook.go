@@ -47,6 +47,10 @@ type Hook struct {
 	// hash of the body when the header is absent; redeliveries keep it, so it
 	// deduplicates events.
 	DeliveryID string
+	// BodyHash is a hash of the delivery's body (covered by GitHub's
+	// signature, unlike the delivery header): a redelivery or a replay has
+	// the same one, so it, not DeliveryID, deduplicates events.
+	BodyHash string
 	// Kind is what happened.
 	Kind HookKind
 	// RepoURLs are the repository URLs the payload names (clone, ssh, web),
@@ -101,13 +105,26 @@ func (h *Hook) Matches(location string) bool {
 	return false
 }
 
-// deliveryID returns the delivery header's value, or a hash of the body.
-func deliveryID(h http.Header, header string, body []byte) string {
-	if id := strings.TrimSpace(h.Get(header)); id != "" {
-		return id
-	}
+// maxDeliveryID bounds a delivery header (providers send UUIDs).
+const maxDeliveryID = 64
+
+// deliveryHeader matches a well-formed delivery ID.
+var deliveryHeader = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)
+
+// newHook starts a Hook for a delivery: its delivery ID is the delivery
+// header's value (refused when longer than 64 bytes or not a UUID-like
+// token), or "body-" and a hash of the body when the header is absent.
+func newHook(provider string, h http.Header, header string, body []byte) (*Hook, error) {
 	sum := sha256.Sum256(body)
-	return "body-" + hex.EncodeToString(sum[:16])
+	hash := hex.EncodeToString(sum[:16])
+	hook := &Hook{Provider: provider, DeliveryID: "body-" + hash, BodyHash: hash}
+	if id := strings.TrimSpace(h.Get(header)); id != "" {
+		if len(id) > maxDeliveryID || !deliveryHeader.MatchString(id) {
+			return nil, fmt.Errorf("%w: header %s: want a delivery ID of at most %d letters, digits and -._: (a UUID), got %d bytes", ErrBadPayload, header, maxDeliveryID, len(id))
+		}
+		hook.DeliveryID = id
+	}
+	return hook, nil
 }
 
 // decodeJSON unmarshals a payload, turning failures into ErrBadPayload errors

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -48,7 +49,10 @@ func (tc hookCase) check(t *testing.T, got *Hook, err error) {
 		return
 	}
 	require.NoError(t, err)
-	require.Equal(t, tc.want, got)
+	require.Len(t, got.BodyHash, 32, "every hook carries its body's hash")
+	want := *tc.want
+	want.BodyHash = got.BodyHash
+	require.Equal(t, &want, got)
 }
 
 // githubSign returns the X-Hub-Signature-256 value for body.
@@ -396,4 +400,27 @@ func TestHookMatches(t *testing.T) {
 			require.Equal(t, tc.want, hook.Matches(tc.location))
 		})
 	}
+}
+
+// A delivery header that is not a short UUID-like token is refused (a 450 KB
+// X-GitHub-Delivery once made a pipeline's state too large to load), and a
+// replay of a signed body under a fresh delivery ID has the same body hash,
+// which is what deduplicates events.
+func TestDeliveryHeaderBoundedAndBodyHashDeduplicates(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"ref":"refs/heads/main","after":"da1560886d4f094c3e6c9ef40349f7d38b5d27d7","before":"95790bf891e76fee5e1747ab589903a6a1f80f22","repository":{"full_name":"o/r","clone_url":"https://github.com/o/r.git"},"sender":{"login":"x"}}`)
+	h := func(id string) http.Header {
+		return http.Header{"X-Github-Event": {"push"}, "X-Github-Delivery": {id}, "X-Hub-Signature-256": {githubSign("s", body)}}
+	}
+	_, err := ParseGitHub(h(strings.Repeat("a", 65)), body, "s")
+	require.ErrorIs(t, err, ErrBadPayload)
+	require.ErrorContains(t, err, "X-GitHub-Delivery: want a delivery ID of at most 64")
+	_, err = ParseGitHub(h("abc def"), body, "s")
+	require.ErrorIs(t, err, ErrBadPayload)
+	first, err := ParseGitHub(h("11111111-2222-3333-4444-555555555555"), body, "s")
+	require.NoError(t, err)
+	replay, err := ParseGitHub(h("99999999-2222-3333-4444-555555555555"), body, "s")
+	require.NoError(t, err)
+	require.NotEqual(t, first.DeliveryID, replay.DeliveryID)
+	require.Equal(t, first.BodyHash, replay.BodyHash)
 }

@@ -87,6 +87,16 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
+	if err := webhookSecretsRequired(cfg, auth != nil); err != nil {
+		return err
+	}
+	if cfg.GitHubSecret == "" || cfg.GitLabSecret == "" {
+		log.Warn("webhooks_unverified", "reason", "SLUICE_GITHUB_SECRET or SLUICE_GITLAB_SECRET is not set: unsigned deliveries are accepted only from this machine")
+	}
+	if !api.LoopbackAddr(cfg.APIAddr) && auth == nil {
+		log.Warn("api_open_to_the_network", "address", cfg.APIAddr,
+			"reason", "authentication is off and the API listens beyond loopback: anyone who reaches this address can run builds on this machine; set SLUICE_API_TOKENS_FILE or listen on 127.0.0.1")
+	}
 	addr := cfg.TemporalAddress
 	var stack *devstack.Stack
 	if addr == "" {
@@ -221,6 +231,27 @@ func authenticator(cfg *config.Config, log *slog.Logger) (func(*http.Request) (q
 	return t.Authenticate, nil
 }
 
+// webhookSecretsRequired refuses an authenticated API whose webhooks could
+// not be verified: with tokens on, anyone could otherwise start events
+// through an unsigned delivery.
+func webhookSecretsRequired(cfg *config.Config, authOn bool) error {
+	if !authOn {
+		return nil
+	}
+	var missing []string
+	if cfg.GitHubSecret == "" {
+		missing = append(missing, "SLUICE_GITHUB_SECRET")
+	}
+	if cfg.GitLabSecret == "" {
+		missing = append(missing, "SLUICE_GITLAB_SECRET")
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s not set: with SLUICE_API_TOKENS_FILE on, every webhook must be verifiable (set a random secret here and in the provider's webhook settings; one you do not use can be any long random string)",
+		config.ErrInvalid, strings.Join(missing, " and "))
+}
+
 // openSecrets opens the API's secret store under the data directory.
 func openSecrets(cfg *config.Config, log *slog.Logger) (*api.SecretStore, error) {
 	secrets, generated, err := api.OpenSecretStore(filepath.Join(cfg.DataDir, "secrets"), cfg.SecretKey)
@@ -244,7 +275,7 @@ func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Sto
 	h := api.NewHandler(api.Deps{
 		Service: svc, Logs: store, Logger: log, Secrets: secrets, Metrics: api.NewMetrics(svc),
 		GitHubSecret: cfg.GitHubSecret, GitLabSecret: cfg.GitLabSecret,
-		Authenticate: auth, TemporalUI: cfg.TemporalUIURL,
+		Authenticate: auth, TemporalUI: cfg.TemporalUIURL, LoopbackOnly: api.LoopbackAddr(cfg.APIAddr),
 		Ready: func(ctx context.Context) error {
 			_, err := c.CheckHealth(ctx, &client.CheckHealthRequest{})
 			return err
@@ -358,6 +389,9 @@ SLUICE_DATA_DIR/logs: give every API replica the same volume.`,
 			log := a.logger(cfg)
 			auth, err := authenticator(cfg, log)
 			if err != nil {
+				return err
+			}
+			if err := webhookSecretsRequired(cfg, auth != nil); err != nil {
 				return err
 			}
 			c, err := dialCluster(cmd.Context(), cfg, log)
