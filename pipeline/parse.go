@@ -25,7 +25,11 @@ func Parse(data []byte) (*Spec, error) {
 // Screwdriver does). Every problem found is reported at once in a *ValidationError
 // (errors.Is(err, ErrInvalidSpec) holds); warnings go to Spec.Warnings.
 func ParseWithOptions(data []byte, opts Options) (*Spec, error) {
-	p := &parser{opts: opts, conv: &converter{budget: maxValueNodes}}
+	if len(data) > MaxSpecBytes {
+		return nil, &ValidationError{Problems: []Problem{{Message: fmt.Sprintf(
+			"pipeline spec is %d bytes; the limit is %d (1 MiB)", len(data), MaxSpecBytes)}}}
+	}
+	p := &parser{opts: opts, conv: &converter{budget: maxValueNodes, bytes: expansionBudget(len(data))}}
 	root := p.load(data)
 	var spec *Spec
 	if root != nil {
@@ -114,6 +118,21 @@ func (p *parser) load(data []byte) *value {
 	}
 	p.add("", "version", "Configuration is too ambigious - contains multiple documents without a version hint")
 	return nil
+}
+
+// reservedEnvName says why a job may not set the variable name (it steers
+// the dynamic loader, character conversion, the container runtime's client
+// or outgoing proxies of the executor's own processes), or "".
+func reservedEnvName(name string) string {
+	switch {
+	case strings.HasPrefix(name, "LD_"), name == "GCONV_PATH":
+		return "variables of the dynamic loader (LD_*, GCONV_PATH) are reserved"
+	case strings.HasPrefix(name, "DOCKER_"), strings.HasPrefix(name, "CONTAINERS_"), strings.HasPrefix(name, "PODMAN_"):
+		return "variables of the container runtime (DOCKER_*, CONTAINERS_*, PODMAN_*) are reserved"
+	case strings.HasSuffix(name, "_PROXY"):
+		return "proxy variables (*_PROXY) are reserved for the executor"
+	}
+	return ""
 }
 
 // rawStep is one written step.
@@ -403,6 +422,10 @@ func (p *parser) jobLike(v *value, name, path string) *rawJob {
 					p.add(jobRef, "environment."+ek, "\"%s.%s\" %s", field, ek, envNameMessage)
 					continue
 				}
+				if why := reservedEnvName(ek); why != "" {
+					p.add(jobRef, "environment."+ek, "\"%s.%s\" is not allowed: %s", field, ek, why)
+					continue
+				}
 				j.env[ek] = val.vals[ei].jsString()
 			}
 		case "matrix":
@@ -413,6 +436,10 @@ func (p *parser) jobLike(v *value, name, path string) *rawJob {
 			for mi, mk := range val.keys {
 				if !reEnvName.MatchString(mk) {
 					p.add(jobRef, "matrix."+mk, "\"%s.%s\" %s", field, mk, envNameMessage)
+					continue
+				}
+				if why := reservedEnvName(mk); why != "" {
+					p.add(jobRef, "matrix."+mk, "\"%s.%s\" is not allowed: %s", field, mk, why)
 					continue
 				}
 				mv := val.vals[mi]
@@ -435,6 +462,10 @@ func (p *parser) jobLike(v *value, name, path string) *rawJob {
 			for si, s := range list {
 				if !reEnvName.MatchString(s) {
 					p.add(jobRef, fmt.Sprintf("secrets[%d]", si), "\"%s[%d]\" with value %q fails to match the required pattern: /^[A-Z_][A-Z0-9_]*$/", field, si, s)
+					continue
+				}
+				if why := reservedEnvName(s); why != "" {
+					p.add(jobRef, fmt.Sprintf("secrets[%d]", si), "\"%s[%d]\" %q is not allowed: %s", field, si, s, why)
 					continue
 				}
 				j.secrets = append(j.secrets, s)

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -468,4 +469,78 @@ func TestImageFromShared(t *testing.T) {
 	spec, err := Parse([]byte("shared: {image: node:22}\njobs: {main: {steps: [x]}}\n"))
 	require.NoError(t, err)
 	require.Equal(t, "node:22", spec.Jobs["main"].Permutations[0].Image)
+}
+
+// Hostile specs (review finding 10; a fork's pull request is enough to send
+// one) are refused quickly with an error that says why.
+func TestHostileSpecsRefused(t *testing.T) {
+	t.Parallel()
+	// Billion laughs: each level multiplies the one before by ten.
+	var b strings.Builder
+	b.WriteString("a0: &a0 [\"lol\"]\n")
+	for i := 1; i <= 9; i++ {
+		fmt.Fprintf(&b, "a%d: &a%d [", i, i)
+		for j := range 10 {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "*a%d", i-1)
+		}
+		b.WriteString("]\n")
+	}
+	b.WriteString("jobs: {main: {image: alpine, requires: [~commit], steps: [{x: *a9}]}}\n")
+	_, err := Parse([]byte(b.String()))
+	require.ErrorIs(t, err, ErrInvalidSpec)
+	require.Contains(t, err.Error(), "expand")
+
+	// One big anchored command referenced by many steps: few nodes, many bytes.
+	big := strings.Repeat("x", 64<<10)
+	var s strings.Builder
+	fmt.Fprintf(&s, "shared: {image: alpine}\ncmd: &c %q\njobs:\n  main:\n    requires: [~commit]\n    steps:\n", big)
+	for i := range 2000 {
+		fmt.Fprintf(&s, "      - s%d: *c\n", i)
+	}
+	_, err = Parse([]byte(s.String()))
+	require.ErrorIs(t, err, ErrInvalidSpec)
+	require.Contains(t, err.Error(), "aliases expand the document past its limit")
+
+	// A spec file over 1 MiB.
+	huge := "jobs: {main: {image: alpine, requires: [~commit], steps: [{x: " + strconv.Quote(strings.Repeat("y", MaxSpecBytes)) + "}]}}\n"
+	_, err = Parse([]byte(huge))
+	require.ErrorIs(t, err, ErrInvalidSpec)
+	require.Contains(t, err.Error(), "the limit is 1048576 (1 MiB)")
+
+	// Anchors as teams use them still parse: a step list shared by 30 jobs.
+	var ok strings.Builder
+	ok.WriteString("shared: {image: alpine}\njobs:\n  j0: {requires: [~commit], steps: &steps [{build: make build}, {test: make test}, {lint: make lint}]}\n")
+	for i := 1; i < 30; i++ {
+		fmt.Fprintf(&ok, "  j%d: {requires: [~commit], steps: *steps}\n", i)
+	}
+	spec, err := Parse([]byte(ok.String()))
+	require.NoError(t, err)
+	require.Len(t, spec.Jobs, 30)
+}
+
+// Variables that steer the executor's own processes (the container
+// runtime's client, the dynamic loader, proxies) are not a job's to set
+// (review finding 6).
+func TestReservedVariableNamesRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ field, name string }{
+		{"environment", "LD_PRELOAD"}, {"environment", "LD_LIBRARY_PATH"}, {"environment", "GCONV_PATH"},
+		{"environment", "DOCKER_HOST"}, {"environment", "CONTAINERS_CONF"}, {"environment", "HTTPS_PROXY"},
+		{"matrix", "LD_AUDIT"},
+	} {
+		value := "x"
+		if tc.field == "matrix" {
+			value = "[x]"
+		}
+		spec := fmt.Sprintf("jobs: {main: {image: alpine, requires: [~commit], %s: {%s: %s}, steps: [{a: true}]}}\n", tc.field, tc.name, value)
+		_, err := Parse([]byte(spec))
+		require.ErrorIs(t, err, ErrInvalidSpec, tc.name)
+		require.Contains(t, err.Error(), tc.name+"\" is not allowed", tc.name)
+	}
+	_, err := Parse([]byte("jobs: {main: {image: alpine, requires: [~commit], secrets: [LD_PRELOAD], steps: [{a: true}]}}\n"))
+	require.ErrorIs(t, err, ErrInvalidSpec)
+	require.Contains(t, err.Error(), "dynamic loader")
 }

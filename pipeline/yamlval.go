@@ -96,13 +96,28 @@ func (v *value) truthy() bool {
 const (
 	maxValueNodes = 200_000
 	maxValueDepth = 100
+	// MaxSpecBytes bounds a pipeline spec file, and what its aliases
+	// expand it to.
+	MaxSpecBytes = 1 << 20
+	// minExpansion is what even a small spec may expand to through its
+	// anchors (shared step lists reused by many jobs).
+	minExpansion = 64 << 10
 )
 
-var errTooComplex = errors.New("document is too large or too deeply nested (aliases expand past the limit)")
+var (
+	errTooComplex = errors.New("document is too large or too deeply nested (aliases expand past the limit)")
+	errTooLarge   = errors.New("aliases expand the document past its limit (10 times its size, at least 64 KiB and at most 1 MiB of text)")
+)
 
-// converter turns yaml.Nodes into values within a node budget.
+// expansionBudget is how many bytes of scalars a document of n bytes may
+// expand to, aliases counted each time they are used.
+func expansionBudget(n int) int { return min(MaxSpecBytes, max(10*n, minExpansion)) }
+
+// converter turns yaml.Nodes into values within a node budget and a byte
+// budget (every scalar's text, each time an alias repeats it).
 type converter struct {
 	budget int
+	bytes  int
 }
 
 func (c *converter) convert(n *yaml.Node, depth int) (*value, error) {
@@ -131,6 +146,10 @@ func (c *converter) convertNode(n *yaml.Node, depth int) (*value, error) {
 		}
 		return c.convert(n.Alias, depth+1)
 	case yaml.ScalarNode:
+		c.bytes -= len(n.Value) + 1
+		if c.bytes < 0 {
+			return nil, errTooLarge
+		}
 		return scalarValue(n), nil
 	case yaml.SequenceNode:
 		v := &value{kind: kSeq, items: make([]*value, 0, len(n.Content))}
