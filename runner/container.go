@@ -63,7 +63,7 @@ func probe(ctx context.Context, rt string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, rt, "info").CombinedOutput() //nolint:gosec // rt is docker or podman
+	out, err := runtimeCmd(ctx, rt, "info").CombinedOutput() //nolint:gosec // rt is docker or podman
 	if err != nil {
 		return fmt.Errorf("%s info failed: %s", rt, lastLine(out, err))
 	}
@@ -122,7 +122,7 @@ func StartContainer(ctx context.Context, o ContainerOptions, dir, controlDir str
 		args = append(args, "--memory", o.Memory)
 	}
 	args = append(args, o.Image, "-c", keepAlive)
-	out, err := exec.CommandContext(ctx, o.Runtime, args...).Output() //nolint:gosec // the image and options are the job's
+	out, err := runtimeCmd(ctx, o.Runtime, args...).Output() //nolint:gosec // the image and options are the job's
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
@@ -142,7 +142,7 @@ func RemoveContainer(ctx context.Context, runtime, id string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, runtime, args...).CombinedOutput(); err != nil { //nolint:gosec // fixed arguments
+	if out, err := runtimeCmd(ctx, runtime, args...).CombinedOutput(); err != nil { //nolint:gosec // fixed arguments
 		return fmt.Errorf("%s rm %s: %s", runtime, id, lastLine(out, err))
 	}
 	return nil
@@ -158,7 +158,7 @@ func RemoveLabelled(ctx context.Context, runtime string, labels map[string]strin
 	for _, k := range sortedKeys(labels) {
 		args = append(args, "--filter", "label="+k+"="+labels[k])
 	}
-	out, err := exec.CommandContext(ctx, runtime, args...).Output() //nolint:gosec // the runtime's own arguments
+	out, err := runtimeCmd(ctx, runtime, args...).Output() //nolint:gosec // the runtime's own arguments
 	if err != nil {
 		return nil, fmt.Errorf("%s ps: %w", runtime, err)
 	}
@@ -191,4 +191,12 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// runtimeCmd is a container runtime command with RuntimeEnv as its
+// environment.
+func runtimeCmd(ctx context.Context, runtime string, args ...string) *exec.Cmd {
+	c := exec.CommandContext(ctx, runtime, args...) //nolint:gosec // runtime is docker or podman; the callers own the arguments
+	c.Env = RuntimeEnv()
+	return c
 }

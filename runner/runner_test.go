@@ -716,3 +716,39 @@ func TestRunStartFailureInLog(t *testing.T) {
 	require.Equal(t, runner.StatusFailure, res.Status)
 	require.Contains(t, sink.log("a"), `sluice: step "a" could not start: start: workspace: stat `)
 }
+
+// The container runtime's client never sees a build's variables nor the
+// executor's own secrets (review finding 6: LD_PRELOAD in a job's
+// environment ran code in the podman process on the host). A stand-in
+// runtime records its environment and runs the shell on the host.
+func TestRuntimeClientGetsNoBuildVariables(t *testing.T) { //nolint:paralleltest // sets the process environment
+	t.Setenv("SLUICE_TOKEN", "executor-secret-token")
+	t.Setenv("CONTAINERS_CONF", "/etc/containers/test.conf")
+	dir := t.TempDir()
+	envOut := filepath.Join(dir, "runtime-env")
+	fake := filepath.Join(dir, "fakeruntime")
+	// Called as: fakeruntime exec -i -w DIR ID sh
+	require.NoError(t, os.WriteFile(fake, []byte("#!/bin/sh\nenv > "+envOut+"\ncd \"$4\" && exec sh\n"), 0o755))
+	spec, sink := setup(t, step("show", `echo "$BUILD_SECRET|$LD_PRELOAD_PROBE|$WITH_QUOTE"`))
+	spec.ControlDir = filepath.Join(dir, "ctl")
+	require.NoError(t, os.MkdirAll(spec.ControlDir, 0o700))
+	spec.Env = append(spec.Env, "BUILD_SECRET=s3cret value", "LD_PRELOAD_PROBE=/tmp/evil.so", "WITH_QUOTE=it's \"quoted\"\nand multi-line")
+	spec.Container = &runner.Container{Runtime: fake, ID: "c1", Dir: spec.Dir, ControlDir: spec.ControlDir}
+
+	res := runner.Run(t.Context(), spec)
+
+	require.Equal(t, runner.StatusSuccess, res.Status, res.Reason)
+	require.Equal(t, "s3cret value|/tmp/evil.so|it's \"quoted\"\nand multi-line\n", sink.log("show"), "the shell has the build's variables")
+	got, err := os.ReadFile(envOut)
+	require.NoError(t, err)
+	for _, leak := range []string{"BUILD_SECRET", "s3cret", "LD_PRELOAD_PROBE", "SLUICE_TOKEN", "executor-secret-token"} {
+		require.NotContains(t, string(got), leak, "the runtime's client environment")
+	}
+	require.Contains(t, string(got), "CONTAINERS_CONF=/etc/containers/test.conf", "the runtime's own settings pass")
+	entries, err := os.ReadDir(spec.ControlDir)
+	if err == nil {
+		for _, e := range entries {
+			require.False(t, strings.HasPrefix(e.Name(), "env-init"), "the shell removed the environment file")
+		}
+	}
+}

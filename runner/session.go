@@ -111,22 +111,32 @@ func (r *run) startSession(dir string, restore bool) (*session, error) {
 	var cmd *exec.Cmd
 	errs := &tailBuffer{}
 	var errFile *os.File
+	initName := ""
 	if c := r.spec.Container; c != nil {
 		args := []string{"exec", "-i", "-w", dir}
-		// Values travel in the runtime's own environment and only the names
-		// on its command line ("-e NAME" takes the value from there), so no
-		// value (a secret) shows in the host's process list. The few
-		// variables the runtime itself reads go by value.
+		// The runtime's client runs with the executor's runtime settings
+		// only (RuntimeEnv): no build variable reaches it, so a job cannot
+		// steer it (LD_PRELOAD, DOCKER_HOST, proxies). The build's variables
+		// reach the shell inside the container through a 0600 file of the
+		// control directory that the shell sources and removes first; no
+		// value shows in the host's process list.
 		cmd = exec.Command(c.Runtime) //nolint:gosec,noctx // the shell runs the build's steps; cancellation kills them in the container
-		cmd.Env = os.Environ()
+		cmd.Env = RuntimeEnv()
+		var b strings.Builder
 		for _, kv := range r.env {
-			k, _, _ := strings.Cut(kv, "=")
-			if runtimeOwnVar(k) {
-				args = append(args, "-e", kv)
+			k, v, _ := strings.Cut(kv, "=")
+			if !validName(k) {
 				continue
 			}
-			args = append(args, "-e", k)
-			cmd.Env = append(cmd.Env, kv)
+			fmt.Fprintf(&b, "export %s=%s\n", k, shellQuote(v))
+		}
+		initName = "env-init-" + strconv.Itoa(n)
+		if werr := os.WriteFile(r.ctlPath(initName), []byte(b.String()), 0o600); werr != nil {
+			_ = inR.Close()
+			_ = inW.Close()
+			_ = stR.Close()
+			_ = stHold.Close()
+			return nil, fmt.Errorf("write the build's environment: %w", werr)
 		}
 		cmd.Args = append(append([]string{c.Runtime}, args...), c.ID, "sh")
 		cmd.Stderr = errs
@@ -208,6 +218,9 @@ func (r *run) startSession(dir string, restore bool) (*session, error) {
 		close(s.exited)
 	}()
 	line := fmt.Sprintf("exec %d>%s\n", statusFD, shellQuote(r.shPath(statusName)))
+	if initName != "" {
+		line += fmt.Sprintf(". %s >/dev/null 2>&1 </dev/null %d>&-; rm -f %s\n", shellQuote(r.shPath(initName)), statusFD, shellQuote(r.shPath(initName)))
+	}
 	if restore {
 		line += fmt.Sprintf(". %s >/dev/null 2>&1 </dev/null %d>&-\n", shellQuote(r.shPath("env")), statusFD)
 	}
@@ -297,7 +310,7 @@ func (r *run) signal(ctx context.Context, s *session, sig syscall.Signal) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_ = exec.CommandContext(ctx, c.Runtime, "exec", c.ID, "sh", "-c", "kill -"+name+" -1").Run() //nolint:gosec // fixed arguments
+	_ = runtimeCmd(ctx, c.Runtime, "exec", c.ID, "sh", "-c", "kill -"+name+" -1").Run() //nolint:gosec // fixed arguments
 	if sig == syscall.SIGKILL {
 		_ = syscall.Kill(-s.pgid, sig) // the runtime's client, should it hang
 	}
@@ -393,12 +406,41 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// runtimeOwnVar reports the variables a container runtime's CLI reads for
-// itself: a build's value must not reach the runtime process.
+// runtimeOwnVar reports the variables of the executor's environment that a
+// container runtime's client reads for itself (where it finds its daemon,
+// configuration and storage, and how it reaches registries).
 func runtimeOwnVar(k string) bool {
 	switch k {
-	case "PATH", "HOME", "TMPDIR", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "DOCKER_HOST", "DOCKER_CONFIG":
+	case "PATH", "HOME", "USER", "LOGNAME", "LANG", "TMPDIR", "TZ", "REGISTRY_AUTH_FILE",
+		"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy":
 		return true
 	}
-	return strings.HasPrefix(k, "CONTAINERS_")
+	return strings.HasPrefix(k, "XDG_") || strings.HasPrefix(k, "DOCKER_") || strings.HasPrefix(k, "CONTAINERS_") || strings.HasPrefix(k, "CONTAINER_")
+}
+
+// RuntimeEnv is the environment every container runtime command runs with:
+// the executor's own runtime settings (runtimeOwnVar) and nothing else, so
+// neither the executor's secrets (its API token) nor anything a build sets
+// reaches the runtime's client.
+func RuntimeEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); runtimeOwnVar(k) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// validName reports whether k can be a shell variable name.
+func validName(k string) bool {
+	if k == "" || k[0] >= '0' && k[0] <= '9' {
+		return false
+	}
+	for _, c := range k {
+		if c != '_' && (c < 'A' || c > 'Z') && (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
 }
