@@ -117,3 +117,26 @@ func TestRunInVanishedContainer(t *testing.T) {
 	require.Contains(t, sink.log("a"), "sluice: podman exec: ", "the runtime's message is in the step log")
 	require.Contains(t, res.Steps[0].Err, "podman exec")
 }
+
+// Build containers run without most capabilities and cannot gain privileges
+// (review: "--cap-drop=ALL plus the few capabilities builds need, a pids
+// limit and no-new-privileges").
+func TestContainerIsConfined(t *testing.T) {
+	spec, sink := setup(t, step("caps", `grep -E '^(CapEff|NoNewPrivs)' /proc/self/status`))
+	startContainer(t, &spec)
+
+	res := runner.Run(t.Context(), spec)
+
+	require.Equal(t, runner.StatusSuccess, res.Status, res.Reason)
+	out := sink.log("caps")
+	require.Contains(t, out, "CapEff:\t00000000000004fb", "CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, SETGID, SETUID, NET_BIND_SERVICE only")
+	require.Contains(t, out, "NoNewPrivs:\t1")
+}
+
+func TestContainerRefusesAnOptionAsImage(t *testing.T) {
+	t.Parallel()
+	_, err := runner.StartContainer(t.Context(), runner.ContainerOptions{Runtime: runner.RuntimePodman, Image: "--privileged", Name: "x"}, "/w", "/c")
+	var ie *runner.ImageError
+	require.ErrorAs(t, err, &ie)
+	require.Contains(t, err.Error(), "not an image reference")
+}
