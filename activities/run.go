@@ -36,6 +36,9 @@ type RunBuildInput struct {
 	Branch      string             `json:"branch,omitempty"`
 	PR          int                `json:"pr,omitempty"`
 	Trigger     string             `json:"trigger,omitempty"`
+	// Fork marks a pull request from a fork: its build gets only the
+	// secrets the pipeline allows in fork pull requests.
+	Fork bool `json:"fork,omitempty"`
 	Image       string             `json:"image,omitempty"`
 	Steps       []pipeline.Command `json:"steps"`
 	Environment map[string]string  `json:"environment,omitempty"`
@@ -364,7 +367,7 @@ func (a *Activities) resolveSecrets(ctx context.Context, in RunBuildInput) (map[
 	if a.Secrets == nil {
 		return nil, nil, fmt.Errorf("job %s lists secrets %s, but this executor has no secret source (SLUICE_API_URL)", in.Job, strings.Join(in.Secrets, ", "))
 	}
-	return a.Secrets.ResolveSecrets(ctx, in.BuildID, in.Secrets)
+	return a.Secrets.ResolveSecrets(ctx, in.BuildID, in.Secrets, in.Fork)
 }
 
 // IsDeclined reports whether err is an executor's refusal to run a build.

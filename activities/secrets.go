@@ -14,17 +14,18 @@ import (
 // never travel through Temporal (no payload, search attribute, memo or
 // history holds them).
 type SecretSource interface {
-	// ResolveSecrets returns the values of names for build; withheld names
-	// the secrets a pull request's build does not get.
-	ResolveSecrets(ctx context.Context, build string, names []string) (values map[string]string, withheld []string, err error)
+	// ResolveSecrets returns the values of names for build (fork: a pull
+	// request from a fork); withheld names the secrets a pull request's
+	// build does not get.
+	ResolveSecrets(ctx context.Context, build string, names []string, fork bool) (values map[string]string, withheld []string, err error)
 }
 
 // SecretSourceFunc adapts a function to SecretSource.
-type SecretSourceFunc func(ctx context.Context, build string, names []string) (map[string]string, []string, error)
+type SecretSourceFunc func(ctx context.Context, build string, names []string, fork bool) (map[string]string, []string, error)
 
 // ResolveSecrets calls f.
-func (f SecretSourceFunc) ResolveSecrets(ctx context.Context, build string, names []string) (map[string]string, []string, error) {
-	return f(ctx, build, names)
+func (f SecretSourceFunc) ResolveSecrets(ctx context.Context, build string, names []string, fork bool) (map[string]string, []string, error) {
+	return f(ctx, build, names, fork)
 }
 
 // Mask is what a secret's value becomes in build logs.

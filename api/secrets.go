@@ -41,9 +41,10 @@ const maxSecretSize = 64 << 10
 
 // Secret is a secret's public part: never its value.
 type Secret struct {
-	Pipeline  string    `json:"pipeline"`
-	Name      string    `json:"name"`
-	AllowInPR bool      `json:"allow_in_pr"`
+	Pipeline      string `json:"pipeline"`
+	Name          string `json:"name"`
+	AllowInPR     bool   `json:"allow_in_pr"`
+	AllowInForkPR bool   `json:"allow_in_fork_pr"`
 	UpdatedAt time.Time `json:"updated_at"`
 	UpdatedBy string    `json:"updated_by,omitempty"`
 }
@@ -52,12 +53,18 @@ type Secret struct {
 type SetSecretRequest struct {
 	Value     string `json:"value"`
 	AllowInPR bool   `json:"allow_in_pr,omitempty"`
+	// AllowInForkPR gives the secret to pull requests from forks too, whose
+	// code anyone can write: only for values that are harmless to leak.
+	AllowInForkPR bool `json:"allow_in_fork_pr,omitempty"`
 }
 
 // ResolveSecretsRequest asks for the values a build's job lists.
 type ResolveSecretsRequest struct {
 	Build string   `json:"build"`
 	Names []string `json:"names"`
+	// Fork says the build is a fork's pull request (the API also checks
+	// the build's own record and takes the stricter).
+	Fork bool `json:"fork,omitempty"`
 }
 
 // SCMTokenRequest asks for a pipeline's own SCM token (POST
@@ -103,8 +110,10 @@ type secretRecord struct {
 	// additional data (a value cannot be moved to another secret).
 	Sealed    string    `json:"sealed"`
 	AllowInPR bool      `json:"allow_in_pr,omitempty"`
-	UpdatedAt time.Time `json:"updated_at"`
-	UpdatedBy string    `json:"updated_by,omitempty"`
+	// AllowInForkPR also gives the secret to pull requests from forks.
+	AllowInForkPR bool      `json:"allow_in_fork_pr,omitempty"`
+	UpdatedAt     time.Time `json:"updated_at"`
+	UpdatedBy     string    `json:"updated_by,omitempty"`
 }
 
 // OpenSecretStore opens (or creates) the store in dir with key material:
@@ -236,12 +245,12 @@ func (s *SecretStore) Set(id queue.Identity, pipeline, name string, req SetSecre
 	if f.Pipelines[pipeline] == nil {
 		f.Pipelines[pipeline] = map[string]secretRecord{}
 	}
-	rec := secretRecord{Sealed: sealed, AllowInPR: req.AllowInPR, UpdatedAt: now.UTC(), UpdatedBy: id.User}
+	rec := secretRecord{Sealed: sealed, AllowInPR: req.AllowInPR || req.AllowInForkPR, AllowInForkPR: req.AllowInForkPR, UpdatedAt: now.UTC(), UpdatedBy: id.User}
 	f.Pipelines[pipeline][name] = rec
 	if err := s.save(f); err != nil {
 		return Secret{}, err
 	}
-	return Secret{Pipeline: pipeline, Name: name, AllowInPR: rec.AllowInPR, UpdatedAt: rec.UpdatedAt, UpdatedBy: rec.UpdatedBy}, nil
+	return Secret{Pipeline: pipeline, Name: name, AllowInPR: rec.AllowInPR, AllowInForkPR: rec.AllowInForkPR, UpdatedAt: rec.UpdatedAt, UpdatedBy: rec.UpdatedBy}, nil
 }
 
 // List returns a pipeline's secrets, names only, sorted.
@@ -254,7 +263,7 @@ func (s *SecretStore) List(pipeline string) ([]Secret, error) {
 	}
 	out := []Secret{}
 	for name, rec := range f.Pipelines[pipeline] {
-		out = append(out, Secret{Pipeline: pipeline, Name: name, AllowInPR: rec.AllowInPR, UpdatedAt: rec.UpdatedAt, UpdatedBy: rec.UpdatedBy})
+		out = append(out, Secret{Pipeline: pipeline, Name: name, AllowInPR: rec.AllowInPR, AllowInForkPR: rec.AllowInForkPR, UpdatedAt: rec.UpdatedAt, UpdatedBy: rec.UpdatedBy})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
@@ -293,11 +302,38 @@ func (s *SecretStore) DeletePipeline(pipeline string) error {
 	return s.save(f)
 }
 
+// Audience is who a build's code comes from, which decides the secrets it
+// gets.
+type Audience int
+
+// Audiences, from most to least trusted.
+const (
+	// AudienceBranch: a branch's builds (and anything a person started).
+	AudienceBranch Audience = iota
+	// AudiencePR: a pull request from a branch of the same repository,
+	// whose author can push there anyway.
+	AudiencePR
+	// AudienceForkPR: a pull request from a fork: a stranger's code.
+	AudienceForkPR
+)
+
+// audienceOf is the audience of the build ref (fork: from a fork).
+func audienceOf(ref workflows.BuildRef, fork bool) Audience {
+	switch {
+	case ref.PR == 0:
+		return AudienceBranch
+	case fork:
+		return AudienceForkPR
+	}
+	return AudiencePR
+}
+
 // Resolve returns the values of names for a build of pipeline. A pull
-// request's build (pr) gets only the secrets set with AllowInPR, as in
-// Screwdriver: the others are withheld (named in withheld), not an error. A
-// name that is not set is an error naming it.
-func (s *SecretStore) Resolve(pipeline string, names []string, pr bool) (values map[string]string, withheld []string, err error) {
+// request's build gets only the secrets set with AllowInPR, as in
+// Screwdriver, and a fork's pull request only those set with
+// AllowInForkPR: the others are withheld (named in withheld), not an error.
+// A name that is not set is an error naming it.
+func (s *SecretStore) Resolve(pipeline string, names []string, aud Audience) (values map[string]string, withheld []string, err error) {
 	s.mu.Lock()
 	f, err := s.load()
 	s.mu.Unlock()
@@ -312,7 +348,7 @@ func (s *SecretStore) Resolve(pipeline string, names []string, pr bool) (values 
 		case !ok:
 			missing = append(missing, name)
 			continue
-		case pr && !rec.AllowInPR:
+		case aud == AudiencePR && !rec.AllowInPR, aud == AudienceForkPR && !rec.AllowInForkPR:
 			withheld = append(withheld, name)
 			continue
 		}
@@ -333,7 +369,7 @@ func (s *SecretStore) Resolve(pipeline string, names []string, pr bool) (values 
 
 // SCMToken returns a pipeline's own SCM token secret, if it has one.
 func (s *SecretStore) SCMToken(pipeline, name string) (string, bool, error) {
-	values, _, err := s.Resolve(pipeline, []string{name}, false)
+	values, _, err := s.Resolve(pipeline, []string{name}, AudienceBranch)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return "", false, nil
@@ -354,12 +390,12 @@ func (s *SecretStore) PipelineTokens() activities.PipelineTokens {
 // LocalSource is the store as the secret source of an executor in the API's
 // own process (sluice dev): a pull request's build is known from its ID.
 func (s *SecretStore) LocalSource() activities.SecretSource {
-	return activities.SecretSourceFunc(func(_ context.Context, build string, names []string) (map[string]string, []string, error) {
+	return activities.SecretSourceFunc(func(_ context.Context, build string, names []string, fork bool) (map[string]string, []string, error) {
 		ref, err := workflows.ParseBuildRef(build)
 		if err != nil {
 			return nil, nil, err
 		}
-		return s.Resolve(ref.Pipeline, names, ref.PR > 0)
+		return s.Resolve(ref.Pipeline, names, audienceOf(ref, fork))
 	})
 }
 
@@ -515,7 +551,8 @@ func (h *handler) resolveSecrets(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, fmt.Errorf("%w: build %s is %s: secrets are given to running builds only", ErrConflict, ref, b.Status))
 		return
 	}
-	values, withheld, err := h.d.Secrets.Resolve(ref.Pipeline, req.Names, ref.PR > 0)
+	// The stricter of what the executor says and what the build records.
+	values, withheld, err := h.d.Secrets.Resolve(ref.Pipeline, req.Names, audienceOf(ref, req.Fork || b.Fork))
 	if err != nil {
 		h.fail(w, r, err)
 		return

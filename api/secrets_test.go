@@ -29,6 +29,8 @@ func TestSecretStore(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.Set(ann, "app", "PR_OK", api.SetSecretRequest{Value: "in-prs", AllowInPR: true}, now)
 	require.NoError(t, err)
+	_, err = s.Set(ann, "app", "FORK_OK", api.SetSecretRequest{Value: "in-forks", AllowInForkPR: true}, now)
+	require.NoError(t, err)
 	_, err = s.Set(ann, "other", "NPM_TOKEN", api.SetSecretRequest{Value: "other-value"}, now)
 	require.NoError(t, err)
 
@@ -42,19 +44,26 @@ func TestSecretStore(t *testing.T) {
 	list, err := s.List("app")
 	require.NoError(t, err)
 	require.Equal(t, []api.Secret{
+		{Pipeline: "app", Name: "FORK_OK", AllowInPR: true, AllowInForkPR: true, UpdatedAt: now, UpdatedBy: "ann"},
 		{Pipeline: "app", Name: "NPM_TOKEN", UpdatedAt: now, UpdatedBy: "ann"},
 		{Pipeline: "app", Name: "PR_OK", AllowInPR: true, UpdatedAt: now, UpdatedBy: "ann"},
 	}, list)
 
-	vals, withheld, err := s.Resolve("app", []string{"NPM_TOKEN", "PR_OK"}, false)
+	vals, withheld, err := s.Resolve("app", []string{"NPM_TOKEN", "PR_OK"}, api.AudienceBranch)
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"NPM_TOKEN": "hunter2-value", "PR_OK": "in-prs"}, vals)
 	require.Empty(t, withheld)
-	vals, withheld, err = s.Resolve("app", []string{"NPM_TOKEN", "PR_OK"}, true)
+	vals, withheld, err = s.Resolve("app", []string{"NPM_TOKEN", "PR_OK"}, api.AudiencePR)
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"PR_OK": "in-prs"}, vals, "a pull request gets only allowed secrets")
 	require.Equal(t, []string{"NPM_TOKEN"}, withheld)
-	_, _, err = s.Resolve("app", []string{"NPM_TOKEN", "GHOST", "ALSO_GONE"}, false)
+	// A fork's pull request gets none of them, not even --allow-in-pr ones,
+	// unless the secret is allowed in fork pull requests.
+	vals, withheld, err = s.Resolve("app", []string{"NPM_TOKEN", "PR_OK", "FORK_OK"}, api.AudienceForkPR)
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"FORK_OK": "in-forks"}, vals)
+	require.Equal(t, []string{"NPM_TOKEN", "PR_OK"}, withheld)
+	_, _, err = s.Resolve("app", []string{"NPM_TOKEN", "GHOST", "ALSO_GONE"}, api.AudienceBranch)
 	require.ErrorIs(t, err, api.ErrNotFound)
 	require.ErrorContains(t, err, "secret ALSO_GONE, GHOST of pipeline app is not set")
 
@@ -62,12 +71,12 @@ func TestSecretStore(t *testing.T) {
 	again, generated, err := api.OpenSecretStore(dir, "")
 	require.NoError(t, err)
 	require.False(t, generated)
-	vals, _, err = again.Resolve("other", []string{"NPM_TOKEN"}, false)
+	vals, _, err = again.Resolve("other", []string{"NPM_TOKEN"}, api.AudienceBranch)
 	require.NoError(t, err)
 	require.Equal(t, "other-value", vals["NPM_TOKEN"])
 	wrong, _, err := api.OpenSecretStore(dir, "another key")
 	require.NoError(t, err)
-	_, _, err = wrong.Resolve("app", []string{"NPM_TOKEN"}, false)
+	_, _, err = wrong.Resolve("app", []string{"NPM_TOKEN"}, api.AudienceBranch)
 	require.ErrorContains(t, err, "cannot be decrypted: was SLUICE_SECRET_KEY changed?")
 
 	require.NoError(t, s.Delete("app", "NPM_TOKEN"))

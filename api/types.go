@@ -176,6 +176,8 @@ type Build struct {
 	Steps         []workflows.StepOutcome `json:"steps,omitempty"`
 	// LogKey is the log store key of the latest attempt's logs.
 	LogKey string `json:"log_key,omitempty"`
+	// Fork marks a build of a pull request from a fork (untrusted code).
+	Fork bool `json:"fork,omitempty"`
 }
 
 // QueueRequest is the body of POST /api/v1/queues and PUT /api/v1/queues/{name}.

@@ -53,6 +53,7 @@ func (s *Service) Webhook(ctx context.Context, hook *scm.Hook) WebhookResult {
 		Kind: workflows.TriggerKind(hook.Kind), Branch: hook.Branch, Ref: hook.Ref, SHA: hook.SHA, Before: hook.Before,
 		PR: hook.PRNumber, ChangedFiles: hook.ChangedFiles, Sender: hook.Sender,
 		DeliveryID: hook.Provider + ":" + hook.BodyHash, // the body, not the unsigned header: a replay is a duplicate
+		Fork:       hook.Fork && (hook.Kind == scm.HookPR || hook.Kind == scm.HookPRClosed),
 	}
 	for _, p := range ps {
 		if !hook.Matches(p.Repo) {

@@ -31,9 +31,9 @@ tokens need read-secrets.`,
 
 func (a *app) secretSetCmd() *cobra.Command {
 	var file string
-	var allowInPR bool
+	var allowInPR, allowInForkPR bool
 	cmd := &cobra.Command{
-		Use:   "set PIPELINE NAME [--file F] [--allow-in-pr]",
+		Use:   "set PIPELINE NAME [--file F] [--allow-in-pr] [--allow-in-fork-pr]",
 		Short: "Set a secret (the value from standard input, or --file)",
 		Example: `  printf %s "$NPM_TOKEN" | sluice secret set myapp NPM_TOKEN
   sluice secret set myapp DEPLOY_KEY --file ~/.ssh/deploy_key`,
@@ -60,7 +60,7 @@ func (a *app) secretSetCmd() *cobra.Command {
 			if len(value) == 0 {
 				return usageError(errors.New("empty value: pipe it on standard input or use --file"))
 			}
-			s, err := a.client().SetSecret(cmd.Context(), argv[0], argv[1], api.SetSecretRequest{Value: string(value), AllowInPR: allowInPR})
+			s, err := a.client().SetSecret(cmd.Context(), argv[0], argv[1], api.SetSecretRequest{Value: string(value), AllowInPR: allowInPR, AllowInForkPR: allowInForkPR})
 			if err != nil {
 				return err
 			}
@@ -68,7 +68,8 @@ func (a *app) secretSetCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&file, "file", "", "read the value from this file (whole, newlines kept)")
-	cmd.Flags().BoolVar(&allowInPR, "allow-in-pr", false, "give the secret to pull-request builds too (Screwdriver's allowInPR)")
+	cmd.Flags().BoolVar(&allowInPR, "allow-in-pr", false, "give the secret to pull-request builds from branches of the same repository too (Screwdriver's allowInPR)")
+	cmd.Flags().BoolVar(&allowInForkPR, "allow-in-fork-pr", false, "give the secret to pull requests from forks too: their code is anyone's, so only for values harmless to leak (implies --allow-in-pr)")
 	return cmd
 }
 
@@ -92,9 +93,9 @@ func (a *app) secretListCmd() *cobra.Command {
 					return err
 				}
 				now := time.Now()
-				t := cliout.NewTable(w, "NAME", "ALLOW IN PR", "UPDATED", "BY")
+				t := cliout.NewTable(w, "NAME", "ALLOW IN PR", "ALLOW IN FORK PR", "UPDATED", "BY")
 				for _, s := range ss {
-					t.Row(s.Name, yesNo(s.AllowInPR), cliout.Ago(s.UpdatedAt, now), cliout.Or(s.UpdatedBy, cliout.Dash))
+					t.Row(s.Name, yesNo(s.AllowInPR), yesNo(s.AllowInForkPR), cliout.Ago(s.UpdatedAt, now), cliout.Or(s.UpdatedBy, cliout.Dash))
 				}
 				return t.Flush()
 			})

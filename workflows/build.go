@@ -73,7 +73,7 @@ func BuildWorkflow(ctx workflow.Context, in BuildInput) (BuildState, error) {
 	in.Dispatch = in.Dispatch.orDefault()
 	b := &build{in: in, state: BuildState{
 		ID: in.Build.String(), Build: in.Build, Status: StatusCreated, Queue: in.Queue,
-		Priority: in.Priority, SHA: in.SHA, CreateTime: workflow.Now(ctx),
+		Priority: in.Priority, SHA: in.SHA, CreateTime: workflow.Now(ctx), Fork: in.Trigger.Fork && in.Build.PR > 0,
 	}}
 	b.legacy = workflow.GetVersion(ctx, changeLaneOrder, workflow.DefaultVersion, 1) == workflow.DefaultVersion
 	if err := workflow.SetQueryHandler(ctx, QueryBuild, func() (BuildState, error) { return b.state, nil }); err != nil {
@@ -156,7 +156,7 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 			WorkflowID: in.Build.WorkflowID(), BuildID: b.state.ID, Pipeline: in.Build.Pipeline, Job: in.Build.Job,
 			EventID: in.Build.EventRef().String(), Attempt: b.attempt, Repo: in.Repo, SHA: in.SHA, Branch: in.Branch,
 			PR: in.Trigger.PR, Trigger: string(in.Trigger.Kind), Image: in.Image, Steps: in.Steps, Secrets: in.Secrets,
-			Environment: in.Environment, Timeout: in.Timeout, CPU: in.CPU, RAM: in.RAM,
+			Environment: in.Environment, Timeout: in.Timeout, CPU: in.CPU, RAM: in.RAM, Fork: b.state.Fork,
 		}
 		if !b.legacy {
 			runIn.Dispatch = b.dispatchN

@@ -66,6 +66,10 @@ type Trigger struct {
 	Sender string `json:"sender,omitempty"`
 	// DeliveryID deduplicates webhook redeliveries.
 	DeliveryID string `json:"delivery_id,omitempty"`
+	// Fork marks a pull request from another repository (a fork): its code
+	// is a stranger's, so its builds get no secret unless the pipeline
+	// allows that secret in fork pull requests.
+	Fork bool `json:"fork,omitempty"`
 }
 
 // TriggerKind is the kind of an event's trigger.
@@ -381,6 +385,8 @@ type BuildState struct {
 	EndTime       time.Time     `json:"end_time,omitzero"`
 	WaitUntil     time.Time     `json:"wait_until,omitzero"`
 	CollapsedInto string        `json:"collapsed_into,omitempty"`
+	// Fork marks a build of a pull request from a fork (untrusted code).
+	Fork bool `json:"fork,omitempty"`
 }
 
 // MemoNextEvent is the memo key, on a deleted pipeline's last run, of the

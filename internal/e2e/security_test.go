@@ -1,0 +1,110 @@
+package e2e
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-ci/sluice/api"
+	"github.com/sluice-ci/sluice/internal/testenv"
+	"github.com/sluice-ci/sluice/workflows"
+)
+
+// TestForkPullRequestGetsNoSecrets: a pull request opened from a fork (its
+// head repository is not the pipeline's) gets no secret, not even one
+// allowed in pull requests, unless the secret is allowed in fork pull
+// requests; the same pull request from a branch of the repository gets the
+// --allow-in-pr one. The deliveries are signed; an unsigned one is refused.
+func TestForkPullRequestGetsNoSecrets(t *testing.T) {
+	t.Parallel()
+	const hookSecret = "fork-test-webhook-secret"
+	e := server.NewEnv(t, testenv.Options{LocalExecutor: true, GitHubSecret: hookSecret})
+	ctx := e.Context()
+	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": `
+shared: {image: alpine}
+jobs:
+  check:
+    requires: [~pr]
+    secrets: [PLAIN, PR_OK, FORK_OK]
+    steps:
+      - show: 'echo "plain=${PLAIN:+set} pr=${PR_OK:+set} fork=${FORK_OK:+set}"'
+`})
+	head := repo.Head()
+	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "forked", Repo: repo.Dir})
+	require.NoError(t, err)
+	for name, req := range map[string]api.SetSecretRequest{
+		"PLAIN":   {Value: "plain-value"},
+		"PR_OK":   {Value: "pr-value", AllowInPR: true},
+		"FORK_OK": {Value: "fork-value", AllowInForkPR: true},
+	} {
+		_, err := e.API.SetSecret(ctx, "forked", name, req)
+		require.NoError(t, err)
+	}
+
+	deliver := func(number int, headRepo, delivery string, sign bool) (int, api.WebhookResult) {
+		t.Helper()
+		body, err := json.Marshal(map[string]any{
+			"action": "opened", "number": number,
+			"pull_request": map[string]any{
+				"number": number,
+				"head":   map[string]any{"ref": "feature", "sha": head, "repo": map[string]any{"full_name": headRepo, "clone_url": repo.Dir}},
+				"base":   map[string]any{"ref": "main", "repo": map[string]any{"full_name": "acme/forked", "clone_url": repo.Dir}},
+			},
+			"repository": map[string]any{"full_name": "acme/forked", "clone_url": repo.Dir, "default_branch": "main"},
+			"sender":     map[string]any{"login": "mallory"},
+		})
+		require.NoError(t, err)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.APIURL+"/webhooks/github", bytes.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("X-GitHub-Event", "pull_request")
+		req.Header.Set("X-GitHub-Delivery", delivery)
+		req.Header.Set("Content-Type", "application/json")
+		if sign {
+			mac := hmac.New(sha256.New, []byte(hookSecret))
+			mac.Write(body)
+			req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer func() { _ = resp.Body.Close() }()
+		var res api.WebhookResult
+		_ = json.NewDecoder(resp.Body).Decode(&res)
+		return resp.StatusCode, res
+	}
+
+	code, _ := deliver(7, "mallory/forked", "unsigned-1", false)
+	require.Equal(t, http.StatusUnauthorized, code, "an unsigned delivery is refused when a secret is set")
+
+	logOf := func(res api.WebhookResult) (api.Build, string) {
+		t.Helper()
+		require.Len(t, res.Events, 1, "%+v", res)
+		ev := e.WaitEvent(res.Events[0].ID, 2*time.Minute)
+		require.Equal(t, workflows.StatusSuccess, ev.Status, "%+v", ev)
+		b := buildOf(t, ev, "check")
+		got, err := e.API.GetBuild(ctx, b.ID)
+		require.NoError(t, err)
+		chunk, err := e.API.ReadLog(ctx, got.LogKey, "show", 0, 1<<16)
+		require.NoError(t, err)
+		return got, string(chunk.Data)
+	}
+
+	code, res := deliver(7, "mallory/forked", "fork-1", true)
+	require.Equal(t, http.StatusAccepted, code, "%+v", res)
+	b, out := logOf(res)
+	require.True(t, b.Fork, "the build is marked as a fork's")
+	require.Contains(t, out, "\nplain= pr= fork=set\n", "a fork gets only the secret allowed in fork pull requests")
+
+	code, res = deliver(8, "acme/forked", "branch-1", true)
+	require.Equal(t, http.StatusAccepted, code, "%+v", res)
+	b, out = logOf(res)
+	require.False(t, b.Fork)
+	require.Contains(t, out, "\nplain= pr=set fork=set\n", "a pull request from a branch of the repository gets --allow-in-pr secrets")
+
+}
