@@ -19,6 +19,10 @@ import (
 // suggests 4,096 events; the server also suggests it when a run grows).
 const continueAsNewAfter = 4000
 
+// changeDrainBeforeCAN: the pipeline continues as new only with no signal
+// to a build in flight.
+const changeDrainBeforeCAN = "drain-before-can"
+
 // maxDeliveries is how many webhook deliveries a pipeline remembers for
 // deduplication.
 const maxDeliveries = 500
@@ -37,9 +41,10 @@ type pendingSignal struct {
 }
 
 type pipelineRun struct {
-	cfg     PipelineConfig
-	st      PipelineState
-	deleted bool
+	cfg PipelineConfig
+	// st is everything carried through continue-as-new (the delete too:
+	// st.Deleted); the fields below are drained before it.
+	st PipelineState
 	// legacy: a run recorded before changeLaneOrder.
 	legacy bool
 	// pending signals to builds, drained before continue-as-new.
@@ -103,7 +108,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 			}
 			return p.cfg, nil
 		}, workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, c PipelineConfig) error {
-			if p.deleted {
+			if p.st.Deleted {
 				return ErrPipelineDeleted
 			}
 			if c.Repo == "" {
@@ -115,13 +120,13 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateDelete,
 		func(ctx workflow.Context, _ string) (int, error) {
-			p.deleted = true
+			p.st.Deleted = true
 			effects := p.st.Lanes.AbortAll(fmt.Sprintf("pipeline %s was deleted", p.cfg.Name))
 			p.send(ctx, effects)
 			p.wake.SendAsync(true)
 			return len(effects), nil
 		}, workflow.UpdateHandlerOptions{Validator: func(workflow.Context, string) error {
-			if p.deleted {
+			if p.st.Deleted {
 				return ErrPipelineDeleted
 			}
 			return nil
@@ -198,7 +203,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 		for _, batch := range batches {
 			p.st.Lanes.Release(batch.Event)
 			for _, req := range batch.Requests {
-				if p.deleted {
+				if p.st.Deleted {
 					effects = append(effects, LaneEffect{Build: req.Build, Msg: LaneMessage{
 						Kind: LaneAbort, Status: StatusAborted,
 						Reason: fmt.Sprintf("pipeline %s was deleted", p.cfg.Name),
@@ -229,7 +234,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 		effects = append(effects, p.st.Lanes.Evaluate(now)...)
 		p.send(ctx, effects)
 
-		for len(p.startQueue) > 0 && !p.deleted {
+		for len(p.startQueue) > 0 && !p.st.Deleted {
 			r := p.startQueue[0]
 			p.startQueue = p.startQueue[1:]
 			if err := p.validateStart(ctx, r); err != nil {
@@ -248,7 +253,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 			p.applySync(ctx, last)
 		}
 
-		if p.deleted && p.st.Lanes.Len() == 0 && p.launching == 0 {
+		if p.st.Deleted && p.st.Lanes.Len() == 0 && p.launching == 0 {
 			p.flush(ctx)
 			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 			if !p.legacy {
@@ -267,8 +272,17 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 			// Signals that arrived meanwhile stay in the channels; keep going
 			// until a pass ends with nothing pending.
+			// An update handler may have queued signals to builds while
+			// the run waited for handlers (N12): those must be sent, not
+			// dropped with the run (the server drops a closed sender's
+			// signals), so a pass with any pending goes round. Runs
+			// recorded before this change continued regardless.
+			drained := len(p.pending) == 0
+			if !drained && workflow.GetVersion(ctx, changeDrainBeforeCAN, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+				drained = true
+			}
 			if enqueueCh.Len() == 0 && doneCh.Len() == 0 && syncCh.Len() == 0 && startCh.Len() == 0 && startedCh.Len() == 0 &&
-				len(p.startQueue) == 0 && len(p.syncs) == 0 && p.launching == 0 {
+				len(p.startQueue) == 0 && len(p.syncs) == 0 && p.launching == 0 && drained {
 				st := p.st
 				return workflow.NewContinueAsNewError(ctx, PipelineWorkflow, PipelineInput{Config: p.cfg, State: &st})
 			}
@@ -322,7 +336,7 @@ func (p *pipelineRun) flush(ctx workflow.Context) {
 }
 
 func (p *pipelineRun) validateStart(_ workflow.Context, r StartEventRequest) error {
-	if p.deleted {
+	if p.st.Deleted {
 		return fmt.Errorf("%w: %s", ErrPipelineDeleted, p.cfg.Name)
 	}
 	if !r.Trigger.Kind.Valid() {

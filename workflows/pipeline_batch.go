@@ -38,7 +38,7 @@ type StartEventOutcome struct {
 
 func (p *pipelineRun) validateStartEvents(_ workflow.Context, req StartEventsRequest) error {
 	switch {
-	case p.deleted:
+	case p.st.Deleted:
 		return fmt.Errorf("%w: %s", ErrPipelineDeleted, p.cfg.Name)
 	case len(req.Requests) == 0:
 		return errors.New("no events to start")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -812,4 +813,116 @@ func TestPipelineLongBacklog(t *testing.T) {
 	}
 	require.LessOrEqual(t, total, 3*n)
 	require.Len(t, grants, n)
+}
+
+// N1: a pipeline deleted while a build is still in its lanes stays deleted
+// across continue-as-new: the next run refuses new events and ends once the
+// lanes drain, instead of coming back to life.
+func TestPipelineDeleteSurvivesContinueAsNew(t *testing.T) {
+	t.Parallel()
+	test1 := appBuild("test", 1)
+	h := newPipelineHarness(t)
+	h.enqueue(time.Minute, lreqFor(test1))
+	del := h.deleteAt(2 * time.Minute)
+	at(h.env, 3*time.Minute, func() {
+		h.env.SetCurrentHistoryLength(continueAsNewAfter + 1)
+		h.env.SignalWorkflow(SignalSpecSynced, SpecSync{SHA: "s1"})
+	})
+	h.env.ExecuteWorkflow(PipelineWorkflow, PipelineInput{Config: appConfig})
+	require.True(t, h.env.IsWorkflowCompleted())
+	require.NoError(t, del.Err)
+	var can *workflow.ContinueAsNewError
+	require.ErrorAs(t, h.env.GetWorkflowError(), &can)
+	var next PipelineInput
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	require.True(t, next.State.Deleted, "the delete is carried")
+	require.Equal(t, 1, next.State.Lanes.Len(), "the granted build is still in its lane")
+
+	// The next run: still deleted, refuses an event, ends when the lane drains.
+	h2 := newPipelineHarness(t)
+	res := h2.startEvent(time.Minute, StartEventRequest{Trigger: Trigger{Kind: TriggerCommit}})
+	h2.done(2*time.Minute, test1, StatusSuccess)
+	h2.run(next)
+	require.ErrorIs(t, res.Rejected, ErrPipelineDeleted)
+	require.Empty(t, h2.events)
+	require.Equal(t, []map[string]string{nil}, h2.schedules, "the deleted pipeline's schedules are removed when it ends")
+}
+
+// Everything a pipeline run holds is either carried through continue-as-new
+// (cfg, st) or drained before it: a field added to pipelineRun must be put
+// in one of the two lists, or it is lost at continue-as-new (as the delete
+// flag once was).
+func TestPipelineRunFieldsCarriedOrDrained(t *testing.T) {
+	t.Parallel()
+	carried := map[string]bool{"cfg": true, "st": true}
+	drained := map[string]string{
+		"legacy":     "fixed per run from its history (GetVersion)",
+		"pending":    "flush sends them all; continue-as-new waits for none in flight",
+		"startQueue": "started before continue-as-new (the condition checks it)",
+		"syncs":      "applied before continue-as-new (the condition checks it)",
+		"launching":  "continue-as-new waits for it to reach 0",
+		"wake":       "a channel that only wakes the loop",
+	}
+	typ := reflect.TypeFor[pipelineRun]()
+	for i := range typ.NumField() {
+		name := typ.Field(i).Name
+		_, d := drained[name]
+		require.True(t, carried[name] || d, "pipelineRun.%s is neither carried through continue-as-new nor drained before it", name)
+	}
+	// And every field of the carried state survives the round trip.
+	st := PipelineState{}
+	fillEveryField(t, reflect.ValueOf(&st).Elem())
+	payloads, err := converter.GetDefaultDataConverter().ToPayloads(PipelineInput{Config: appConfig, State: &st})
+	require.NoError(t, err)
+	var back PipelineInput
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(payloads, &back))
+	require.Equal(t, st, *back.State)
+}
+
+// fillEveryField sets every field of v (recursively for structs) to a
+// non-zero value, so that a field the encoding drops shows.
+func fillEveryField(t *testing.T, v reflect.Value) {
+	t.Helper()
+	for i := range v.NumField() {
+		f := v.Field(i)
+		if !f.CanSet() {
+			continue
+		}
+		switch f.Kind() {
+		case reflect.Bool:
+			f.SetBool(true)
+		case reflect.Int, reflect.Int64:
+			f.SetInt(7)
+		case reflect.String:
+			f.SetString("x")
+		case reflect.Slice:
+			s := reflect.MakeSlice(f.Type(), 1, 1)
+			if e := s.Index(0); e.Kind() == reflect.Struct {
+				fillEveryField(t, e)
+			} else if e.Kind() == reflect.String {
+				e.SetString("y")
+			}
+			f.Set(s)
+		case reflect.Map:
+			m := reflect.MakeMap(f.Type())
+			k := reflect.New(f.Type().Key()).Elem()
+			if k.Kind() == reflect.String {
+				k.SetString("k")
+			} else if k.Kind() == reflect.Int {
+				k.SetInt(1)
+			}
+			val := reflect.New(f.Type().Elem()).Elem()
+			if val.Kind() == reflect.Struct {
+				fillEveryField(t, val)
+			} else if val.Kind() == reflect.String {
+				val.SetString("v")
+			}
+			m.SetMapIndex(k, val)
+			f.Set(m)
+		case reflect.Struct:
+			if f.Type() != reflect.TypeFor[time.Time]() {
+				fillEveryField(t, f)
+			}
+		}
+	}
 }

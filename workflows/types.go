@@ -171,6 +171,10 @@ type PipelineState struct {
 	// PRs are the open pull requests' newest events: builds of older events
 	// of a pull request are superseded by a newer commit or its close.
 	PRs map[int]PRState `json:"prs,omitempty"`
+	// Deleted marks a pipeline deleted while builds were still in its
+	// lanes: it refuses every update and ends once they drain, across
+	// continue-as-new (N1: it used to come back to life).
+	Deleted bool `json:"deleted,omitempty"`
 }
 
 // PRState is what a pipeline remembers of one pull request.
