@@ -42,6 +42,10 @@ test-unit: ## unit tests only (-race)
 test-e2e: build ## end-to-end tests only
 	SLUICE_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 30m $(E2E_PKGS)
 
+.PHONY: cluster-test
+cluster-test: build ## the production topology as processes on PostgreSQL (COUNT=10 runs it ten times)
+	SLUICE_BIN=$(CURDIR)/$(BIN) $(GO) test -count=$${COUNT:-1} -timeout 60m -run 'TestClusterOnPostgres$$' -v ./internal/e2e/
+
 .PHONY: fuzz
 fuzz: ## fuzz the parsers for FUZZTIME each (default 1m)
 	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=$${FUZZTIME:-1m} ./pipeline/

@@ -322,7 +322,8 @@ func (wh *webHandler) event(r *http.Request) (string, any, error) {
 		byJob[b.Job] = append(byJob[b.Job], b)
 	}
 	for _, j := range ev.Jobs {
-		pg.Jobs = append(pg.Jobs, eventJob{Name: j.Job, Status: j.Status, Reason: j.Reason, Builds: byJob[j.Job]})
+		st, why := jobShown(j.Status, j.Reason, byJob[j.Job])
+		pg.Jobs = append(pg.Jobs, eventJob{Name: j.Job, Status: st, Reason: why, Builds: byJob[j.Job]})
 	}
 	spec, err := wh.specOf(r.Context(), ref.Pipeline, ev.SHA)
 	if err != nil {

@@ -34,6 +34,16 @@ const (
 	pad            = 12
 )
 
+// jobShown is the status a page shows for a job of an event: a job that is
+// not final and has one build shows that build's (QUEUED while it waits,
+// not the job's RUNNING), in the graph and the jobs table alike.
+func jobShown(st workflows.Status, reason string, builds []Build) (workflows.Status, string) {
+	if len(builds) == 1 && (st == "" || !st.Final()) {
+		return builds[0].Status, builds[0].Reason
+	}
+	return st, reason
+}
+
 // eventGraph draws the spec's jobs as an SVG, laid out in columns by their
 // depth along requires edges, each box coloured by the job's status in the
 // event (a job with one build shows the build's status: QUEUED, RUNNING...).
@@ -48,9 +58,7 @@ func eventGraph(spec *pipeline.Spec, ev Event) template.HTML {
 		builds[b.Job] = append(builds[b.Job], b)
 	}
 	for job, bs := range builds {
-		if len(bs) == 1 && (!status[job].Final() || status[job] == "") {
-			status[job], reason[job] = bs[0].Status, bs[0].Reason
-		}
+		status[job], reason[job] = jobShown(status[job], reason[job], bs)
 	}
 	// Depth: the longest chain of upstream jobs.
 	depth := map[string]int{}

@@ -45,3 +45,18 @@ jobs:
 	require.Equal(t, 4, strings.Count(svg, "<line "), "four edges")
 	require.Contains(t, svg, `stroke-dasharray`, "OR edges are dashed")
 }
+
+// A started job whose only build waits shows QUEUED, in the graph and the
+// jobs table alike; a finished job shows its own status.
+func TestJobShownFollowsItsOnlyBuild(t *testing.T) {
+	t.Parallel()
+	queued := []Build{{Status: workflows.StatusQueued, Reason: "waiting for a slot on queue default"}}
+	st, why := jobShown(workflows.StatusRunning, "", queued)
+	require.Equal(t, workflows.StatusQueued, st)
+	require.Equal(t, "waiting for a slot on queue default", why)
+	st, _ = jobShown(workflows.StatusSuccess, "", queued)
+	require.Equal(t, workflows.StatusSuccess, st)
+	two := append(queued, Build{Status: workflows.StatusRunning})
+	st, _ = jobShown(workflows.StatusRunning, "", two)
+	require.Equal(t, workflows.StatusRunning, st, "a matrix job shows the job's status")
+}
