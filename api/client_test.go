@@ -308,7 +308,14 @@ func TestClientAgainstTheHandler(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, ae.Status)
 	require.Contains(t, ae.Message, `event "app/zero"`)
 
+	// Starting an event is for the pipeline's admins: bob is not one.
 	_, err = c.StartEvent(ctx, "app", api.StartEventRequest{SHA: "not-hex"})
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, http.StatusForbidden, ae.Status)
+	require.Contains(t, ae.Message, `user "bob" is not an admin of pipeline app`)
+	owner := api.NewClient(srv.URL)
+	owner.Token = "owner"
+	_, err = owner.StartEvent(ctx, "app", api.StartEventRequest{SHA: "not-hex"})
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, http.StatusBadRequest, ae.Status)
 	require.Contains(t, ae.Message, `sha "not-hex"`)
@@ -318,7 +325,9 @@ func TestClientAgainstTheHandler(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, ae.Status)
 	require.Contains(t, ae.Message, `user "bob" may not define queues`)
 
+	// Executor actions are for manage-executors: bob hears 403 first.
 	_, err = c.ExecutorAction(ctx, "exec-a", "explode")
 	require.ErrorAs(t, err, &ae)
-	require.Equal(t, http.StatusBadRequest, ae.Status)
+	require.Equal(t, http.StatusForbidden, ae.Status)
+	require.Contains(t, ae.Message, `user "bob" lacks the manage-executors privilege`)
 }

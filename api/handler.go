@@ -46,6 +46,9 @@ type Deps struct {
 	// TemporalUI is the Temporal Web UI's base URL; the pages link each
 	// event and build to its workflow there ("" leaves the links out).
 	TemporalUI string
+	// PipelineOf looks a pipeline up for its access checks (nil: the
+	// service's GetPipeline; unit tests without Temporal set it).
+	PipelineOf func(ctx context.Context, name string) (Pipeline, error)
 	// LoopbackOnly, set when the API listens on loopback only, makes it
 	// answer only requests whose Host names loopback (DNS rebinding).
 	LoopbackOnly bool
@@ -73,40 +76,9 @@ func NewHandler(d Deps) http.Handler {
 	mux.HandleFunc("POST /webhooks/github", h.webhook("github"))
 	mux.HandleFunc("POST /webhooks/gitlab", h.webhook("gitlab"))
 
-	mux.HandleFunc("GET /api/v1/pipelines", h.listPipelines)
-	mux.HandleFunc("POST /api/v1/pipelines", h.createPipeline)
-	mux.HandleFunc("GET /api/v1/pipelines/{name}", h.getPipeline)
-	mux.HandleFunc("PATCH /api/v1/pipelines/{name}", h.updatePipeline)
-	mux.HandleFunc("DELETE /api/v1/pipelines/{name}", h.deletePipeline)
-	mux.HandleFunc("GET /api/v1/pipelines/{name}/events", h.listEvents)
-	mux.HandleFunc("POST /api/v1/pipelines/{name}/events", h.startEvent)
-	mux.HandleFunc("POST /api/v1/pipelines/{name}/jobs/{job}/schedule/{action}", h.schedule)
-
-	mux.HandleFunc("GET /api/v1/events/{pipeline}/{n}", h.getEvent)
-	mux.HandleFunc("POST /api/v1/events/{pipeline}/{n}/cancel", h.cancelEvent)
-	mux.HandleFunc("POST /api/v1/events/{pipeline}/{n}/restart", h.restartEvent)
-	mux.HandleFunc("POST /api/v1/events/{pipeline}/{n}/rerun", h.rerunEvent)
-
-	mux.HandleFunc("GET /api/v1/builds", h.listBuilds)
-	mux.HandleFunc("GET /api/v1/builds/{id}", h.getBuild)
-	mux.HandleFunc("POST /api/v1/builds/{id}/cancel", h.cancelBuild)
-	if d.Logs != nil {
-		logs := logstore.NewHTTPHandler(d.Logs)
-		mux.Handle("/api/v1/builds/{id}/logs", logs)
-		mux.Handle("/api/v1/builds/{id}/logs/", logs)
+	for _, rt := range h.routes() {
+		mux.Handle(rt.Pattern, h.authorize(rt.Policy, rt.handler))
 	}
-
-	h.secretRoutes(mux)
-
-	mux.HandleFunc("GET /api/v1/queues", h.listQueues)
-	mux.HandleFunc("POST /api/v1/queues", h.defineQueue(true))
-	mux.HandleFunc("PUT /api/v1/queues/{name}", h.defineQueue(false))
-	mux.HandleFunc("DELETE /api/v1/queues/{name}", h.deleteQueue)
-	mux.HandleFunc("GET /api/v1/queues/{name}", h.queueStatus)
-	mux.HandleFunc("GET /api/v1/queues/{name}/status", h.queueStatus)
-
-	mux.HandleFunc("GET /api/v1/executors", h.listExecutors)
-	mux.HandleFunc("POST /api/v1/executors/{name}/{action}", h.executorAction)
 	h.webRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))

@@ -314,6 +314,7 @@ func TestStartEventReachesThePipeline(t *testing.T) {
 			h := newHandler(t, api.Deps{
 				Service:      newService(t, tc),
 				Authenticate: func(*http.Request) (queue.Identity, error) { return alice, nil },
+				PipelineOf:   ownedBy("alice"),
 			})
 			ev := decodeBody[api.EventStarted](t, call(t, h, http.MethodPost, "/api/v1/pipelines/app/events", tt.body, nil), http.StatusCreated)
 			require.Equal(t, api.EventStarted{ID: "app/4", Pipeline: "app", Number: 4}, ev)
@@ -493,7 +494,11 @@ func TestExecutorActions(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			tc := newMockClient(t)
-			onUpdate(t, tc, workflows.RegistryID, workflows.UpdateSetMemberState, registryMemberState)
+			if tt.status != http.StatusForbidden {
+				// A refused caller never reaches the registry: the
+				// route's policy answers first.
+				onUpdate(t, tc, workflows.RegistryID, workflows.UpdateSetMemberState, registryMemberState)
+			}
 			h := newHandler(t, api.Deps{
 				Service:      newService(t, tc),
 				Authenticate: func(*http.Request) (queue.Identity, error) { return tt.who, nil },

@@ -35,6 +35,12 @@ func newHandler(t *testing.T, deps api.Deps) http.Handler {
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
+	if deps.PipelineOf == nil {
+		// Every pipeline of these tests is owned by "owner".
+		deps.PipelineOf = func(_ context.Context, name string) (api.Pipeline, error) {
+			return api.Pipeline{Name: name, Owner: "owner"}, nil
+		}
+	}
 	return api.NewHandler(deps)
 }
 
@@ -148,4 +154,12 @@ func onUpdate(t *testing.T, c *mocks.Client, workflowID, name string, result fun
 	})).Return(func(_ context.Context, o client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error) {
 		return updateHandle(t, result, o), nil
 	})
+}
+
+// ownedBy is a pipeline lookup for handlers without Temporal: every
+// pipeline is owned by user.
+func ownedBy(user string) func(context.Context, string) (api.Pipeline, error) {
+	return func(_ context.Context, name string) (api.Pipeline, error) {
+		return api.Pipeline{Name: name, Owner: user}, nil
+	}
 }

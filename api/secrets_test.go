@@ -118,9 +118,9 @@ func TestSecretRoutesNeedPrivileges(t *testing.T) {
 		who                      queue.Identity
 		want                     string
 	}{
-		{"set", http.MethodPut, "/api/v1/pipelines/app/secrets/TOKEN", `{"value":"v"}`, bob, `user "bob" lacks the manage-secrets privilege`},
-		{"list", http.MethodGet, "/api/v1/pipelines/app/secrets", "", bob, `user "bob" lacks the manage-secrets privilege`},
-		{"delete", http.MethodDelete, "/api/v1/pipelines/app/secrets/TOKEN", "", bob, `user "bob" lacks the manage-secrets privilege`},
+		{"set", http.MethodPut, "/api/v1/pipelines/app/secrets/TOKEN", `{"value":"v"}`, bob, `user "bob" is not an admin of pipeline app (its owner owner, its admins, or the manage-pipelines or manage-secrets privilege)`},
+		{"list", http.MethodGet, "/api/v1/pipelines/app/secrets", "", bob, `user "bob" is not an admin of pipeline app`},
+		{"delete", http.MethodDelete, "/api/v1/pipelines/app/secrets/TOKEN", "", bob, `user "bob" is not an admin of pipeline app`},
 		{"resolve", http.MethodPost, "/api/v1/secrets/resolve", `{"build":"app/deploy/1","names":["TOKEN"]}`, exec, `user "exec" lacks the read-secrets privilege`},
 	}
 	for _, tc := range cases {

@@ -53,6 +53,9 @@ type Service struct {
 	Logger *slog.Logger
 	// Now is the clock (tests may replace it).
 	Now func() time.Time
+	// HasSecrets reports whether a pipeline has secrets (nil: no secret
+	// store): repointing such a pipeline needs manage-secrets.
+	HasSecrets func(pipeline string) (bool, error)
 
 	idx pipelineIndex
 	// batches coalesces concurrent event starts per pipeline (batch.go).
@@ -155,6 +158,9 @@ func (s *Service) CreatePipeline(ctx context.Context, id queue.Identity, req Cre
 	if !reBranch.MatchString(req.Branch) {
 		return Pipeline{}, invalid("branch %q: not a valid branch name", req.Branch)
 	}
+	if err := validAdmins(req.Admins); err != nil {
+		return Pipeline{}, err
+	}
 	if req.Queue != "" {
 		if err := s.requireUsableQueue(ctx, id, req.Queue); err != nil {
 			return Pipeline{}, err
@@ -182,7 +188,7 @@ func (s *Service) CreatePipeline(ctx context.Context, id queue.Identity, req Cre
 	owner := id
 	cfg := workflows.PipelineConfig{
 		Name: req.Name, Repo: req.Repo, Branch: req.Branch, Queue: req.Queue, Statuses: req.Statuses,
-		Dispatch: s.Dispatch, Creator: id.User, CreatedAt: s.now().UTC(), Owner: &owner,
+		Dispatch: s.Dispatch, Creator: id.User, CreatedAt: s.now().UTC(), Owner: &owner, Admins: req.Admins,
 	}
 	_, err = s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       workflows.PipelineWorkflowID(req.Name),
@@ -262,7 +268,7 @@ func (s *Service) GetPipeline(ctx context.Context, name string) (Pipeline, error
 		Name: info.Config.Name, Repo: info.Config.Repo, RepoKind: scm.Kind(info.Config.Repo), Branch: info.Config.Branch,
 		Queue: info.Config.Queue, Events: info.Events, LastSHA: info.LastSHA, Subscriptions: info.Subscriptions,
 		Periodic: info.Periodic, ScheduleError: info.ScheduleError, CreatedAt: info.Config.CreatedAt,
-		Statuses: info.Config.Statuses,
+		Statuses: info.Config.Statuses, Admins: info.Config.Admins,
 	}
 	if info.Config.Owner != nil {
 		p.Owner = info.Config.Owner.User
@@ -354,11 +360,26 @@ func (s *Service) UpdatePipeline(ctx context.Context, id queue.Identity, name st
 	}
 	owner := id
 	cfg := workflows.PipelineConfig{Name: name, Repo: cur.Repo, Branch: cur.Branch, Queue: cur.Queue, Statuses: cur.Statuses, Owner: &owner}
+	if req.Admins != nil {
+		if err := validAdmins(*req.Admins); err != nil {
+			return Pipeline{}, err
+		}
+		cfg.Admins = append([]string{}, *req.Admins...)
+	}
 	if req.Statuses != nil {
 		if err := validStatuses(*req.Statuses); err != nil {
 			return Pipeline{}, err
 		}
 		cfg.Statuses = *req.Statuses
+	}
+	if req.Repo != nil && *req.Repo != cur.Repo && s.HasSecrets != nil && !id.Has("manage-secrets") {
+		// The new repository's code would read this pipeline's secrets.
+		if has, err := s.HasSecrets(name); err != nil {
+			return Pipeline{}, err
+		} else if has {
+			return Pipeline{}, fmt.Errorf("%w: pipeline %s has secrets: changing its repository needs the manage-secrets privilege (or delete its secrets first), since the new repository's code would read them",
+				queue.ErrForbidden, name)
+		}
 	}
 	if req.Repo != nil {
 		cfg.Repo = *req.Repo
@@ -953,4 +974,20 @@ func closeTime(ex *workflowpb.WorkflowExecutionInfo) time.Time {
 		return time.Time{}
 	}
 	return ex.GetCloseTime().AsTime()
+}
+
+// reAdmin is a user name or role:<name>.
+var reAdmin = regexp.MustCompile(`^(role:)?[A-Za-z0-9][A-Za-z0-9._@-]{0,99}$`)
+
+// validAdmins checks a pipeline's admin list.
+func validAdmins(admins []string) error {
+	if len(admins) > 100 {
+		return invalid("admins: at most 100 entries, got %d", len(admins))
+	}
+	for i, a := range admins {
+		if !reAdmin.MatchString(a) {
+			return invalid("admins[%d] %q: want a user name or role:<name>", i, a)
+		}
+	}
+	return nil
 }

@@ -120,7 +120,7 @@ tokens:
 			`tokens[3] (user "d"): sha256 "xyz" is not 64 hex digits`,
 			`tokens[4] (user "e"): set token or sha256, not both`,
 			`tokens[5] (user "system"): user "system" is reserved for sluice itself`,
-			`tokens[7] (user "g"): unknown privilege "launch-missiles" (known: define-queues, manage-executors, manage-secrets, read-secrets)`,
+			`tokens[7] (user "g"): unknown privilege "launch-missiles" (known: define-queues, manage-executors, manage-secrets, read-secrets, manage-pipelines)`,
 			`tokens[8] (user "h"): same token as user "f"`,
 			`tokens[9] (user "i"): empty role`,
 		}},

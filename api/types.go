@@ -16,6 +16,9 @@ type CreatePipelineRequest struct {
 	Repo   string `json:"repo"`
 	Branch string `json:"branch,omitempty"`
 	Queue  string `json:"queue,omitempty"`
+	// Admins may administer the pipeline besides its owner (the creator):
+	// user names, or role:<name>.
+	Admins []string `json:"admins,omitempty"`
 	// Statuses is where commit statuses go: "" derives it from the repo
 	// URL, "off", github:<owner>/<repo> or gitlab:<group>/<project>.
 	Statuses string `json:"statuses,omitempty"`
@@ -26,6 +29,8 @@ type UpdatePipelineRequest struct {
 	Repo   *string `json:"repo,omitempty"`
 	Branch *string `json:"branch,omitempty"`
 	Queue  *string `json:"queue,omitempty"`
+	// Admins replaces the pipeline's admins (an empty list clears them).
+	Admins *[]string `json:"admins,omitempty"`
 	// Statuses: see CreatePipelineRequest.
 	Statuses *string `json:"statuses,omitempty"`
 }
@@ -48,6 +53,8 @@ type Pipeline struct {
 	// that no person starts (webhooks, schedules, remote triggers) act for
 	// it.
 	Owner string `json:"owner,omitempty"`
+	// Admins may administer the pipeline besides its owner.
+	Admins []string `json:"admins,omitempty"`
 	// Statuses is the pipeline's commit status setting ("" derives the
 	// target from the repository URL).
 	Statuses string `json:"statuses,omitempty"`

@@ -41,6 +41,7 @@ func repoLocation(repo string) (string, error) {
 
 func (a *app) pipelineCreateCmd() *cobra.Command {
 	var repo, branch, queueName, statuses string
+	var admins []string
 	cmd := &cobra.Command{
 		Use:   "create NAME --repo REPO [--branch main] [--queue QUEUE]",
 		Short: "Create a pipeline from a repository",
@@ -62,7 +63,7 @@ absolute before it is sent (the server reads it on its own file system).
 				}
 			}
 			p, err := a.client().CreatePipeline(cmd.Context(), api.CreatePipelineRequest{
-				Name: argv[0], Repo: loc, Branch: branch, Queue: queueName, Statuses: statuses,
+				Name: argv[0], Repo: loc, Branch: branch, Queue: queueName, Statuses: statuses, Admins: admins,
 			})
 			if err != nil {
 				return err
@@ -77,6 +78,8 @@ absolute before it is sent (the server reads it on its own file system).
 	cmd.Flags().StringVar(&branch, "branch", "main", "default branch: unfiltered ~commit triggers fire on it")
 	cmd.Flags().StringVar(&queueName, "queue", "", "default queue of the pipeline's jobs (default: the built-in \"default\")")
 	cmd.Flags().StringVar(&statuses, "statuses", "", statusesFlagHelp)
+	cmd.Flags().StringSliceVar(&admins, "admin", nil, adminFlagHelp+" (replaces the list; --admin '' clears it)")
+	cmd.Flags().StringSliceVar(&admins, "admin", nil, adminFlagHelp)
 	return cmd
 }
 
@@ -131,6 +134,9 @@ and the builds waiting.`,
 	}
 }
 
+// adminFlagHelp documents --admin.
+const adminFlagHelp = "who may administer the pipeline besides its owner: a user, or role:NAME (repeat or comma-separate)"
+
 // statusesFlagHelp documents --statuses.
 const statusesFlagHelp = "where commit statuses go: github:OWNER/REPO, gitlab:GROUP/PROJECT, off, or \"\" to follow the repository URL (github.com, gitlab.com, SLUICE_GITHUB_API_URL's and SLUICE_GITLAB_URL's hosts)"
 
@@ -144,6 +150,7 @@ func writePipeline(w io.Writer, p api.Pipeline, now time.Time) error {
 	f.Add("last sha", cliout.Or(p.LastSHA, cliout.Dash))
 	f.Add("created", cliout.Timestamp(p.CreatedAt, now))
 	f.Add("owner", p.Owner)
+	f.Add("admins", strings.Join(p.Admins, ", "))
 	f.Add("subscriptions", cliout.List(p.Subscriptions))
 	f.Add("schedule error", p.ScheduleError)
 	f.Add("commit statuses", cliout.Or(p.Statuses, "from the repository URL"))
@@ -178,6 +185,7 @@ func writePipeline(w io.Writer, p api.Pipeline, now time.Time) error {
 
 func (a *app) pipelineUpdateCmd() *cobra.Command {
 	var repo, branch, queueName, statuses string
+	var admins []string
 	cmd := &cobra.Command{
 		Use:   "update NAME [--repo REPO] [--branch BRANCH] [--queue QUEUE]",
 		Short: "Change a pipeline's repository, branch or default queue",
@@ -213,8 +221,12 @@ clears the default queue (jobs then use the built-in "default").`,
 			if flags.Changed("statuses") {
 				req.Statuses = &statuses
 			}
-			if req.Repo == nil && req.Branch == nil && req.Queue == nil && req.Statuses == nil {
-				return fmt.Errorf("%w: give --repo, --branch, --queue or --statuses", cliout.ErrNothingToChange)
+			if flags.Changed("admin") {
+				admins = slices.DeleteFunc(admins, func(a string) bool { return strings.TrimSpace(a) == "" })
+				req.Admins = &admins
+			}
+			if req.Repo == nil && req.Branch == nil && req.Queue == nil && req.Statuses == nil && req.Admins == nil {
+				return fmt.Errorf("%w: give --repo, --branch, --queue, --statuses or --admin", cliout.ErrNothingToChange)
 			}
 			p, err := a.client().UpdatePipeline(cmd.Context(), argv[0], req)
 			if err != nil {

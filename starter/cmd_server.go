@@ -272,6 +272,9 @@ func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Sto
 		Repos:    activities.CachedRepos(filepath.Join(cfg.DataDir, "git")),
 		Logger:   log,
 	}
+	if secrets != nil {
+		svc.HasSecrets = secrets.HasAny
+	}
 	h := api.NewHandler(api.Deps{
 		Service: svc, Logs: store, Logger: log, Secrets: secrets, Metrics: api.NewMetrics(svc),
 		GitHubSecret: cfg.GitHubSecret, GitLabSecret: cfg.GitLabSecret,

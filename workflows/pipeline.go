@@ -106,6 +106,9 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 			if c.Owner != nil {
 				p.cfg.Owner = c.Owner
 			}
+			if c.Admins != nil {
+				p.cfg.Admins = c.Admins
+			}
 			return p.cfg, nil
 		}, workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, c PipelineConfig) error {
 			if p.st.Deleted {

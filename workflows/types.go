@@ -143,6 +143,9 @@ type PipelineConfig struct {
 	// it: its roles decide which queues they may use. Nil on pipelines
 	// created before owners were recorded (they act as the system).
 	Owner *queue.Identity `json:"owner,omitempty"`
+	// Admins may administer the pipeline besides its owner: user names, or
+	// role:<name> for everyone with that role.
+	Admins []string `json:"admins,omitempty"`
 }
 
 // PipelineInput starts a PipelineWorkflow; State carries over continue-as-new.

@@ -169,6 +169,7 @@ func (s *Server) NewEnv(t testing.TB, opts Options) *Env {
 	}
 	secrets, _, err := api.OpenSecretStore(filepath.Join(dir, "secrets"), "test key "+e.Namespace)
 	require.NoError(t, err)
+	e.Service.HasSecrets = secrets.HasAny
 	srv := httptest.NewServer(api.NewHandler(api.Deps{
 		Service: e.Service, Logs: e.Logs, Logger: e.Logger, Authenticate: auth, GitHubSecret: opts.GitHubSecret, Secrets: secrets,
 		Metrics: api.NewMetrics(e.Service),

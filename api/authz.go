@@ -1,0 +1,231 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/sluice-ci/sluice/logstore"
+	"github.com/sluice-ci/sluice/queue"
+	"github.com/sluice-ci/sluice/workflows"
+)
+
+// PrivilegeManagePipelines lets its holder act as an admin of every
+// pipeline (update, delete, start events, cancel, restart, re-run,
+// schedules, secrets).
+const PrivilegeManagePipelines = "manage-pipelines"
+
+// Policy is who may use a route. Every /api/v1 route declares one in the
+// route table (routes), and the handler checks it in one place (authorize)
+// before the route runs; handlers do not check access themselves, except
+// where the service checks a queue's use rights for the identity.
+type Policy struct {
+	// Kind is PolicyAuthenticated, PolicyPrivilege or PolicyPipelineAdmin.
+	Kind string `json:"kind"`
+	// Privilege is the global privilege PolicyPrivilege needs, or one that
+	// also passes PolicyPipelineAdmin (manage-secrets for secret routes).
+	Privilege string `json:"privilege,omitempty"`
+	// pipeline finds the pipeline a PolicyPipelineAdmin route acts on.
+	pipeline func(*http.Request) (string, error)
+}
+
+// Policy kinds.
+const (
+	// PolicyAuthenticated: any valid token (reads; creating a pipeline,
+	// whose creator becomes its owner; executors shipping logs).
+	PolicyAuthenticated = "authenticated"
+	// PolicyPrivilege: a token holding Privilege.
+	PolicyPrivilege = "privilege"
+	// PolicyPipelineAdmin: the pipeline's owner, one of its admins (a user
+	// or role:<name>), a holder of manage-pipelines (or of Privilege when
+	// set), or the system identity.
+	PolicyPipelineAdmin = "pipeline-admin"
+)
+
+var (
+	authenticated = Policy{Kind: PolicyAuthenticated}
+	// pipelineByName acts on /pipelines/{name}.
+	pipelineByName = func(r *http.Request) (string, error) { return r.PathValue("name"), nil }
+	// pipelineOfEvent acts on /events/{pipeline}/{n}.
+	pipelineOfEvent = func(r *http.Request) (string, error) { return r.PathValue("pipeline"), nil }
+	// pipelineOfBuild acts on /builds/{id}.
+	pipelineOfBuild = func(r *http.Request) (string, error) {
+		ref, err := workflows.ParseBuildRef(r.PathValue("id"))
+		if err != nil {
+			return "", err
+		}
+		return ref.Pipeline, nil
+	}
+)
+
+func privileged(p string) Policy { return Policy{Kind: PolicyPrivilege, Privilege: p} }
+
+func pipelineAdmin(of func(*http.Request) (string, error)) Policy {
+	return Policy{Kind: PolicyPipelineAdmin, pipeline: of}
+}
+
+func pipelineAdminOr(privilege string, of func(*http.Request) (string, error)) Policy {
+	return Policy{Kind: PolicyPipelineAdmin, Privilege: privilege, pipeline: of}
+}
+
+// Route is one /api/v1 route and who may use it (docs/security.md lists
+// them; the e2e authorization matrix tests each).
+type Route struct {
+	Pattern string `json:"route"`
+	Policy  Policy `json:"policy"`
+	handler http.Handler
+}
+
+// routes is the table of every /api/v1 route with its policy.
+func (h *handler) routes() []Route {
+	rt := func(pattern string, p Policy, f http.HandlerFunc) Route { return Route{Pattern: pattern, Policy: p, handler: f} }
+	out := []Route{
+		rt("GET /api/v1/pipelines", authenticated, h.listPipelines),
+		rt("POST /api/v1/pipelines", authenticated, h.createPipeline),
+		rt("GET /api/v1/pipelines/{name}", authenticated, h.getPipeline),
+		rt("PATCH /api/v1/pipelines/{name}", pipelineAdmin(pipelineByName), h.updatePipeline),
+		rt("DELETE /api/v1/pipelines/{name}", pipelineAdmin(pipelineByName), h.deletePipeline),
+		rt("GET /api/v1/pipelines/{name}/events", authenticated, h.listEvents),
+		rt("POST /api/v1/pipelines/{name}/events", pipelineAdmin(pipelineByName), h.startEvent),
+		rt("POST /api/v1/pipelines/{name}/jobs/{job}/schedule/{action}", pipelineAdmin(pipelineByName), h.schedule),
+
+		rt("GET /api/v1/events/{pipeline}/{n}", authenticated, h.getEvent),
+		rt("POST /api/v1/events/{pipeline}/{n}/cancel", pipelineAdmin(pipelineOfEvent), h.cancelEvent),
+		rt("POST /api/v1/events/{pipeline}/{n}/restart", pipelineAdmin(pipelineOfEvent), h.restartEvent),
+		rt("POST /api/v1/events/{pipeline}/{n}/rerun", pipelineAdmin(pipelineOfEvent), h.rerunEvent),
+
+		rt("GET /api/v1/builds", authenticated, h.listBuilds),
+		rt("GET /api/v1/builds/{id}", authenticated, h.getBuild),
+		rt("POST /api/v1/builds/{id}/cancel", pipelineAdmin(pipelineOfBuild), h.cancelBuild),
+
+		rt("GET /api/v1/queues", authenticated, h.listQueues),
+		rt("POST /api/v1/queues", privileged(queue.PrivilegeDefineQueues), h.defineQueue(true)),
+		rt("PUT /api/v1/queues/{name}", privileged(queue.PrivilegeDefineQueues), h.defineQueue(false)),
+		rt("DELETE /api/v1/queues/{name}", privileged(queue.PrivilegeDefineQueues), h.deleteQueue),
+		rt("GET /api/v1/queues/{name}", authenticated, h.queueStatus),
+		rt("GET /api/v1/queues/{name}/status", authenticated, h.queueStatus),
+
+		rt("GET /api/v1/executors", authenticated, h.listExecutors),
+		rt("POST /api/v1/executors/{name}/{action}", privileged(workflows.PrivilegeManageExecutors), h.executorAction),
+	}
+	if h.d.Secrets != nil {
+		out = append(out,
+			rt("GET /api/v1/pipelines/{name}/secrets", pipelineAdminOr(PrivilegeManageSecrets, pipelineByName), h.listSecrets),
+			rt("PUT /api/v1/pipelines/{name}/secrets/{secret}", pipelineAdminOr(PrivilegeManageSecrets, pipelineByName), h.setSecret),
+			rt("DELETE /api/v1/pipelines/{name}/secrets/{secret}", pipelineAdminOr(PrivilegeManageSecrets, pipelineByName), h.deleteSecret),
+			rt("POST /api/v1/secrets/resolve", privileged(PrivilegeReadSecrets), h.resolveSecrets),
+			rt("POST /api/v1/secrets/scm-token", privileged(PrivilegeReadSecrets), h.scmToken),
+		)
+	}
+	if h.d.Logs != nil {
+		// Reading a log and shipping one (executors) need a valid token.
+		logs := h.logsHandler()
+		out = append(out,
+			Route{Pattern: "/api/v1/builds/{id}/logs", Policy: authenticated, handler: logs},
+			Route{Pattern: "/api/v1/builds/{id}/logs/", Policy: authenticated, handler: logs},
+		)
+	}
+	return out
+}
+
+// Routes lists every /api/v1 route the handler serves with d (secret and
+// log routes only when d has a store), with its policy.
+func Routes(d Deps) []Route {
+	h := &handler{d: d}
+	rs := h.routes()
+	for i := range rs {
+		rs[i].handler = nil
+	}
+	return rs
+}
+
+// authorize wraps a route's handler with its policy.
+func (h *handler) authorize(p Policy, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, err := h.identity(r)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		if err := h.allowed(r, id, p); err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// allowed checks id against the policy.
+func (h *handler) allowed(r *http.Request, id queue.Identity, p Policy) error {
+	switch p.Kind {
+	case PolicyAuthenticated:
+		return nil
+	case PolicyPrivilege:
+		if p.Privilege == queue.PrivilegeDefineQueues {
+			return queue.CanDefine(id) //nolint:wrapcheck // the queue package's own words
+		}
+		if id.Has(p.Privilege) {
+			return nil
+		}
+		if id.User == "" {
+			return fmt.Errorf("%w: anonymous user lacks the %s privilege: log in first", queue.ErrForbidden, p.Privilege)
+		}
+		return fmt.Errorf("%w: user %q lacks the %s privilege", queue.ErrForbidden, id.User, p.Privilege)
+	case PolicyPipelineAdmin:
+		if id.Has(PrivilegeManagePipelines) || (p.Privilege != "" && id.Has(p.Privilege)) {
+			return nil
+		}
+		name, err := p.pipeline(r)
+		if err != nil {
+			return invalid("%v", err)
+		}
+		lookup := h.svc.GetPipeline
+		if h.d.PipelineOf != nil {
+			lookup = h.d.PipelineOf
+		}
+		pl, err := lookup(r.Context(), name)
+		if err != nil {
+			return err
+		}
+		if PipelineAdmin(pl, id) {
+			return nil
+		}
+		alt := PrivilegeManagePipelines
+		if p.Privilege != "" {
+			alt += " or " + p.Privilege
+		}
+		return fmt.Errorf("%w: user %q is not an admin of pipeline %s (its owner %s, its admins, or the %s privilege)",
+			queue.ErrForbidden, id.User, name, orDash(pl.Owner), alt)
+	}
+	return fmt.Errorf("%w: route has no policy", queue.ErrForbidden)
+}
+
+// PipelineAdmin reports whether id administers p: its owner, one of its
+// admins (a user name, or role:<name> for a role the user has), or a holder
+// of manage-pipelines.
+func PipelineAdmin(p Pipeline, id queue.Identity) bool {
+	if id.Has(PrivilegeManagePipelines) || (id.User != "" && id.User == p.Owner) {
+		return true
+	}
+	for _, a := range p.Admins {
+		if role, ok := strings.CutPrefix(a, "role:"); ok {
+			if slices.Contains(id.Roles, role) {
+				return true
+			}
+		} else if id.User != "" && a == id.User {
+			return true
+		}
+	}
+	return false
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// logsHandler serves the build log store.
+func (h *handler) logsHandler() http.Handler { return logstore.NewHTTPHandler(h.d.Logs) }

@@ -1,0 +1,211 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-ci/sluice/api"
+	"github.com/sluice-ci/sluice/internal/testenv"
+	"github.com/sluice-ci/sluice/logstore"
+)
+
+// TestAuthorizationMatrix sends a request to every /api/v1 route as each of
+// anonymous, a token without privileges, another pipeline's owner, this
+// pipeline's admin (by role), its owner, and a privileged operator, and
+// checks each answer against the route's declared policy: 401 without a
+// token, 403 for whoever the policy leaves out, and for everyone else an
+// answer from the route itself. The requests are chosen so that an
+// admitted one fails validation or finds nothing (400/404) instead of
+// changing anything; the pipeline delete goes last. A route added to the
+// table without a case here fails the test.
+func TestAuthorizationMatrix(t *testing.T) {
+	t.Parallel()
+	tokens := map[string]string{
+		"mallory": "mallory-token-0123456789", "olga": "olga-token-0123456789", "ren": "ren-token-0123456789",
+		"alice": "alice-token-0123456789", "root": "root-token-0123456789",
+	}
+	e := server.NewEnv(t, testenv.Options{Token: tokens["root"], Tokens: fmt.Sprintf(`
+tokens:
+  - {user: mallory, token: %s}
+  - {user: olga, token: %s}
+  - {user: ren, token: %s, roles: [app-team]}
+  - {user: alice, token: %s}
+  - {user: root, token: %s, privileges: [manage-pipelines, manage-secrets, define-queues, manage-executors, read-secrets]}
+`, tokens["mallory"], tokens["olga"], tokens["ren"], tokens["alice"], tokens["root"])})
+	ctx := e.Context()
+	client := func(user string) *api.Client {
+		c := api.NewClient(e.APIURL)
+		c.Token = tokens[user]
+		return c
+	}
+	spec := map[string]string{"screwdriver.yaml": "shared: {image: alpine}\njobs:\n  main: {requires: [~commit], steps: [{a: 'true'}]}\n"}
+	_, err := client("alice").CreatePipeline(ctx, api.CreatePipelineRequest{Name: "app", Repo: testenv.NewRepo(t, spec).Dir, Admins: []string{"role:app-team"}})
+	require.NoError(t, err)
+	_, err = client("olga").CreatePipeline(ctx, api.CreatePipelineRequest{Name: "other", Repo: testenv.NewRepo(t, spec).Dir})
+	require.NoError(t, err)
+
+	type request struct{ method, path, body string }
+	cases := map[string]request{
+		"GET /api/v1/pipelines":                                       {"GET", "/api/v1/pipelines", ""},
+		"POST /api/v1/pipelines":                                      {"POST", "/api/v1/pipelines", `{"name":"bad/name","repo":"x"}`},
+		"GET /api/v1/pipelines/{name}":                                {"GET", "/api/v1/pipelines/app", ""},
+		"PATCH /api/v1/pipelines/{name}":                              {"PATCH", "/api/v1/pipelines/app", `{"branch":"bad branch"}`},
+		"DELETE /api/v1/pipelines/{name}":                             {"DELETE", "/api/v1/pipelines/app", ""},
+		"GET /api/v1/pipelines/{name}/events":                         {"GET", "/api/v1/pipelines/app/events", ""},
+		"POST /api/v1/pipelines/{name}/events":                        {"POST", "/api/v1/pipelines/app/events", `{"type":"bogus"}`},
+		"POST /api/v1/pipelines/{name}/jobs/{job}/schedule/{action}":  {"POST", "/api/v1/pipelines/app/jobs/main/schedule/explode", ""},
+		"GET /api/v1/events/{pipeline}/{n}":                           {"GET", "/api/v1/events/app/999", ""},
+		"POST /api/v1/events/{pipeline}/{n}/cancel":                   {"POST", "/api/v1/events/app/999/cancel", ""},
+		"POST /api/v1/events/{pipeline}/{n}/restart":                  {"POST", "/api/v1/events/app/999/restart", `{}`},
+		"POST /api/v1/events/{pipeline}/{n}/rerun":                    {"POST", "/api/v1/events/app/999/rerun", `{}`},
+		"GET /api/v1/builds":                                          {"GET", "/api/v1/builds?pipeline=app", ""},
+		"GET /api/v1/builds/{id}":                                     {"GET", "/api/v1/builds/app/main/999", ""},
+		"POST /api/v1/builds/{id}/cancel":                             {"POST", "/api/v1/builds/app/main/999/cancel", ""},
+		"GET /api/v1/queues":                                          {"GET", "/api/v1/queues", ""},
+		"POST /api/v1/queues":                                         {"POST", "/api/v1/queues", `{"name":"q1","rules":["run-on=moon"]}`},
+		"PUT /api/v1/queues/{name}":                                   {"PUT", "/api/v1/queues/q1", `{"name":"q1","rules":["run-on=moon"]}`},
+		"DELETE /api/v1/queues/{name}":                                {"DELETE", "/api/v1/queues/no-such-queue", ""},
+		"GET /api/v1/queues/{name}":                                   {"GET", "/api/v1/queues/default", ""},
+		"GET /api/v1/queues/{name}/status":                            {"GET", "/api/v1/queues/default/status", ""},
+		"GET /api/v1/executors":                                       {"GET", "/api/v1/executors", ""},
+		"POST /api/v1/executors/{name}/{action}":                      {"POST", "/api/v1/executors/nobody/explode", ""},
+		"GET /api/v1/pipelines/{name}/secrets":                        {"GET", "/api/v1/pipelines/app/secrets", ""},
+		"PUT /api/v1/pipelines/{name}/secrets/{secret}":               {"PUT", "/api/v1/pipelines/app/secrets/lower-case", `{"value":"v"}`},
+		"DELETE /api/v1/pipelines/{name}/secrets/{secret}":            {"DELETE", "/api/v1/pipelines/app/secrets/NOT_SET", ""},
+		"POST /api/v1/secrets/resolve":                                {"POST", "/api/v1/secrets/resolve", `{"build":"app/main/999","names":["X"]}`},
+		"POST /api/v1/secrets/scm-token":                              {"POST", "/api/v1/secrets/scm-token", `{"pipeline":"app","name":"NOPE"}`},
+		"/api/v1/builds/{id}/logs":                                    {"GET", "/api/v1/builds/app/main/999/logs", ""},
+		"/api/v1/builds/{id}/logs/":                                   {"GET", "/api/v1/builds/app/main/999/logs/main", ""},
+	}
+	routes := api.Routes(api.Deps{Secrets: &api.SecretStore{}, Logs: &logstore.Store{}})
+	require.Len(t, cases, len(routes), "one case per route")
+	// The delete goes last: after it, pipeline app is gone.
+	var last api.Route
+	ordered := make([]api.Route, 0, len(routes))
+	for _, rt := range routes {
+		if rt.Pattern == "DELETE /api/v1/pipelines/{name}" {
+			last = rt
+			continue
+		}
+		ordered = append(ordered, rt)
+	}
+	ordered = append(ordered, last)
+
+	users := []string{"", "mallory", "olga", "ren", "alice", "root"}
+	for _, rt := range ordered {
+		req, ok := cases[rt.Pattern]
+		require.True(t, ok, "no case for route %s", rt.Pattern)
+		for _, user := range users {
+			var want string // "401", "403" or "route" (anything else)
+			switch {
+			case user == "":
+				want = "401"
+			case rt.Policy.Kind == api.PolicyAuthenticated:
+				want = "route"
+			case rt.Policy.Kind == api.PolicyPrivilege:
+				want = map[bool]string{true: "route", false: "403"}[user == "root"]
+			case rt.Policy.Kind == api.PolicyPipelineAdmin:
+				want = map[bool]string{true: "route", false: "403"}[user == "root" || user == "alice" || user == "ren"]
+			default:
+				t.Fatalf("route %s: unknown policy %q", rt.Pattern, rt.Policy.Kind)
+			}
+			if rt.Pattern == "DELETE /api/v1/pipelines/{name}" && user == "ren" {
+				continue // alice deletes it next; one admin's delete is enough
+			}
+			hr, err := http.NewRequestWithContext(ctx, req.method, e.APIURL+req.path, strings.NewReader(req.body))
+			require.NoError(t, err)
+			if user != "" {
+				hr.Header.Set("Authorization", "Bearer "+tokens[user])
+			}
+			if req.method != http.MethodGet {
+				hr.Header.Set("Content-Type", "application/json")
+			}
+			resp, err := http.DefaultClient.Do(hr)
+			require.NoError(t, err)
+			var body bytes.Buffer
+			_, _ = body.ReadFrom(resp.Body)
+			_ = resp.Body.Close()
+			who := user
+			if who == "" {
+				who = "anonymous"
+			}
+			switch want {
+			case "401":
+				require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "%s as %s: %s", rt.Pattern, who, body.String())
+			case "403":
+				require.Equal(t, http.StatusForbidden, resp.StatusCode, "%s as %s: %s", rt.Pattern, who, body.String())
+			default:
+				require.NotContains(t, []int{http.StatusUnauthorized, http.StatusForbidden}, resp.StatusCode,
+					"%s as %s is admitted: %s", rt.Pattern, who, body.String())
+				require.Less(t, resp.StatusCode, 500, "%s as %s: %s", rt.Pattern, who, body.String())
+			}
+		}
+	}
+	// alice deleted her pipeline; olga's is untouched.
+	_, err = client("root").GetPipeline(ctx, "other")
+	require.NoError(t, err)
+}
+
+// TestOutsidersCannotTakeOverAPipeline: a token without privileges cannot
+// update, delete, repoint or trigger another's pipeline (review finding 2),
+// and the owner cannot repoint a pipeline that has secrets without
+// manage-secrets (its secrets would reach the new repository's code).
+func TestOutsidersCannotTakeOverAPipeline(t *testing.T) {
+	t.Parallel()
+	const aliceToken, malloryToken, rootToken = "alice-token-0123456789", "mallory-token-0123456789", "root-token-0123456789"
+	e := server.NewEnv(t, testenv.Options{Token: rootToken, LocalExecutor: true, Tokens: `
+tokens:
+  - {user: alice, token: ` + aliceToken + `}
+  - {user: mallory, token: ` + malloryToken + `}
+  - {user: root, token: ` + rootToken + `, privileges: [manage-secrets, read-secrets, manage-executors, define-queues]}
+`})
+	ctx := e.Context()
+	alice, mallory := api.NewClient(e.APIURL), api.NewClient(e.APIURL)
+	alice.Token, mallory.Token = aliceToken, malloryToken
+	spec := map[string]string{"screwdriver.yaml": "shared: {image: alpine}\njobs:\n  main: {requires: [~commit], steps: [{a: 'true'}]}\n"}
+	repo := testenv.NewRepo(t, spec)
+	evil := testenv.NewRepo(t, spec)
+	_, err := alice.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "prod", Repo: repo.Dir})
+	require.NoError(t, err)
+	_, err = alice.SetSecret(ctx, "prod", "DEPLOY_KEY", api.SetSecretRequest{Value: "s3cret"})
+	require.NoError(t, err)
+
+	var ae *api.Error
+	forbidden := func(err error, what string) {
+		t.Helper()
+		require.ErrorAs(t, err, &ae, what)
+		require.Equal(t, http.StatusForbidden, ae.Status, what)
+		require.Contains(t, ae.Message, `user "mallory" is not an admin of pipeline prod`, what)
+	}
+	_, err = mallory.UpdatePipeline(ctx, "prod", api.UpdatePipelineRequest{Repo: &evil.Dir})
+	forbidden(err, "repoint")
+	_, err = mallory.StartEvent(ctx, "prod", api.StartEventRequest{Type: "commit", Branch: "main"})
+	forbidden(err, "trigger")
+	_, err = mallory.SetSecret(ctx, "prod", "DEPLOY_KEY", api.SetSecretRequest{Value: "mine"})
+	forbidden(err, "overwrite a secret")
+	_, err = mallory.ListSecrets(ctx, "prod")
+	forbidden(err, "list secrets")
+	forbidden(mallory.DeletePipeline(ctx, "prod"), "delete")
+	p, err := alice.GetPipeline(ctx, "prod")
+	require.NoError(t, err)
+	require.Equal(t, repo.Dir, p.Repo, "the pipeline still points at its repository")
+	require.Equal(t, "alice", p.Owner)
+
+	// The owner may trigger, but not repoint a pipeline with secrets
+	// without manage-secrets.
+	started, err := alice.StartEvent(ctx, "prod", api.StartEventRequest{Type: "commit", Branch: "main"})
+	require.NoError(t, err)
+	require.NotEmpty(t, started.ID)
+	_, err = alice.UpdatePipeline(ctx, "prod", api.UpdatePipelineRequest{Repo: &evil.Dir})
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, http.StatusForbidden, ae.Status)
+	require.Contains(t, ae.Message, "pipeline prod has secrets: changing its repository needs the manage-secrets privilege")
+	// An operator with manage-secrets may.
+	_, err = e.API.UpdatePipeline(ctx, "prod", api.UpdatePipelineRequest{Repo: &evil.Dir})
+	require.NoError(t, err)
+}
