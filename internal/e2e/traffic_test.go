@@ -383,6 +383,9 @@ jobs:
 	// rel (who holds the role) takes the pipeline over.
 	_, err = e.API.UpdatePipeline(ctx, "ship", api.UpdatePipelineRequest{Queue: &q})
 	require.NoError(t, err)
+	// A new push (the same body again would be a replay of the first, which
+	// the API deduplicates on the signed body).
+	shipRepo.Commit(map[string]string{"CHANGELOG": "second push\n"}, "second push")
 	all := fire("d-2")
 	require.Len(t, all, 6)
 	for _, ev := range all[3:] {
