@@ -79,7 +79,9 @@ type Route struct {
 
 // routes is the table of every /api/v1 route with its policy.
 func (h *handler) routes() []Route {
-	rt := func(pattern string, p Policy, f http.HandlerFunc) Route { return Route{Pattern: pattern, Policy: p, handler: f} }
+	rt := func(pattern string, p Policy, f http.HandlerFunc) Route {
+		return Route{Pattern: pattern, Policy: p, handler: f}
+	}
 	out := []Route{
 		rt("GET /api/v1/pipelines", authenticated, h.listPipelines),
 		rt("POST /api/v1/pipelines", authenticated, h.createPipeline),

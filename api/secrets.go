@@ -41,12 +41,12 @@ const maxSecretSize = 64 << 10
 
 // Secret is a secret's public part: never its value.
 type Secret struct {
-	Pipeline      string `json:"pipeline"`
-	Name          string `json:"name"`
-	AllowInPR     bool   `json:"allow_in_pr"`
-	AllowInForkPR bool   `json:"allow_in_fork_pr"`
-	UpdatedAt time.Time `json:"updated_at"`
-	UpdatedBy string    `json:"updated_by,omitempty"`
+	Pipeline      string    `json:"pipeline"`
+	Name          string    `json:"name"`
+	AllowInPR     bool      `json:"allow_in_pr"`
+	AllowInForkPR bool      `json:"allow_in_fork_pr"`
+	UpdatedAt     time.Time `json:"updated_at"`
+	UpdatedBy     string    `json:"updated_by,omitempty"`
 }
 
 // SetSecretRequest sets a secret's value.
@@ -108,8 +108,8 @@ type secretFile struct {
 type secretRecord struct {
 	// Sealed is base64(nonce || AES-GCM(value)), the pipeline and name as
 	// additional data (a value cannot be moved to another secret).
-	Sealed    string    `json:"sealed"`
-	AllowInPR bool      `json:"allow_in_pr,omitempty"`
+	Sealed    string `json:"sealed"`
+	AllowInPR bool   `json:"allow_in_pr,omitempty"`
 	// AllowInForkPR also gives the secret to pull requests from forks.
 	AllowInForkPR bool      `json:"allow_in_fork_pr,omitempty"`
 	UpdatedAt     time.Time `json:"updated_at"`
