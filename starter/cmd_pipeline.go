@@ -78,7 +78,6 @@ absolute before it is sent (the server reads it on its own file system).
 	cmd.Flags().StringVar(&branch, "branch", "main", "default branch: unfiltered ~commit triggers fire on it")
 	cmd.Flags().StringVar(&queueName, "queue", "", "default queue of the pipeline's jobs (default: the built-in \"default\")")
 	cmd.Flags().StringVar(&statuses, "statuses", "", statusesFlagHelp)
-	cmd.Flags().StringSliceVar(&admins, "admin", nil, adminFlagHelp+" (replaces the list; --admin '' clears it)")
 	cmd.Flags().StringSliceVar(&admins, "admin", nil, adminFlagHelp)
 	return cmd
 }
@@ -243,6 +242,7 @@ clears the default queue (jobs then use the built-in "default").`,
 	cmd.Flags().StringVar(&branch, "branch", "", "default branch")
 	cmd.Flags().StringVar(&queueName, "queue", "", "default queue (\"\" for the built-in default)")
 	cmd.Flags().StringVar(&statuses, "statuses", "", statusesFlagHelp)
+	cmd.Flags().StringSliceVar(&admins, "admin", nil, adminFlagHelp+" (replaces the list; --admin '' clears it)")
 	return cmd
 }
 

@@ -56,7 +56,9 @@ tokens:
 	rel := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": "shared: {image: alpine}\njobs:\n  ship:\n    requires: [~commit]\n    steps: [{run: 'echo shipped'}]\n    annotations: {screwdriver.cd/executor: prod}\n"})
 	_, err = dana.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "app", Repo: app.Dir})
 	require.NoError(t, err)
-	_, err = e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "release", Repo: rel.Dir})
+	// dana administers the release pipeline too, but its job's queue is
+	// restricted to a role she lacks.
+	_, err = e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "release", Repo: rel.Dir, Admins: []string{"dana"}})
 	require.NoError(t, err)
 
 	started, err := dana.StartEvent(ctx, "app", api.StartEventRequest{Type: "commit", Branch: "main"})

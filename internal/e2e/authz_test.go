@@ -64,8 +64,8 @@ tokens:
 		"POST /api/v1/events/{pipeline}/{n}/restart":                 {"POST", "/api/v1/events/app/999/restart", `{}`},
 		"POST /api/v1/events/{pipeline}/{n}/rerun":                   {"POST", "/api/v1/events/app/999/rerun", `{}`},
 		"GET /api/v1/builds":                                         {"GET", "/api/v1/builds?pipeline=app", ""},
-		"GET /api/v1/builds/{id}":                                    {"GET", "/api/v1/builds/app/main/999", ""},
-		"POST /api/v1/builds/{id}/cancel":                            {"POST", "/api/v1/builds/app/main/999/cancel", ""},
+		"GET /api/v1/builds/{id}":                                    {"GET", "/api/v1/builds/app%2Fmain%2F999", ""},
+		"POST /api/v1/builds/{id}/cancel":                            {"POST", "/api/v1/builds/app%2Fmain%2F999/cancel", ""},
 		"GET /api/v1/queues":                                         {"GET", "/api/v1/queues", ""},
 		"POST /api/v1/queues":                                        {"POST", "/api/v1/queues", `{"name":"q1","rules":["run-on=moon"]}`},
 		"PUT /api/v1/queues/{name}":                                  {"PUT", "/api/v1/queues/q1", `{"name":"q1","rules":["run-on=moon"]}`},
@@ -79,8 +79,8 @@ tokens:
 		"DELETE /api/v1/pipelines/{name}/secrets/{secret}":           {"DELETE", "/api/v1/pipelines/app/secrets/NOT_SET", ""},
 		"POST /api/v1/secrets/resolve":                               {"POST", "/api/v1/secrets/resolve", `{"build":"app/main/999","names":["X"]}`},
 		"POST /api/v1/secrets/scm-token":                             {"POST", "/api/v1/secrets/scm-token", `{"pipeline":"app","name":"NOPE"}`},
-		"/api/v1/builds/{id}/logs":                                   {"GET", "/api/v1/builds/app/main/999/logs", ""},
-		"/api/v1/builds/{id}/logs/":                                  {"GET", "/api/v1/builds/app/main/999/logs/main", ""},
+		"/api/v1/builds/{id}/logs":                                   {"GET", "/api/v1/builds/app%2Fmain%2F999/logs", ""},
+		"/api/v1/builds/{id}/logs/":                                  {"GET", "/api/v1/builds/app%2Fmain%2F999/logs/main", ""},
 	}
 	routes := api.Routes(api.Deps{Secrets: &api.SecretStore{}, Logs: &logstore.Store{}})
 	require.Len(t, cases, len(routes), "one case per route")
@@ -162,7 +162,7 @@ func TestOutsidersCannotTakeOverAPipeline(t *testing.T) {
 tokens:
   - {user: alice, token: ` + aliceToken + `}
   - {user: mallory, token: ` + malloryToken + `}
-  - {user: root, token: ` + rootToken + `, privileges: [manage-secrets, read-secrets, manage-executors, define-queues]}
+  - {user: root, token: ` + rootToken + `, privileges: [manage-pipelines, manage-secrets, read-secrets, manage-executors, define-queues]}
 `})
 	ctx := e.Context()
 	alice, mallory := api.NewClient(e.APIURL), api.NewClient(e.APIURL)
@@ -205,7 +205,7 @@ tokens:
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, http.StatusForbidden, ae.Status)
 	require.Contains(t, ae.Message, "pipeline prod has secrets: changing its repository needs the manage-secrets privilege")
-	// An operator with manage-secrets may.
+	// An operator with manage-pipelines and manage-secrets may.
 	_, err = e.API.UpdatePipeline(ctx, "prod", api.UpdatePipelineRequest{Repo: &evil.Dir})
 	require.NoError(t, err)
 }

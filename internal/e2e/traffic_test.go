@@ -292,7 +292,7 @@ func TestIdentityOnEveryPath(t *testing.T) {
 	)
 	e := server.NewEnv(t, testenv.Options{LocalExecutor: true, Token: adminToken, GitHubSecret: secret, Tokens: `
 tokens:
-  - {user: rel, token: ` + adminToken + `, roles: [release], privileges: [define-queues, manage-executors]}
+  - {user: rel, token: ` + adminToken + `, roles: [release], privileges: [define-queues, manage-executors, manage-pipelines]}
   - {user: dana, token: ` + devToken + `, roles: [dev]}
 `})
 	ctx := e.Context()
