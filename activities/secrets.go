@@ -3,8 +3,10 @@ package activities
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"io"
 	"sort"
+	"strings"
 
 	"github.com/sluice-ci/sluice/runner"
 )
@@ -41,18 +43,46 @@ type maskingSink struct {
 // maskSecrets returns sink, masking values (empty values are ignored).
 func maskSecrets(sink runner.LogSink, values map[string]string) runner.LogSink {
 	m := &maskingSink{sink: sink}
+	seen := map[string]bool{}
 	for _, v := range values {
-		if v == "" {
-			continue
+		for _, f := range maskForms(v) {
+			if f == "" || seen[f] {
+				continue
+			}
+			seen[f] = true
+			m.secrets = append(m.secrets, []byte(f))
+			m.longest = max(m.longest, len(f))
 		}
-		m.secrets = append(m.secrets, []byte(v))
-		m.longest = max(m.longest, len(v))
 	}
 	if len(m.secrets) == 0 {
 		return sink
 	}
 	sort.Slice(m.secrets, func(i, j int) bool { return len(m.secrets[i]) > len(m.secrets[j]) })
 	return m
+}
+
+// minMaskedLine is the shortest line of a multi-line value that is masked on
+// its own: shorter ones ("-----", "}") would mask ordinary output.
+const minMaskedLine = 4
+
+// maskForms are the forms of a secret value that a log must not show: the
+// value, each line of a multi-line value (a step printing a key file line
+// by line), and the value's base64 encodings (a step piping it through
+// base64).
+func maskForms(v string) []string {
+	if v == "" {
+		return nil
+	}
+	forms := []string{v, base64.StdEncoding.EncodeToString([]byte(v)), base64.RawStdEncoding.EncodeToString([]byte(v)),
+		base64.URLEncoding.EncodeToString([]byte(v)), base64.RawURLEncoding.EncodeToString([]byte(v))}
+	if strings.ContainsAny(v, "\r\n") {
+		for _, line := range strings.FieldsFunc(v, func(r rune) bool { return r == '\n' || r == '\r' }) {
+			if line = strings.TrimSpace(line); len(line) >= minMaskedLine {
+				forms = append(forms, line)
+			}
+		}
+	}
+	return forms
 }
 
 func (m *maskingSink) Open(step string) (io.WriteCloser, error) {

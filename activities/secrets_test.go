@@ -2,6 +2,7 @@ package activities
 
 import (
 	"bytes"
+	"encoding/base64"
 	"io"
 	"testing"
 
@@ -42,4 +43,24 @@ func TestMaskSecrets(t *testing.T) {
 
 	plain := &bufSink{bufs: map[string]*closingBuffer{}}
 	require.Same(t, plain, maskSecrets(plain, map[string]string{"EMPTY": ""}), "nothing to mask: the sink itself")
+}
+
+// A multi-line secret printed line by line, and a secret piped through
+// base64, are masked too (review finding 13); short lines are not, so a
+// key's "-----" framing does not mask ordinary output.
+func TestMaskSecretsLinesAndBase64(t *testing.T) {
+	t.Parallel()
+	key := "-----BEGIN KEY-----\nMIIEvQIBADANBgkqhkiG9w0B\r\nAQEFAASCBKcwggSjAgEAAoIB\n-----END KEY-----\n"
+	sink := &bufSink{bufs: map[string]*closingBuffer{}}
+	masked := maskSecrets(sink, map[string]string{"KEY": key, "TOKEN": "s3cret-token"})
+	w, err := masked.Open("leak")
+	require.NoError(t, err)
+	out := "line: MIIEvQIBADANBgkqhkiG9w0B\n" +
+		"b64: " + base64.StdEncoding.EncodeToString([]byte("s3cret-token")) + "\n" +
+		"raw: " + base64.RawURLEncoding.EncodeToString([]byte(key)) + "\n" +
+		"ok: ----- done\n"
+	_, err = w.Write([]byte(out))
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	require.Equal(t, "line: ***\nb64: ***\nraw: ***\nok: ----- done\n", sink.bufs["leak"].String())
 }
