@@ -284,8 +284,11 @@ func (l *Lanes) Started(b BuildRef) bool {
 	return true
 }
 
-// AbortAll empties every lane's waiting list with LaneAbort messages.
-func (l *Lanes) AbortAll(reason string) []LaneEffect {
+// AbortAll empties every lane's waiting list with LaneAbort messages; with
+// granted, builds granted but not yet claimed by an executor (waiting in
+// their queue for a slot) are told LaneAbort too and stay in the lane until
+// they report their end (a build an executor claims meanwhile runs on).
+func (l *Lanes) AbortAll(reason string, granted bool) []LaneEffect {
 	var out []LaneEffect
 	for _, job := range l.sortedJobs() {
 		ln := l.Jobs[job]
@@ -293,6 +296,13 @@ func (l *Lanes) AbortAll(reason string) []LaneEffect {
 			out = append(out, LaneEffect{Build: w.Build, Msg: LaneMessage{Kind: LaneAbort, Status: StatusAborted, Reason: reason}})
 		}
 		ln.Waiting = nil
+		if granted {
+			for _, a := range ln.Active {
+				if !a.Started {
+					out = append(out, LaneEffect{Build: a.Build, Msg: LaneMessage{Kind: LaneAbort, Status: StatusAborted, Reason: reason}})
+				}
+			}
+		}
 	}
 	return out
 }

@@ -600,22 +600,34 @@ func TestLanesStatusOnlyWhenChanged(t *testing.T) {
 
 func TestLanesAbortAll(t *testing.T) {
 	t.Parallel()
-	var l Lanes
-	a1, a2, b1 := bref("a", 1), bref("a", 2), bref("b", 1)
-	l.Enqueue(lreq(a1), laneT0)
-	l.Enqueue(lreq(a2, noCollapse), laneT0)
-	l.Enqueue(lreq(b1, blockedBy("a")), laneT0)
-	require.Equal(t, 3, l.Len())
-
-	got := l.AbortAll("pipeline p was deleted")
 	abort := func(b BuildRef) LaneEffect {
 		return LaneEffect{Build: b, Msg: LaneMessage{Kind: LaneAbort, Status: StatusAborted, Reason: "pipeline p was deleted"}}
 	}
-	require.Equal(t, []LaneEffect{abort(a2), abort(b1)}, got)
-	// The granted build stays until it is done.
-	require.Equal(t, 1, l.Len())
-	require.Empty(t, l.AbortAll("again"))
+	a1, a2, b1, c1 := bref("a", 1), bref("a", 2), bref("b", 1), bref("c", 1)
+	setup := func() *Lanes {
+		var l Lanes
+		l.Enqueue(lreq(a1), laneT0)
+		l.Enqueue(lreq(a2, noCollapse), laneT0)
+		l.Enqueue(lreq(b1, blockedBy("a")), laneT0)
+		l.Enqueue(lreq(c1), laneT0)
+		require.True(t, l.Started(c1), "c1 was claimed by an executor")
+		require.Equal(t, 4, l.Len())
+		return &l
+	}
+
+	// Runs recorded before N10: only waiting builds end.
+	l := setup()
+	require.Equal(t, []LaneEffect{abort(a2), abort(b1)}, l.AbortAll("pipeline p was deleted", false))
+	require.Equal(t, 2, l.Len())
+	require.Empty(t, l.AbortAll("again", false))
+
+	// N10: the granted but unclaimed a1 ends too; the running c1 runs on,
+	// and both stay in their lanes until they report their end.
+	l = setup()
+	require.Equal(t, []LaneEffect{abort(a2), abort(a1), abort(b1)}, l.AbortAll("pipeline p was deleted", true))
+	require.Equal(t, 2, l.Len())
 	require.Empty(t, l.Done(a1, laneT0))
+	require.Empty(t, l.Done(c1, laneT0))
 	require.Zero(t, l.Len())
 }
 
@@ -648,7 +660,7 @@ func TestLanesZeroValue(t *testing.T) {
 	require.Zero(t, l.Len())
 	require.True(t, l.NextWake(laneT0).IsZero())
 	require.Empty(t, l.Evaluate(laneT0))
-	require.Empty(t, l.AbortAll("x"))
+	require.Empty(t, l.AbortAll("x", true))
 }
 
 func prref(job string, pr, event int) BuildRef {

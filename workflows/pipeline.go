@@ -23,6 +23,10 @@ const continueAsNewAfter = 4000
 // to a build in flight.
 const changeDrainBeforeCAN = "drain-before-can"
 
+// changeAbortGranted: deleting a pipeline aborts its granted, unclaimed
+// builds too.
+const changeAbortGranted = "abort-granted"
+
 // maxDeliveries is how many webhook deliveries a pipeline remembers for
 // deduplication.
 const maxDeliveries = 500
@@ -124,7 +128,10 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateDelete,
 		func(ctx workflow.Context, _ string) (int, error) {
 			p.st.Deleted = true
-			effects := p.st.Lanes.AbortAll(fmt.Sprintf("pipeline %s was deleted", p.cfg.Name))
+			// N10: builds granted but not claimed end too (runs recorded
+			// before this change aborted only the waiting ones).
+			granted := workflow.GetVersion(ctx, changeAbortGranted, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+			effects := p.st.Lanes.AbortAll(fmt.Sprintf("pipeline %s was deleted", p.cfg.Name), granted)
 			p.send(ctx, effects)
 			p.wake.SendAsync(true)
 			return len(effects), nil

@@ -233,7 +233,11 @@ func TestPipelineConfigureAndDeleteValidation(t *testing.T) {
 		Dispatch: Dispatch{HeartbeatTimeout: time.Minute, MaxAttempts: 5},
 	}, goodConf.Value)
 	require.NoError(t, del.Err)
-	require.Equal(t, 0, del.Value) // the only build was granted, nothing waited
+	// N10: the only build was granted but no executor had claimed it: it
+	// ends too, instead of running later without the deleted secrets.
+	require.Equal(t, 1, del.Value)
+	require.Equal(t, LaneMessage{Kind: LaneAbort, Status: StatusAborted, Reason: "pipeline app was deleted"},
+		h.rec.laneMessages()[appBuild("test", 1).WorkflowID()][1])
 	require.ErrorIs(t, delAgain.Rejected, ErrPipelineDeleted)
 	// Deleting removes the periodic schedules.
 	require.Equal(t, []map[string]string{nil}, h.schedules)
@@ -418,6 +422,8 @@ func TestPipelineDeleteAbortsWaitingBuilds(t *testing.T) {
 	running, waiting, late := appBuild("test", 1), appBuild("test", 2), appBuild("lint", 3)
 	h := newPipelineHarness(t)
 	h.enqueue(time.Minute, lreqFor(running, noCollapse))
+	// An executor claimed it: a running build finishes.
+	h.signal(90*time.Second, SignalBuildStarted, BuildStarted{Build: running})
 	h.enqueue(2*time.Minute, lreqFor(waiting, noCollapse))
 	del := h.deleteAt(3 * time.Minute)
 	// A build that asks after the delete is aborted at once.
