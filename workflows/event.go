@@ -21,10 +21,13 @@ import (
 const maxBuildsPerEvent = 2000
 
 type eventRun struct {
-	in    EventInput
-	state EventState
-	spec  *pipeline.Spec
-	jobs  map[string]*jobRun
+	// restartByHand: this restart or re-run of a periodic event was
+	// started by a person (N8), so manualStartEnabled applies.
+	restartByHand bool
+	in            EventInput
+	state         EventState
+	spec          *pipeline.Spec
+	jobs          map[string]*jobRun
 	// succeeded holds the jobs that succeeded in this event (and, for a
 	// restart, in its parent).
 	succeeded map[string]bool
@@ -101,6 +104,9 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 	e.state.Warnings = res.Spec.Warnings
 	e.syncSpec(ctx)
 
+	if !e.legacy && e.in.Trigger.Kind == TriggerPeriodic && e.in.Parent > 0 {
+		e.restartByHand = workflow.GetVersion(ctx, changeRestartIsByHand, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+	}
 	starts, why := e.startJobs(res.ChangedFiles)
 	if why != "" {
 		e.reportEventFailure(ctx, why)
@@ -205,6 +211,10 @@ func (e *eventRun) startJobs(changed []string) ([]string, string) {
 			// Every path a person takes to start a job (start-from, restart,
 			// re-run) respects manualStartEnabled; schedules do not.
 			byHand := t.Kind == TriggerManual || (!e.legacy && t.Kind != TriggerPeriodic)
+			if e.restartByHand {
+				// N8: a restart or re-run of a scheduled event is a person's.
+				byHand = true
+			}
 			if byHand && !j.Settings.ManualStartEnabled {
 				return nil, fmt.Sprintf("job %s cannot be started by hand (%s: false)", job, pipeline.AnnotationManualStartEnabled)
 			}

@@ -1087,6 +1087,26 @@ jobs:
 			require.Empty(t, h.jobsStarted())
 		})
 	}
+	// N8: a restart or re-run of a scheduled event is a person's doing: it
+	// may not start a job locked to schedules.
+	for _, tc := range []struct {
+		name string
+		in   func(*EventInput)
+	}{
+		{name: "restart", in: func(in *EventInput) { in.StartFrom, in.Parent = "locked", 1 }},
+		{name: "rerun", in: func(in *EventInput) { in.StartJobs, in.StartFrom, in.Parent, in.Rerun = []string{"locked"}, "locked", 1, true }},
+	} {
+		t.Run("manualStartEnabled: false refuses a "+tc.name+" of a periodic event", func(t *testing.T) {
+			t.Parallel()
+			h := newEventHarness(t, spec)
+			in := eventInput(Trigger{Kind: TriggerPeriodic, SHA: eventSHA})
+			tc.in(&in)
+			st := h.run(in)
+			require.Equal(t, StatusFailure, st.Status)
+			require.Equal(t, "job locked cannot be started by hand (screwdriver.cd/manualStartEnabled: false)", st.Reason)
+			require.Empty(t, h.jobsStarted())
+		})
+	}
 	t.Run("a schedule may start it", func(t *testing.T) {
 		t.Parallel()
 		h := newEventHarness(t, spec)

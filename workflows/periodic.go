@@ -12,6 +12,10 @@ import (
 // are ordered and periodic fires wait for their build (workflow.GetVersion).
 const changeLaneOrder = "lane-order"
 
+// changeRestartIsByHand: restarting or re-running a periodic event is a
+// person's start, so manualStartEnabled: false refuses it (N8).
+const changeRestartIsByHand = "restart-is-by-hand"
+
 // PeriodicInput names the periodic job a schedule fires.
 type PeriodicInput struct {
 	Pipeline string `json:"pipeline"`
