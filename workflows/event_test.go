@@ -1094,7 +1094,9 @@ jobs:
 		in   func(*EventInput)
 	}{
 		{name: "restart", in: func(in *EventInput) { in.StartFrom, in.Parent = "locked", 1 }},
-		{name: "rerun", in: func(in *EventInput) { in.StartJobs, in.StartFrom, in.Parent, in.Rerun = []string{"locked"}, "locked", 1, true }},
+		{name: "rerun", in: func(in *EventInput) {
+			in.StartJobs, in.StartFrom, in.Parent, in.Rerun = []string{"locked"}, "locked", 1, true
+		}},
 	} {
 		t.Run("manualStartEnabled: false refuses a "+tc.name+" of a periodic event", func(t *testing.T) {
 			t.Parallel()
