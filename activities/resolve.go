@@ -51,6 +51,10 @@ type ResolveEventInput struct {
 	// Statuses is the pipeline's commit status setting ("" derives the
 	// target from Repo, "off", or a target such as github:owner/repo).
 	Statuses string `json:"statuses,omitempty"`
+	// OnBranch, set for a commit event at an explicit SHA, is the branch
+	// the commit must be on: a push names a commit of its branch, never one
+	// reachable only from a pull request.
+	OnBranch string `json:"on_branch,omitempty"`
 }
 
 // ResolveEventResult is the event's commit, its spec and the known queues.
@@ -101,6 +105,17 @@ func (a *Activities) ResolveEvent(ctx context.Context, in ResolveEventInput) (Re
 		}
 	}
 	out.SHA = sha
+	if bc, ok := repo.(scm.BranchChecker); ok && in.OnBranch != "" && in.SHA != "" {
+		on, err := bc.OnBranch(ctx, sha, in.OnBranch)
+		if err != nil {
+			return out, repoError(err)
+		}
+		if !on {
+			out.SpecError = fmt.Sprintf("commit %s is not on branch %s of %s: a commit event builds commits of its branch (one reachable only from a pull request, or force-pushed away, starts nothing)",
+				short(sha), in.OnBranch, in.Repo)
+			return out, nil
+		}
+	}
 	data, err := repo.ReadFile(ctx, sha, SpecFile)
 	switch {
 	case errors.Is(err, scm.ErrNotFound):

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"os/exec"
 	"fmt"
 	"net/url"
 	"os"
@@ -538,4 +539,27 @@ func splitNUL(out []byte) []string {
 	}
 	slices.Sort(files)
 	return slices.Compact(files)
+}
+
+// OnBranch reports whether commit sha is reachable from branch's tip (after
+// a fetch): a push names a commit of its branch, and a commit reachable only
+// from a pull request's head (refs/pull/*) is not on any branch.
+func (r *gitRepo) OnBranch(ctx context.Context, sha, branch string) (bool, error) {
+	tip, err := r.Resolve(ctx, "refs/heads/"+branch)
+	if err != nil {
+		return false, err
+	}
+	if _, err := r.ensureCommit(ctx, sha); err != nil {
+		return false, err
+	}
+	_, err = runGit(ctx, r.mirror, nil, "merge-base", "--is-ancestor", sha, tip)
+	var ge *gitError
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &ge) && errors.As(ge.err, &ee) && ee.ExitCode() == 1:
+		return false, nil
+	}
+	return false, fmt.Errorf("is %s on branch %s of %s: %w", sha, branch, r.display, err)
 }

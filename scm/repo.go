@@ -29,6 +29,12 @@ type Repo interface {
 	ChangedFiles(ctx context.Context, from, to string) ([]string, error)
 }
 
+// BranchChecker is implemented by repositories with branches (git): whether
+// a commit is on a branch.
+type BranchChecker interface {
+	OnBranch(ctx context.Context, sha, branch string) (bool, error)
+}
+
 // Repository kinds returned by Kind.
 const (
 	// KindGitRemote is a git URL: https://, http://, ssh://, git://, file://

@@ -168,10 +168,19 @@ func (e *eventRun) resolve(ctx workflow.Context) (activities.ResolveEventResult,
 		Summary: "read screwdriver.yaml at the event's commit",
 	})
 	var res activities.ResolveEventResult
-	err := workflow.ExecuteActivity(actx, a.ResolveEvent, activities.ResolveEventInput{
+	in := activities.ResolveEventInput{
 		Pipeline: e.in.Event.Pipeline, Repo: e.in.Config.Repo, Ref: ref, SHA: t.SHA, Before: t.Before,
 		ChangedFiles: t.ChangedFiles, WantChanges: t.Kind == TriggerCommit, Statuses: e.in.Config.Statuses,
-	}).Get(ctx, &res)
+	}
+	if t.Kind == TriggerCommit && t.SHA != "" && t.DeliveryID != "" && e.in.Parent == 0 {
+		// A push names a commit of its branch: never one reachable only
+		// from a pull request (a fork's head sent as a push).
+		in.OnBranch = t.Branch
+		if in.OnBranch == "" {
+			in.OnBranch = e.in.Config.Branch
+		}
+	}
+	err := workflow.ExecuteActivity(actx, a.ResolveEvent, in).Get(ctx, &res)
 	return res, err
 }
 

@@ -108,3 +108,35 @@ jobs:
 	require.Contains(t, out, "\nplain= pr=set fork=set\n", "a pull request from a branch of the repository gets --allow-in-pr secrets")
 
 }
+
+// TestPushOfACommitNotOnItsBranch: a signed push that names a commit which
+// is not on the branch it pushes (here a commit only on another branch, as
+// a fork's pull request head is only under refs/pull/*) starts an event
+// that fails with the reason, running nothing; a push of the branch's own
+// commit builds.
+func TestPushOfACommitNotOnItsBranch(t *testing.T) {
+	t.Parallel()
+	const secret = "push-check-secret"
+	e := server.NewEnv(t, testenv.Options{LocalExecutor: true, GitHubSecret: secret})
+	ctx := e.Context()
+	spec := "shared: {image: alpine}\njobs:\n  main: {requires: [~commit], steps: [{a: 'echo built'}]}\n"
+	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": spec})
+	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "pushed", Repo: repo.Dir})
+	require.NoError(t, err)
+	mainHead := repo.Head()
+	repo.Git("checkout", "-q", "-b", "elsewhere")
+	other := repo.Commit(map[string]string{"x": "1"}, "not on main")
+	repo.Git("checkout", "-q", "main")
+
+	res := signedPush(t, e, secret, repo.Dir, other, "push-1")
+	require.Len(t, res.Events, 1)
+	ev := e.WaitEvent(res.Events[0].ID, time.Minute)
+	require.Equal(t, workflows.StatusFailure, ev.Status)
+	require.Contains(t, ev.Reason, "is not on branch main")
+	require.Empty(t, ev.Builds)
+
+	res = signedPush(t, e, secret, repo.Dir, mainHead, "push-2")
+	require.Len(t, res.Events, 1)
+	ev = e.WaitEvent(res.Events[0].ID, time.Minute)
+	require.Equal(t, workflows.StatusSuccess, ev.Status, ev.Reason)
+}

@@ -59,3 +59,9 @@ func (r *Repo) git(args ...string) string {
 	require.NoError(r.t, err, "git %s: %s", strings.Join(args, " "), out)
 	return string(out)
 }
+
+// Git runs a git command in the repository and returns its output.
+func (r *Repo) Git(args ...string) string {
+	r.t.Helper()
+	return r.git(args...)
+}
