@@ -29,16 +29,16 @@ type RunBuildInput struct {
 	Pipeline string `json:"pipeline"`
 	Job      string `json:"job"`
 	// EventID is the event's short ID ("<pipeline>/<n>").
-	EventID     string             `json:"event_id"`
-	Attempt     int                `json:"attempt"`
-	Repo        string             `json:"repo"`
-	SHA         string             `json:"sha"`
-	Branch      string             `json:"branch,omitempty"`
-	PR          int                `json:"pr,omitempty"`
-	Trigger     string             `json:"trigger,omitempty"`
+	EventID string `json:"event_id"`
+	Attempt int    `json:"attempt"`
+	Repo    string `json:"repo"`
+	SHA     string `json:"sha"`
+	Branch  string `json:"branch,omitempty"`
+	PR      int    `json:"pr,omitempty"`
+	Trigger string `json:"trigger,omitempty"`
 	// Fork marks a pull request from a fork: its build gets only the
 	// secrets the pipeline allows in fork pull requests.
-	Fork bool `json:"fork,omitempty"`
+	Fork        bool               `json:"fork,omitempty"`
 	Image       string             `json:"image,omitempty"`
 	Steps       []pipeline.Command `json:"steps"`
 	Environment map[string]string  `json:"environment,omitempty"`
