@@ -367,7 +367,7 @@ func (a *Activities) resolveSecrets(ctx context.Context, in RunBuildInput) (map[
 	if a.Secrets == nil {
 		return nil, nil, fmt.Errorf("job %s lists secrets %s, but this executor has no secret source (SLUICE_API_URL)", in.Job, strings.Join(in.Secrets, ", "))
 	}
-	return a.Secrets.ResolveSecrets(ctx, in.BuildID, in.Secrets, in.Fork)
+	return a.Secrets.ResolveSecrets(ctx, SecretRequest{Build: in.BuildID, Attempt: in.Attempt, Names: in.Secrets, Fork: in.Fork})
 }
 
 // IsDeclined reports whether err is an executor's refusal to run a build.

@@ -19,15 +19,24 @@ type SecretSource interface {
 	// ResolveSecrets returns the values of names for build (fork: a pull
 	// request from a fork); withheld names the secrets a pull request's
 	// build does not get.
-	ResolveSecrets(ctx context.Context, build string, names []string, fork bool) (values map[string]string, withheld []string, err error)
+	ResolveSecrets(ctx context.Context, req SecretRequest) (values map[string]string, withheld []string, err error)
+}
+
+// SecretRequest is what an executor asks for: the names of build's attempt
+// (fork: a pull request from a fork).
+type SecretRequest struct {
+	Build   string
+	Attempt int
+	Names   []string
+	Fork    bool
 }
 
 // SecretSourceFunc adapts a function to SecretSource.
-type SecretSourceFunc func(ctx context.Context, build string, names []string, fork bool) (map[string]string, []string, error)
+type SecretSourceFunc func(ctx context.Context, req SecretRequest) (map[string]string, []string, error)
 
 // ResolveSecrets calls f.
-func (f SecretSourceFunc) ResolveSecrets(ctx context.Context, build string, names []string, fork bool) (map[string]string, []string, error) {
-	return f(ctx, build, names, fork)
+func (f SecretSourceFunc) ResolveSecrets(ctx context.Context, req SecretRequest) (map[string]string, []string, error) {
+	return f(ctx, req)
 }
 
 // Mask is what a secret's value becomes in build logs.

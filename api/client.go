@@ -273,9 +273,9 @@ func (c *Client) DeleteSecret(ctx context.Context, pipeline, name string) error 
 
 // ResolveSecrets fetches the values of a running build's secrets (for
 // executors).
-func (c *Client) ResolveSecrets(ctx context.Context, build string, names []string, fork bool) (ResolveSecretsResponse, error) {
+func (c *Client) ResolveSecrets(ctx context.Context, req ResolveSecretsRequest) (ResolveSecretsResponse, error) {
 	var out ResolveSecretsResponse
-	return out, c.do(ctx, http.MethodPost, "/api/v1/secrets/resolve", ResolveSecretsRequest{Build: build, Names: names, Fork: fork}, &out)
+	return out, c.do(ctx, http.MethodPost, "/api/v1/secrets/resolve", req, &out)
 }
 
 // PipelineTokens is the client as a controller's source of the pipelines'
@@ -290,8 +290,8 @@ func (c *Client) PipelineTokens() activities.PipelineTokens {
 
 // SecretSource is the client as an executor's source of build secrets.
 func (c *Client) SecretSource() activities.SecretSource {
-	return activities.SecretSourceFunc(func(ctx context.Context, build string, names []string, fork bool) (map[string]string, []string, error) {
-		res, err := c.ResolveSecrets(ctx, build, names, fork)
+	return activities.SecretSourceFunc(func(ctx context.Context, req activities.SecretRequest) (map[string]string, []string, error) {
+		res, err := c.ResolveSecrets(ctx, ResolveSecretsRequest{Build: req.Build, Attempt: req.Attempt, Names: req.Names, Fork: req.Fork})
 		if err != nil {
 			return nil, nil, err
 		}

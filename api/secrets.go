@@ -65,6 +65,9 @@ type ResolveSecretsRequest struct {
 	// Fork says the build is a fork's pull request (the API also checks
 	// the build's own record and takes the stricter).
 	Fork bool `json:"fork,omitempty"`
+	// Attempt is the attempt asking; secrets go to the build's current
+	// attempt only (0: not checked, older executors).
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // SCMTokenRequest asks for a pipeline's own SCM token (POST
@@ -390,12 +393,12 @@ func (s *SecretStore) PipelineTokens() activities.PipelineTokens {
 // LocalSource is the store as the secret source of an executor in the API's
 // own process (sluice dev): a pull request's build is known from its ID.
 func (s *SecretStore) LocalSource() activities.SecretSource {
-	return activities.SecretSourceFunc(func(_ context.Context, build string, names []string, fork bool) (map[string]string, []string, error) {
-		ref, err := workflows.ParseBuildRef(build)
+	return activities.SecretSourceFunc(func(_ context.Context, req activities.SecretRequest) (map[string]string, []string, error) {
+		ref, err := workflows.ParseBuildRef(req.Build)
 		if err != nil {
 			return nil, nil, err
 		}
-		return s.Resolve(ref.Pipeline, names, audienceOf(ref, fork))
+		return s.Resolve(ref.Pipeline, req.Names, audienceOf(ref, req.Fork))
 	})
 }
 
@@ -537,6 +540,22 @@ func (h *handler) resolveSecrets(w http.ResponseWriter, r *http.Request) {
 	}
 	if b.Status != workflows.StatusRunning {
 		h.fail(w, r, fmt.Errorf("%w: build %s is %s: secrets are given to running builds only", ErrConflict, ref, b.Status))
+		return
+	}
+	// Only the names the build's job lists, and only for its current
+	// attempt.
+	for _, n := range req.Names {
+		if !slices.Contains(b.Secrets, n) {
+			h.fail(w, r, fmt.Errorf("%w: build %s's job does not list secret %s", queue.ErrForbidden, ref, n))
+			return
+		}
+	}
+	current := 0
+	if n := len(b.AttemptList); n > 0 {
+		current = b.AttemptList[n-1].Number
+	}
+	if req.Attempt != 0 && req.Attempt != current {
+		h.fail(w, r, fmt.Errorf("%w: build %s is not on attempt %d: secrets go to the current attempt only", ErrConflict, ref, req.Attempt))
 		return
 	}
 	// The stricter of what the executor says and what the build records.

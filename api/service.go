@@ -850,7 +850,7 @@ func (s *Service) GetBuild(ctx context.Context, ref workflows.BuildRef) (Build, 
 		Reason: st.Reason, Queue: st.Queue, Priority: st.Priority, Executor: st.Executor, SHA: st.SHA,
 		Attempts: len(st.Attempts), CreateTime: st.CreateTime, QueuedTime: st.QueuedTime, StartTime: st.StartTime,
 		EndTime: st.EndTime, WaitUntil: st.WaitUntil, CollapsedInto: st.CollapsedInto, AttemptList: st.Attempts, Steps: st.Steps,
-		Fork: st.Fork,
+		Fork: st.Fork, Secrets: st.Secrets,
 	}
 	if n := len(st.Attempts); n > 0 {
 		b.LogKey = activities.LogKey(st.ID, st.Attempts[n-1].Number)

@@ -394,6 +394,9 @@ type BuildState struct {
 	CollapsedInto string        `json:"collapsed_into,omitempty"`
 	// Fork marks a build of a pull request from a fork (untrusted code).
 	Fork bool `json:"fork,omitempty"`
+	// Secrets are the names of the secrets the build's job lists: the only
+	// ones the API gives out for it.
+	Secrets []string `json:"secrets,omitempty"`
 }
 
 // MemoNextEvent is the memo key, on a deleted pipeline's last run, of the

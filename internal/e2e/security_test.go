@@ -6,7 +6,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,4 +141,54 @@ func TestPushOfACommitNotOnItsBranch(t *testing.T) {
 	require.Len(t, res.Events, 1)
 	ev = e.WaitEvent(res.Events[0].ID, time.Minute)
 	require.Equal(t, workflows.StatusSuccess, ev.Status, ev.Reason)
+}
+
+// TestResolveGivesOnlyTheJobsSecrets: the API gives a running build only the
+// secrets its job lists, and only to its current attempt (review finding
+// 5: read-secrets used to resolve any secret of any running build).
+func TestResolveGivesOnlyTheJobsSecrets(t *testing.T) {
+	t.Parallel()
+	e := server.NewEnv(t, testenv.Options{LocalExecutor: true})
+	ctx := e.Context()
+	gate := testenv.NewGate(t)
+	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": fmt.Sprintf(`
+shared: {image: alpine}
+jobs:
+  main:
+    requires: [~commit]
+    secrets: [LISTED]
+    steps: [{hold: %q}]
+`, gate.Wait())})
+	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "scoped", Repo: repo.Dir})
+	require.NoError(t, err)
+	for _, name := range []string{"LISTED", "OTHER"} {
+		_, err := e.API.SetSecret(ctx, "scoped", name, api.SetSecretRequest{Value: "value-of-" + name})
+		require.NoError(t, err)
+	}
+	started, err := e.API.StartEvent(ctx, "scoped", api.StartEventRequest{Type: "commit", Branch: "main"})
+	require.NoError(t, err)
+	build := "scoped/main/" + strings.TrimPrefix(started.ID, "scoped/")
+	e.WaitFor("the build to run", time.Minute, func() bool {
+		b, err := e.API.GetBuild(ctx, build)
+		return err == nil && b.Status == workflows.StatusRunning
+	})
+
+	var ae *api.Error
+	_, err = e.API.ResolveSecrets(ctx, api.ResolveSecretsRequest{Build: build, Names: []string{"OTHER"}})
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, http.StatusForbidden, ae.Status)
+	require.Contains(t, ae.Message, "does not list secret OTHER")
+	_, err = e.API.ResolveSecrets(ctx, api.ResolveSecretsRequest{Build: build, Attempt: 2, Names: []string{"LISTED"}})
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, http.StatusConflict, ae.Status)
+	require.Contains(t, ae.Message, "is not on attempt 2")
+	got, err := e.API.ResolveSecrets(ctx, api.ResolveSecretsRequest{Build: build, Attempt: 1, Names: []string{"LISTED"}})
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"LISTED": "value-of-LISTED"}, got.Values)
+
+	gate.Open()
+	require.Equal(t, workflows.StatusSuccess, e.WaitEvent(started.ID, time.Minute).Status)
+	_, err = e.API.ResolveSecrets(ctx, api.ResolveSecretsRequest{Build: build, Attempt: 1, Names: []string{"LISTED"}})
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, http.StatusConflict, ae.Status, "an ended build gets nothing")
 }
