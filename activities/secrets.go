@@ -82,8 +82,10 @@ func maskForms(v string) []string {
 	if v == "" {
 		return nil
 	}
-	forms := []string{v, base64.StdEncoding.EncodeToString([]byte(v)), base64.RawStdEncoding.EncodeToString([]byte(v)),
-		base64.URLEncoding.EncodeToString([]byte(v)), base64.RawURLEncoding.EncodeToString([]byte(v))}
+	forms := []string{
+		v, base64.StdEncoding.EncodeToString([]byte(v)), base64.RawStdEncoding.EncodeToString([]byte(v)),
+		base64.URLEncoding.EncodeToString([]byte(v)), base64.RawURLEncoding.EncodeToString([]byte(v)),
+	}
 	if strings.ContainsAny(v, "\r\n") {
 		for _, line := range strings.FieldsFunc(v, func(r rune) bool { return r == '\n' || r == '\r' }) {
 			if line = strings.TrimSpace(line); len(line) >= minMaskedLine {

@@ -50,16 +50,20 @@ func TestBrowserGuardsRefuseDriveByRequests(t *testing.T) {
 			map[string]string{"Origin": "null"}), http.StatusForbidden, "cross-origin request refused"},
 		{"cross-site fetch without Origin", request(http.MethodDelete, "http://127.0.0.1:8080/api/v1/pipelines/x", "",
 			map[string]string{"Sec-Fetch-Site": "cross-site"}), http.StatusForbidden, "cross-site request refused"},
-		{"no-cors POST without a body", request(http.MethodPost, "http://127.0.0.1:8080/api/v1/builds/a/b/1/cancel", "", nil),
-			http.StatusUnsupportedMediaType, "needs Content-Type: application/json"},
+		{
+			"no-cors POST without a body", request(http.MethodPost, "http://127.0.0.1:8080/api/v1/builds/a/b/1/cancel", "", nil),
+			http.StatusUnsupportedMediaType, "needs Content-Type: application/json",
+		},
 		{"form POST", request(http.MethodPost, "http://127.0.0.1:8080/api/v1/pipelines", "name=x",
 			map[string]string{"Content-Type": "application/x-www-form-urlencoded"}), http.StatusUnsupportedMediaType, "needs Content-Type: application/json"},
 		{"text/plain log write", request(http.MethodPost, "http://127.0.0.1:8080/api/v1/builds/a/b/1/logs/s?offset=0", "x",
 			map[string]string{"Content-Type": "text/plain"}), http.StatusUnsupportedMediaType, "needs Content-Type: application/octet-stream"},
 		{"DNS rebinding: a page of evil.example resolved to 127.0.0.1", request(http.MethodGet, "http://evil.example:8080/api/v1/pipelines", "",
 			map[string]string{"Origin": "http://evil.example:8080"}), http.StatusForbidden, "evil.example:8080"},
-		{"DNS rebinding reads the pages too", request(http.MethodGet, "http://evil.example:8080/ui/", "", nil),
-			http.StatusForbidden, "answers only to localhost"},
+		{
+			"DNS rebinding reads the pages too", request(http.MethodGet, "http://evil.example:8080/ui/", "", nil),
+			http.StatusForbidden, "answers only to localhost",
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

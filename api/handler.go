@@ -635,9 +635,9 @@ func (h *handler) webhook(provider string) http.HandlerFunc {
 			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("webhook body: %v", err))
 			return
 		}
-		secret, secretVar := h.d.GitHubSecret, "SLUICE_GITHUB_SECRET"
+		secret, secretVar := h.d.GitHubSecret, "SLUICE_GITHUB_SECRET" //nolint:gosec // G101: a variable's name, not a credential
 		if provider == "gitlab" {
-			secret, secretVar = h.d.GitLabSecret, "SLUICE_GITLAB_SECRET"
+			secret, secretVar = h.d.GitLabSecret, "SLUICE_GITLAB_SECRET" //nolint:gosec // G101: a variable's name, not a credential
 		}
 		if secret == "" && (h.d.Authenticate != nil || !remoteLoopback(r)) {
 			// Unsigned deliveries would let anyone start events: they are

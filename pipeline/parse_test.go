@@ -527,8 +527,12 @@ func TestHostileSpecsRefused(t *testing.T) {
 func TestReservedVariableNamesRefused(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ field, name string }{
-		{"environment", "LD_PRELOAD"}, {"environment", "LD_LIBRARY_PATH"}, {"environment", "GCONV_PATH"},
-		{"environment", "DOCKER_HOST"}, {"environment", "CONTAINERS_CONF"}, {"environment", "HTTPS_PROXY"},
+		{"environment", "LD_PRELOAD"},
+		{"environment", "LD_LIBRARY_PATH"},
+		{"environment", "GCONV_PATH"},
+		{"environment", "DOCKER_HOST"},
+		{"environment", "CONTAINERS_CONF"},
+		{"environment", "HTTPS_PROXY"},
 		{"matrix", "LD_AUDIT"},
 	} {
 		value := "x"

@@ -110,8 +110,10 @@ func TestReadmeCommands(t *testing.T) {
 
 	// The user's shell: their git identity, and the API the dev process
 	// listens on.
-	gitID := []string{"GIT_AUTHOR_NAME=readme", "GIT_AUTHOR_EMAIL=readme@sluice.invalid",
-		"GIT_COMMITTER_NAME=readme", "GIT_COMMITTER_EMAIL=readme@sluice.invalid"}
+	gitID := []string{
+		"GIT_AUTHOR_NAME=readme", "GIT_AUTHOR_EMAIL=readme@sluice.invalid",
+		"GIT_COMMITTER_NAME=readme", "GIT_COMMITTER_EMAIL=readme@sluice.invalid",
+	}
 	shellEnv := cleanEnviron(append(gitID, "SLUICE_API_URL="+apiURL)...)
 	sh := func(what, script string) string {
 		t.Helper()

@@ -108,7 +108,6 @@ jobs:
 	b, out = logOf(res)
 	require.False(t, b.Fork)
 	require.Contains(t, out, "\nplain= pr=set fork=set\n", "a pull request from a branch of the repository gets --allow-in-pr secrets")
-
 }
 
 // TestPushOfACommitNotOnItsBranch: a signed push that names a commit which
