@@ -27,6 +27,29 @@ const changeDrainBeforeCAN = "drain-before-can"
 // builds too.
 const changeAbortGranted = "abort-granted"
 
+// changeLaneBound: a pipeline refuses builds past MaxLaneBuilds.
+const changeLaneBound = "lane-bound"
+
+// MaxLaneBuilds bounds the builds a pipeline's lanes hold (waiting, granted
+// or running): the lanes are carried through continue-as-new, whose input
+// Temporal caps at 2 MiB; at this bound it stays under 1 MiB
+// (TestLanesCarriedSizeAtTheBound). A build past it ends FAILURE with
+// "lane full: …" instead of the pipeline workflow being terminated.
+const MaxLaneBuilds = 2000
+
+// laneFull reports whether the lanes are at MaxLaneBuilds, with the
+// message that refuses build b.
+func laneFull(l *Lanes, pipeline string, b BuildRef) (LaneEffect, bool) {
+	n := l.Len()
+	if n < MaxLaneBuilds {
+		return LaneEffect{}, false
+	}
+	return LaneEffect{Build: b, Msg: LaneMessage{
+		Kind: LaneFail, Status: StatusFailure,
+		Reason: fmt.Sprintf("lane full: pipeline %s already holds %d builds waiting or running (the limit is %d); the build is refused", pipeline, n, MaxLaneBuilds),
+	}}, true
+}
+
 // maxDeliveries is how many webhook deliveries a pipeline remembers for
 // deduplication.
 const maxDeliveries = 500
@@ -222,6 +245,13 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 				}
 				if e, ok := p.supersededPR(req.Build); ok {
 					effects = append(effects, e)
+					continue
+				}
+				if refusal, full := laneFull(&p.st.Lanes, p.cfg.Name, req.Build); full &&
+					workflow.GetVersion(ctx, changeLaneBound, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
+					// N3: the lanes travel through continue-as-new; past the
+					// bound the build is refused, never the pipeline lost.
+					effects = append(effects, refusal)
 					continue
 				}
 				p.st.Lanes.Add(req, now)

@@ -932,3 +932,79 @@ func fillEveryField(t *testing.T, v reflect.Value) {
 		}
 	}
 }
+
+// backlogRequests are n builds of one event's matrix job, collapse off (none
+// may replace another), each with freeze windows and blockedBy as real specs
+// have them.
+func backlogRequests(n int) []LaneRequest {
+	reqs := make([]LaneRequest, 0, n)
+	for i := 1; i <= n; i++ {
+		b := appBuild("matrix", 1)
+		b.Index = i
+		r := lreqFor(b, noCollapse)
+		r.FreezeWindows = []string{"* 0-6 ? * *"}
+		r.BlockedBy = []string{"deploy", "lint"}
+		reqs = append(reqs, r)
+	}
+	return reqs
+}
+
+// N3: a backlog of 20,000 builds never makes the state carried through
+// continue-as-new too large (Temporal terminates a workflow whose
+// continue-as-new input passes 2 MiB): the lanes take MaxLaneBuilds and
+// the rest are refused with "lane full"; the carried state stays under
+// 1 MiB.
+func TestLanesCarriedSizeAtTheBound(t *testing.T) {
+	t.Parallel()
+	const backlog = 20000
+	var l Lanes
+	refused := 0
+	for _, r := range backlogRequests(backlog) {
+		if e, full := laneFull(&l, "app", r.Build); full {
+			refused++
+			require.Equal(t, LaneFail, e.Msg.Kind)
+			require.Contains(t, e.Msg.Reason, "lane full: pipeline app already holds 2000 builds waiting or running (the limit is 2000)")
+			continue
+		}
+		l.Add(r, wfT0)
+	}
+	l.Evaluate(wfT0.Add(time.Minute))
+	require.Equal(t, backlog-MaxLaneBuilds, refused)
+	payloads, err := converter.GetDefaultDataConverter().ToPayloads(PipelineInput{Config: appConfig, State: &PipelineState{NextEvent: 2, Lanes: l}})
+	require.NoError(t, err)
+	size := 0
+	for _, p := range payloads.GetPayloads() {
+		size += len(p.GetData())
+	}
+	t.Logf("continue-as-new input with %d builds in the lanes: %d bytes (%.0f per build)", l.Len(), size, float64(size)/float64(l.Len()))
+	require.Less(t, size, 1<<20, "the carried state stays under 1 MiB")
+}
+
+// The pipeline workflow refuses builds past the bound and carries the rest.
+func TestPipelineBacklogRefusedPastTheBound(t *testing.T) {
+	t.Parallel()
+	const backlog = MaxLaneBuilds + 50
+	h := newPipelineHarness(t)
+	h.signal(time.Minute, SignalEnqueue, EnqueueBatch{Event: 1, Requests: backlogRequests(backlog)})
+	at(h.env, 2*time.Minute, func() {
+		h.env.SetCurrentHistoryLength(continueAsNewAfter + 1)
+		h.env.SignalWorkflow(SignalSpecSynced, SpecSync{SHA: "s1"})
+	})
+	h.env.ExecuteWorkflow(PipelineWorkflow, PipelineInput{Config: appConfig})
+	require.True(t, h.env.IsWorkflowCompleted())
+	var can *workflow.ContinueAsNewError
+	require.ErrorAs(t, h.env.GetWorkflowError(), &can)
+	var next PipelineInput
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	require.Equal(t, MaxLaneBuilds, next.State.Lanes.Len())
+	refused := 0
+	for _, msgs := range h.rec.laneMessages() {
+		for _, m := range msgs {
+			if m.Kind == LaneFail {
+				refused++
+				require.Contains(t, m.Reason, "lane full")
+			}
+		}
+	}
+	require.Equal(t, backlog-MaxLaneBuilds, refused)
+}
