@@ -27,6 +27,10 @@ const changeDrainBeforeCAN = "drain-before-can"
 // builds too.
 const changeAbortGranted = "abort-granted"
 
+// changeOldRestartKeepsHead: restarting an older event of a pull request
+// leaves the pull request's newer builds alone (N4).
+const changeOldRestartKeepsHead = "old-restart-keeps-head"
+
 // changeLaneBound: a pipeline refuses builds past MaxLaneBuilds.
 const changeLaneBound = "lane-bound"
 
@@ -431,7 +435,15 @@ func (p *pipelineRun) launchEvent(ctx workflow.Context, r StartEventRequest) lau
 			owner := *p.cfg.Owner
 			r.Identity = &owner
 		}
-		p.send(ctx, p.supersedePR(r.Trigger, ref.Number))
+		// N4: a restart or re-run of an older event of the pull request
+		// runs beside its newer commit; it neither supersedes the head nor
+		// becomes the pull request's newest event.
+		st, known := p.st.PRs[r.Trigger.PR]
+		besideHead := r.Parent > 0 && known && st.Event > r.Parent &&
+			workflow.GetVersion(ctx, changeOldRestartKeepsHead, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+		if !besideHead {
+			p.send(ctx, p.supersedePR(r.Trigger, ref.Number))
+		}
 	}
 	if id := r.Trigger.DeliveryID; id != "" {
 		p.st.Deliveries = append(p.st.Deliveries, DeliverySeen{ID: id, Event: ref.Number})

@@ -1008,3 +1008,30 @@ func TestPipelineBacklogRefusedPastTheBound(t *testing.T) {
 	}
 	require.Equal(t, backlog-MaxLaneBuilds, refused)
 }
+
+// N4: restarting an older event of a pull request (its commit A, while the
+// head B runs) leaves B's builds alone and does not make A the pull
+// request's newest commit; a new commit afterwards still supersedes B.
+func TestPipelineRestartOfAnOldPREventKeepsTheHead(t *testing.T) {
+	t.Parallel()
+	head := BuildRef{Pipeline: "app", Job: "a", Event: 2, PR: 5}
+	h := newPipelineHarness(t)
+	pr := func(sha string) StartEventRequest {
+		return StartEventRequest{Trigger: Trigger{Kind: TriggerPR, PR: 5, SHA: sha}}
+	}
+	h.startEvent(time.Minute, pr("aaaaaaaaaaaaaaaa"))
+	h.signal(90*time.Second, SignalEnqueue, EnqueueBatch{Event: 1}) // its builds ended
+	h.startEvent(2*time.Minute, pr("bbbbbbbbbbbbbbbb"))
+	h.enqueue(3*time.Minute, lreqFor(head))
+	// A person restarts event 1 (commit A).
+	restart := pr("aaaaaaaaaaaaaaaa")
+	restart.Parent, restart.StartFrom = 1, "a"
+	h.startEvent(4*time.Minute, restart)
+	h.signal(270*time.Second, SignalEnqueue, EnqueueBatch{Event: 3})
+	h.done(5*time.Minute, head, StatusSuccess)
+	h.deleteAt(time.Hour)
+	h.run(PipelineInput{Config: appConfig})
+
+	require.Equal(t, []LaneMessage{grantMsg}, h.rec.laneMessages()[head.WorkflowID()], "the head's build is not cancelled")
+	require.Len(t, h.events, 3)
+}
