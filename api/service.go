@@ -699,10 +699,12 @@ func (s *Service) RerunEvent(ctx context.Context, id queue.Identity, ref workflo
 	if st.SHA == "" {
 		return EventStarted{}, invalid("event %s never resolved a commit (%s); start a new event instead", ref, st.Reason)
 	}
+	// COLLAPSED jobs are not re-run: a newer commit's build replaced them,
+	// and running the old commit after it would roll back (a deploy).
 	var jobs []string
 	for _, j := range st.Jobs {
 		switch j.Status {
-		case workflows.StatusFailure, workflows.StatusAborted, workflows.StatusCollapsed:
+		case workflows.StatusFailure, workflows.StatusAborted:
 			jobs = append(jobs, j.Job)
 		}
 	}
@@ -710,7 +712,7 @@ func (s *Service) RerunEvent(ctx context.Context, id queue.Identity, ref workflo
 		if len(st.Jobs) == 0 {
 			return EventStarted{}, invalid("event %s ran no job (%s); start a new event instead", ref, st.Reason)
 		}
-		return EventStarted{}, invalid("event %s has no failed, aborted or collapsed job to re-run", ref)
+		return EventStarted{}, invalid("event %s has no failed or aborted job to re-run (collapsed jobs are not re-run: a newer commit replaced them)", ref)
 	}
 	return s.startFrom(ctx, id, ref, st, jobs, req.Force, true)
 }

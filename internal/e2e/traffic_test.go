@@ -473,7 +473,7 @@ jobs:
 	_, err = e.API.RerunEvent(e.Context(), rr.ID, api.RerunEventRequest{})
 	var ae *api.Error
 	require.ErrorAs(t, err, &ae)
-	require.Contains(t, ae.Message, "has no failed, aborted or collapsed job to re-run")
+	require.Contains(t, ae.Message, "has no failed or aborted job to re-run")
 }
 
 // TestManualStartDisabled (defect 6): a job with manualStartEnabled: false
@@ -682,4 +682,49 @@ jobs:
 		}
 		return evs
 	}())
+}
+
+// TestRerunSkipsCollapsedJobs (N13): event 2's lint failed and its deploy
+// collapsed into event 3's, which deployed the newer commit. Re-running
+// event 2's failed jobs runs lint again and not deploy: deploying event 2's
+// older commit after event 3's would roll back.
+func TestRerunSkipsCollapsedJobs(t *testing.T) {
+	t.Parallel()
+	e := server.NewEnv(t, testenv.Options{LocalExecutor: true})
+	rec := recordsFile(t)
+	gate := testenv.NewGate(t)
+	spec := fmt.Sprintf(`shared:
+  image: alpine
+jobs:
+  lint:
+    requires: [~commit]
+    steps: [{l: %q}]
+  deploy:
+    requires: [~commit]
+    steps: [{d: %q}]
+`, record(rec, "true")+`; test "$SD_EVENT_ID" != "rb/2"`, record(rec, gate.Wait()))
+	createPipeline(t, e, "rb", spec)
+	startEvent(t, e, "rb", api.StartEventRequest{Type: "commit", Branch: "main"})
+	waitBuild(t, e, "rb/deploy/1", time.Minute, workflows.StatusRunning) // deploy 1 holds the gate
+	ev2 := startEvent(t, e, "rb", api.StartEventRequest{Type: "commit", Branch: "main"})
+	e.WaitFor("deploy 2 to wait behind deploy 1", time.Minute, func() bool {
+		got, err := e.API.GetBuild(e.Context(), "rb/deploy/2")
+		return err == nil && (got.Status == workflows.StatusBlocked || got.Status == workflows.StatusCreated || got.Status == workflows.StatusQueued)
+	})
+	ev3 := startEvent(t, e, "rb", api.StartEventRequest{Type: "commit", Branch: "main"})
+	e.WaitFor("deploy 3 to wait too", time.Minute, func() bool {
+		got, err := e.API.GetBuild(e.Context(), "rb/deploy/3")
+		return err == nil && !got.Status.Final() && got.Status != workflows.StatusRunning
+	})
+	gate.Open()
+	second := e.WaitEvent(ev2, 2*time.Minute)
+	require.Equal(t, workflows.StatusSuccess, e.WaitEvent(ev3, 2*time.Minute).Status)
+	require.Equal(t, workflows.StatusFailure, second.Status, "%+v", second.Jobs)
+	require.Equal(t, workflows.StatusCollapsed, buildOf(t, second, "deploy").Status)
+
+	started, err := e.API.RerunEvent(e.Context(), ev2, api.RerunEventRequest{})
+	require.NoError(t, err)
+	rr := e.WaitEvent(started.ID, 2*time.Minute)
+	require.Equal(t, []string{"lint"}, rr.StartJobs, "deploy is not re-run")
+	require.Equal(t, []string{"lint"}, jobsRan(readSpans(t, rec), rr.ID))
 }
