@@ -3,8 +3,11 @@ package api_test
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -175,4 +178,28 @@ func TestLoginPageDoesNotReflectText(t *testing.T) {
 	rec = httptest.NewRecorder()
 	h.ServeHTTP(rec, request(http.MethodGet, "/ui/login?error=expired", "", nil))
 	require.Contains(t, rec.Body.String(), "your session ended")
+}
+
+// Repositories on the API's machine are allowed only under
+// SLUICE_LOCAL_REPOS (review finding 12: a pipeline on /etc copied it,
+// shadow included, into the data directory), symbolic links resolved and
+// file:// URLs included.
+func TestLocalRepositoriesOnlyUnderAllowedPrefixes(t *testing.T) {
+	t.Parallel()
+	allowed := t.TempDir()
+	link := filepath.Join(allowed, "sneaky")
+	require.NoError(t, os.Symlink("/etc", link))
+	h := newHandler(t, api.Deps{Service: &api.Service{LocalRepos: []string{allowed}, Logger: slog.New(slog.DiscardHandler)}})
+	for _, repo := range []string{"/etc", "file:///etc", link, filepath.Join(allowed, "..", "x")} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, request(http.MethodPost, "/api/v1/pipelines", `{"name":"probe","repo":"`+repo+`"}`, map[string]string{"Content-Type": "application/json"}))
+		require.Equal(t, http.StatusForbidden, rec.Code, "%s: %s", repo, rec.Body.String())
+		require.Contains(t, rec.Body.String(), "SLUICE_LOCAL_REPOS does not allow it", repo)
+	}
+	// None allowed at all: the default of sluice api.
+	none := newHandler(t, api.Deps{Service: &api.Service{Logger: slog.New(slog.DiscardHandler)}})
+	rec := httptest.NewRecorder()
+	none.ServeHTTP(rec, request(http.MethodPost, "/api/v1/pipelines", `{"name":"probe","repo":"`+filepath.Join(allowed, "x")+`"}`, map[string]string{"Content-Type": "application/json"}))
+	require.Equal(t, http.StatusForbidden, rec.Code)
+	require.Contains(t, rec.Body.String(), "(allowed: none)")
 }

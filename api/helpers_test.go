@@ -50,6 +50,7 @@ func newService(t *testing.T, c client.Client) *api.Service {
 	return &api.Service{
 		Client: c, Namespace: "default", Liveness: 15 * time.Second,
 		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return testNow },
+		LocalRepos: []string{"/src"}, // the tests' repositories are /src/...
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -56,6 +57,9 @@ type Service struct {
 	// HasSecrets reports whether a pipeline has secrets (nil: no secret
 	// store): repointing such a pipeline needs manage-secrets.
 	HasSecrets func(pipeline string) (bool, error)
+	// LocalRepos are the path prefixes under which a pipeline may use a
+	// repository on this machine (SLUICE_LOCAL_REPOS); none allows none.
+	LocalRepos []string
 
 	idx pipelineIndex
 	// batches coalesces concurrent event starts per pipeline (batch.go).
@@ -151,6 +155,9 @@ func (s *Service) CreatePipeline(ctx context.Context, id queue.Identity, req Cre
 	}
 	if strings.TrimSpace(req.Repo) == "" {
 		return Pipeline{}, invalid("repo: required (a git URL, a local git repository or a directory)")
+	}
+	if err := s.checkLocalRepo(req.Repo); err != nil {
+		return Pipeline{}, err
 	}
 	if req.Branch == "" {
 		req.Branch = "main"
@@ -382,6 +389,9 @@ func (s *Service) UpdatePipeline(ctx context.Context, id queue.Identity, name st
 		}
 	}
 	if req.Repo != nil {
+		if err := s.checkLocalRepo(*req.Repo); err != nil {
+			return Pipeline{}, err
+		}
 		cfg.Repo = *req.Repo
 		if _, err := s.Repos.Open(ctx, cfg.Repo); err != nil {
 			return Pipeline{}, invalid("repo %s: %v", cfg.Repo, err)
@@ -992,4 +1002,41 @@ func validAdmins(admins []string) error {
 		}
 	}
 	return nil
+}
+
+// checkLocalRepo refuses a repository on the API's own machine (a local git
+// repository, a plain directory or a file:// URL) outside the allowed
+// prefixes: otherwise any token could snapshot any readable directory of
+// the host (/etc) into a pipeline.
+func (s *Service) checkLocalRepo(repo string) error {
+	path := ""
+	switch {
+	case strings.HasPrefix(repo, "file://"):
+		path = strings.TrimPrefix(repo, "file://")
+	case scm.Kind(repo) != scm.KindGitRemote:
+		path = repo
+	default:
+		return nil
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return invalid("repo %s: %v", repo, err)
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	for _, p := range s.LocalRepos {
+		if p == "/" || abs == p || strings.HasPrefix(abs, strings.TrimSuffix(p, "/")+"/") {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: repo %s is a path on the API's machine, and SLUICE_LOCAL_REPOS does not allow it (allowed: %s); use a git URL, or have the operator allow a prefix",
+		queue.ErrForbidden, repo, orNone(s.LocalRepos))
+}
+
+func orNone(list []string) string {
+	if len(list) == 0 {
+		return "none"
+	}
+	return strings.Join(list, ", ")
 }

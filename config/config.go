@@ -63,6 +63,10 @@ type Config struct {
 	// GitLabSecret verifies GitLab webhook deliveries (X-Gitlab-Token).
 	GitLabSecret string `env:"SLUICE_GITLAB_SECRET" desc:"GitLab webhook secret token (X-Gitlab-Token); empty accepts any" json:"-"`
 
+	// LocalRepos are the path prefixes under which pipelines may use a
+	// repository on the API's own machine.
+	LocalRepos []string `env:"SLUICE_LOCAL_REPOS" envSeparator:"," desc:"comma-separated path prefixes under which a pipeline may use a repository on the API's machine (a local git repository, a plain directory or a file:// URL); empty allows none ('sluice dev': the parent of the directory it starts in). / allows every path"`
+
 	// TemporalUIURL is the Temporal Web UI the pages link workflows to.
 	TemporalUIURL string `env:"SLUICE_TEMPORAL_UI_URL" desc:"Temporal Web UI base URL that sluice's web pages link each event and build to (sluice dev: its embedded UI)"`
 	// PublicURL is the base of the web pages commit statuses link to.
@@ -180,6 +184,17 @@ func (c *Config) absolutize() error {
 			continue
 		}
 		*p = abs
+	}
+	for i, p := range c.LocalRepos {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("SLUICE_LOCAL_REPOS: cannot make %q absolute: %w", p, err))
+			continue
+		}
+		c.LocalRepos[i] = abs
 	}
 	return errors.Join(errs...)
 }

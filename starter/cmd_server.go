@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -90,6 +91,13 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 	if err := webhookSecretsRequired(cfg, auth != nil); err != nil {
 		return err
 	}
+	if len(cfg.LocalRepos) == 0 {
+		// A laptop's repositories sit beside the directory dev starts in.
+		if wd, err := os.Getwd(); err == nil {
+			cfg.LocalRepos = []string{filepath.Dir(wd)}
+		}
+	}
+	log.Info("local_repositories", "allowed", strings.Join(cfg.LocalRepos, ","), "why", "SLUICE_LOCAL_REPOS, or the parent of the directory sluice dev starts in")
 	if cfg.GitHubSecret == "" || cfg.GitLabSecret == "" {
 		log.Warn("webhooks_unverified", "reason", "SLUICE_GITHUB_SECRET or SLUICE_GITLAB_SECRET is not set: unsigned deliveries are accepted only from this machine")
 	}
@@ -270,7 +278,7 @@ func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Sto
 		Client: c, Namespace: cfg.TemporalNamespace, Liveness: cfg.LivenessTimeout,
 		Dispatch: workflows.Dispatch{HeartbeatTimeout: cfg.HeartbeatTimeout, MaxAttempts: cfg.MaxAttempts},
 		Repos:    activities.CachedRepos(filepath.Join(cfg.DataDir, "git")),
-		Logger:   log,
+		Logger:   log, LocalRepos: cfg.LocalRepos,
 	}
 	if secrets != nil {
 		svc.HasSecrets = secrets.HasAny

@@ -121,6 +121,7 @@ func TestClusterOnPostgres(t *testing.T) {
 		"TEMPORAL_ADDRESS=" + temporalAddr, "SLUICE_API_URL=" + apiURL,
 		"SLUICE_MEMBER_HEARTBEAT=500ms", "SLUICE_EXECUTOR_LIVENESS=3s", "SLUICE_BUILD_HEARTBEAT_TIMEOUT=15s",
 		"SLUICE_EXECUTOR_RUNTIME=host", // the images are not pulled (no registry)
+		"SLUICE_LOCAL_REPOS=/",         // the pipelines' repositories are temporary directories
 	}
 	member := func(role, name string) *proc {
 		env := append([]string{"SLUICE_EXECUTOR_NAME=" + name, "SLUICE_DATA_DIR=" + filepath.Join(dir, name)}, common...)

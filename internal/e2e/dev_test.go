@@ -81,7 +81,7 @@ func startDev(t *testing.T, dataDir string, temporalPort, apiPort, uiPort int) *
 		"--api-addr", fmt.Sprintf("127.0.0.1:%d", apiPort))
 	// Steps run on the host: the specs' images are not pulled (no registry).
 	d.cmd.Env = append(os.Environ(), "SLUICE_EXECUTOR_RUNTIME=host", "SLUICE_MEMBER_HEARTBEAT=500ms", "SLUICE_EXECUTOR_LIVENESS=3s",
-		"SLUICE_BUILD_HEARTBEAT_TIMEOUT=5s", "SLUICE_WORK_DIR="+filepath.Join(dataDir, "work"))
+		"SLUICE_BUILD_HEARTBEAT_TIMEOUT=5s", "SLUICE_WORK_DIR="+filepath.Join(dataDir, "work"), "SLUICE_LOCAL_REPOS=/")
 	w := syncBuffer{mu: d.mu, buf: d.out}
 	d.cmd.Stdout, d.cmd.Stderr = w, w
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

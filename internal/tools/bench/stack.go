@@ -168,6 +168,7 @@ func (s *stack) startAPI(ctx context.Context) error {
 		Client: s.Client, Namespace: "default", Liveness: s.cfg.LivenessTimeout,
 		Dispatch: workflows.Dispatch{HeartbeatTimeout: s.cfg.HeartbeatTimeout, MaxAttempts: s.cfg.MaxAttempts},
 		Repos:    activities.CachedRepos(filepath.Join(s.dir, "api-git")), Logger: s.b.log,
+		LocalRepos: []string{"/"}, // the benchmark's repositories are temporary directories
 	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")

@@ -221,7 +221,7 @@ func (h *harness) setup(ctx context.Context, bin string) ([]string, error) {
 	}
 	h.temporal = mk("temporal", "Temporal is running", []string{"SLUICE_HOST=127.0.0.1", "SLUICE_TEMPORAL_DB=" + h.pgURL},
 		"temporal", "--data-dir", filepath.Join(h.dir, "temporal"), "--temporal-port", strconv.Itoa(tp), "--ui-port", "0")
-	h.api = mk("api", "api_listening", []string{"SLUICE_DATA_DIR=" + filepath.Join(h.dir, "api")},
+	h.api = mk("api", "api_listening", []string{"SLUICE_DATA_DIR=" + filepath.Join(h.dir, "api"), "SLUICE_LOCAL_REPOS=/"},
 		"api", "--api-addr", "127.0.0.1:"+strconv.Itoa(ap))
 	h.controller = mk("controller", "controller_started", []string{"SLUICE_DATA_DIR=" + filepath.Join(h.dir, "controller")},
 		"worker", "--role", "controller")
