@@ -171,6 +171,7 @@ func TestLoadMakesEveryPathAbsolute(t *testing.T) {
 		"TEMPORAL_TLS_CERT":          "cert.pem",
 		"TEMPORAL_TLS_KEY":           "key.pem",
 		"SLUICE_GITHUB_APP_ID":       "1",
+		"SLUICE_LOCAL_REPOS":         "repos",
 	}
 	c, err := config.Load(getenv(t, paths))
 	require.NoError(t, err)
@@ -182,6 +183,7 @@ func TestLoadMakesEveryPathAbsolute(t *testing.T) {
 		"TEMPORAL_TLS_CA":            c.TemporalTLSCA,
 		"TEMPORAL_TLS_CERT":          c.TemporalTLSCert,
 		"TEMPORAL_TLS_KEY":           c.TemporalTLSKey,
+		"SLUICE_LOCAL_REPOS":         strings.Join(c.LocalRepos, ","),
 	}
 	for name, v := range got {
 		require.Equal(t, filepath.Join(wd, paths[name]), v, name)
