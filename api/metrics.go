@@ -76,7 +76,7 @@ type queueCollector struct{ svc *Service }
 
 var (
 	descWaiting = prometheus.NewDesc("sluice_queue_builds_waiting",
-		"Builds of a queue not yet running, by status: QUEUED (dispatched, waiting for a slot), BLOCKED, FROZEN, CREATED.",
+		"Builds of a queue not yet running, by status: QUEUED (dispatched, waiting for a slot: what autoscaling should count), HELD (QUEUED in its lane: its turn, a delay, an earlier event), BLOCKED, FROZEN, CREATED.",
 		[]string{"queue", "status"}, nil)
 	descSlots = prometheus.NewDesc("sluice_queue_slots",
 		"Slots the queue's active rule gives a member (total) and those running a build (busy).",
@@ -135,12 +135,22 @@ func (c *queueCollector) collect(ctx context.Context, ch chan<- prometheus.Metri
 		}
 		ch <- prometheus.MustNewConstMetric(descLive, prometheus.GaugeValue, float64(live), q.Name)
 		base := fmt.Sprintf("WorkflowType = 'BuildWorkflow' AND ExecutionStatus = 'Running' AND %s = %s", workflows.SAQueue.GetName(), quote(q.Name))
-		for _, st := range []workflows.Status{workflows.StatusQueued, workflows.StatusBlocked, workflows.StatusFrozen, workflows.StatusCreated} {
-			n, err := c.svc.count(ctx, base+fmt.Sprintf(" AND %s = '%s'", workflows.SAStatus.GetName(), st))
+		dispatched := fmt.Sprintf(" AND %s IS NOT NULL", workflows.SADispatchedAt.GetName())
+		for _, w := range []struct{ label, where string }{
+			// N18: only QUEUED builds that were dispatched wait for a slot
+			// (what autoscaling should count); the others wait in their
+			// lane (their turn, a delay, an earlier event): HELD.
+			{string(workflows.StatusQueued), fmt.Sprintf(" AND %s = '%s'", workflows.SAStatus.GetName(), workflows.StatusQueued) + dispatched},
+			{"HELD", fmt.Sprintf(" AND %s = '%s' AND %s IS NULL", workflows.SAStatus.GetName(), workflows.StatusQueued, workflows.SADispatchedAt.GetName())},
+			{string(workflows.StatusBlocked), fmt.Sprintf(" AND %s = '%s'", workflows.SAStatus.GetName(), workflows.StatusBlocked)},
+			{string(workflows.StatusFrozen), fmt.Sprintf(" AND %s = '%s'", workflows.SAStatus.GetName(), workflows.StatusFrozen)},
+			{string(workflows.StatusCreated), fmt.Sprintf(" AND %s = '%s'", workflows.SAStatus.GetName(), workflows.StatusCreated)},
+		} {
+			n, err := c.svc.count(ctx, base+w.where)
 			if err != nil {
 				return err
 			}
-			ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(n), q.Name, string(st))
+			ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(n), q.Name, w.label)
 		}
 	}
 	return nil
