@@ -154,6 +154,36 @@ func (l *Lanes) Release(event int) {
 	delete(l.PendingPR, event)
 }
 
+// olderPRHold reports whether an event of pull request pr older than event
+// still holds the lanes.
+func (l *Lanes) olderPRHold(pr, event int) (int, bool) {
+	// Order-independent: any match.
+	//workflowcheck:ignore
+	for e, p := range l.PendingPR {
+		if p == pr && e < event {
+			return e, true
+		}
+	}
+	return 0, false
+}
+
+// ReleasePR lifts the holds of pull request pr's events older than event:
+// a newer commit supersedes them, so their builds will collapse on arrival
+// and must not hold the newer commit's builds meanwhile (N20).
+func (l *Lanes) ReleasePR(pr, event int) bool {
+	released := false
+	// Order-independent: every match is deleted.
+	//workflowcheck:ignore
+	for e, p := range l.PendingPR {
+		if p == pr && e < event {
+			delete(l.Pending, e)
+			delete(l.PendingPR, e)
+			released = true
+		}
+	}
+	return released
+}
+
 // heldBy returns the oldest pending event before b's whose hold on b is
 // still in force at now, or 0.
 func (l *Lanes) heldBy(b BuildRef, now time.Time) int {

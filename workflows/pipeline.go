@@ -31,6 +31,10 @@ const changeAbortGranted = "abort-granted"
 // leaves the pull request's newer builds alone (N4).
 const changeOldRestartKeepsHead = "old-restart-keeps-head"
 
+// changeReleaseOlderPRHolds: a pull request's newer commit lifts its older
+// events' holds (N20).
+const changeReleaseOlderPRHolds = "release-older-pr-holds"
+
 // changeLaneBound: a pipeline refuses builds past MaxLaneBuilds.
 const changeLaneBound = "lane-bound"
 
@@ -86,6 +90,9 @@ type pipelineRun struct {
 	// launching counts events admitted by UpdateStartEvents whose workflows
 	// have not started yet; the run does not continue as new meanwhile.
 	launching int
+	// releaseOlderPRHolds: this run lifts older PR events' holds (N20;
+	// decided once by GetVersion).
+	releaseOlderPRHolds bool
 	// wake tells the main loop that an update changed something it acts on
 	// (a delete must end the run even when no signal follows).
 	wake workflow.Channel
@@ -442,6 +449,9 @@ func (p *pipelineRun) launchEvent(ctx workflow.Context, r StartEventRequest) lau
 		besideHead := r.Parent > 0 && known && st.Event > r.Parent &&
 			workflow.GetVersion(ctx, changeOldRestartKeepsHead, workflow.DefaultVersion, 1) != workflow.DefaultVersion
 		if !besideHead {
+			if _, older := p.st.Lanes.olderPRHold(r.Trigger.PR, ref.Number); older && r.Trigger.Kind == TriggerPR {
+				p.releaseOlderPRHolds = workflow.GetVersion(ctx, changeReleaseOlderPRHolds, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+			}
 			p.send(ctx, p.supersedePR(r.Trigger, ref.Number))
 		}
 	}
@@ -569,6 +579,9 @@ func (p *pipelineRun) supersedePR(t Trigger, event int) []LaneEffect {
 	if t.Kind == TriggerPRClosed {
 		p.pruneClosedPRs()
 		return p.st.Lanes.SupersedePR(t.PR, event, LaneAbort, fmt.Sprintf("pull request #%d was closed", t.PR))
+	}
+	if p.releaseOlderPRHolds {
+		p.st.Lanes.ReleasePR(t.PR, event)
 	}
 	return p.st.Lanes.SupersedePR(t.PR, event, LaneCollapse, supersededBy(t, event))
 }

@@ -862,12 +862,13 @@ func TestPipelineRunFieldsCarriedOrDrained(t *testing.T) {
 	t.Parallel()
 	carried := map[string]bool{"cfg": true, "st": true}
 	drained := map[string]string{
-		"legacy":     "fixed per run from its history (GetVersion)",
-		"pending":    "flush sends them all; continue-as-new waits for none in flight",
-		"startQueue": "started before continue-as-new (the condition checks it)",
-		"syncs":      "applied before continue-as-new (the condition checks it)",
-		"launching":  "continue-as-new waits for it to reach 0",
-		"wake":       "a channel that only wakes the loop",
+		"legacy":              "fixed per run from its history (GetVersion)",
+		"pending":             "flush sends them all; continue-as-new waits for none in flight",
+		"startQueue":          "started before continue-as-new (the condition checks it)",
+		"syncs":               "applied before continue-as-new (the condition checks it)",
+		"launching":           "continue-as-new waits for it to reach 0",
+		"wake":                "a channel that only wakes the loop",
+		"releaseOlderPRHolds": "fixed per run from its history (GetVersion)",
 	}
 	typ := reflect.TypeFor[pipelineRun]()
 	for i := range typ.NumField() {
@@ -1034,4 +1035,22 @@ func TestPipelineRestartOfAnOldPREventKeepsTheHead(t *testing.T) {
 
 	require.Equal(t, []LaneMessage{grantMsg}, h.rec.laneMessages()[head.WorkflowID()], "the head's build is not cancelled")
 	require.Len(t, h.events, 3)
+}
+
+// N20: a pull request's newer commit does not wait for its older event to
+// read its spec (that event's builds collapse on arrival anyway).
+func TestPipelineNewerPRCommitNotHeldByTheOlder(t *testing.T) {
+	t.Parallel()
+	head := BuildRef{Pipeline: "app", Job: "a", Event: 2, PR: 5}
+	h := newPipelineHarness(t)
+	pr := func(sha string) StartEventRequest {
+		return StartEventRequest{Trigger: Trigger{Kind: TriggerPR, PR: 5, SHA: sha}}
+	}
+	h.startEvent(time.Minute, pr("aaaaaaaaaaaaaaaa")) // a slow first clone: it never enqueues here
+	h.startEvent(2*time.Minute, pr("bbbbbbbbbbbbbbbb"))
+	h.enqueue(3*time.Minute, lreqFor(head))
+	h.done(4*time.Minute, head, StatusSuccess)
+	h.deleteAt(time.Hour)
+	h.run(PipelineInput{Config: appConfig})
+	require.Equal(t, []LaneMessage{grantMsg}, h.rec.laneMessages()[head.WorkflowID()], "granted at once, not held by event 1")
 }
