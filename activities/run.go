@@ -192,6 +192,12 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 				hb.step(ev.Step.Name)
 			}
 		},
+		// N11: an attempt Temporal gave up on (or could not be told about
+		// for the whole heartbeat timeout) may already run elsewhere: its
+		// teardown must not run beside the next attempt's steps.
+		SkipTeardown: func(cause error) bool {
+			return errors.Is(cause, errAttemptGone) || errors.Is(cause, errUnreachable)
+		},
 	}
 	// The runner's control directory (step scripts, output FIFOs, saved
 	// shell state) sits next to the workspace, never inside the checkout.

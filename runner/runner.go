@@ -87,6 +87,11 @@ type Spec struct {
 	// TeardownTimeout is the budget of the whole teardown phase; 0 means
 	// DefaultTeardownTimeout.
 	TeardownTimeout time.Duration
+	// SkipTeardown, when it reports true for the cause of ctx's
+	// cancellation, skips the teardown steps: the caller no longer owns the
+	// build (another attempt may be running it), so its teardown must not
+	// run beside that attempt's steps.
+	SkipTeardown func(cause error) bool
 	// AbortTeardownTimeout is the teardown budget once ctx is cancelled;
 	// 0 means DefaultAbortTeardownTimeout.
 	AbortTeardownTimeout time.Duration
@@ -251,6 +256,12 @@ func (r *run) stopped(runCtx context.Context, where string, i int) (Status, stri
 }
 
 func (r *run) runTeardown(ctx context.Context, steps []int, res *Result) {
+	if ctx.Err() != nil && r.spec.SkipTeardown != nil && r.spec.SkipTeardown(context.Cause(ctx)) {
+		for _, i := range steps {
+			r.skip(res, i, "skipped: "+context.Cause(ctx).Error())
+		}
+		return
+	}
 	tctx, stop := teardownContext(ctx, r.teardownTimeout, r.abortTeardownTimeout)
 	defer stop()
 

@@ -752,3 +752,34 @@ func TestRuntimeClientGetsNoBuildVariables(t *testing.T) { //nolint:paralleltest
 		}
 	}
 }
+
+// N11: when the caller says the cancellation means it no longer owns the
+// build, teardown steps are skipped instead of running beside the next
+// attempt; any other cancellation still runs them.
+func TestRunSkipsTeardownWhenTheAttemptIsGone(t *testing.T) {
+	t.Parallel()
+	gone := errors.New("attempt gone")
+	for _, tc := range []struct {
+		cause    error
+		teardown bool
+	}{{gone, false}, {errors.New("cancelled by a person"), true}} {
+		spec, sink := setup(t, step("work", "sleep 30"), step("teardown-unlock", "echo unlocked"))
+		spec.SkipTeardown = func(cause error) bool { return errors.Is(cause, gone) }
+		ctx, cancel := context.WithCancelCause(t.Context())
+		spec.OnStep = func(ev runner.StepEvent) {
+			if ev.Kind == runner.StepStarted && ev.Step.Name == "work" {
+				cancel(tc.cause)
+			}
+		}
+
+		res := runner.Run(ctx, spec)
+
+		require.Equal(t, runner.StatusAborted, res.Status)
+		if tc.teardown {
+			require.Equal(t, "unlocked\n", sink.log("teardown-unlock"), tc.cause)
+		} else {
+			require.True(t, res.Steps[1].Skipped, tc.cause)
+			require.Empty(t, sink.log("teardown-unlock"))
+		}
+	}
+}
