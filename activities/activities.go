@@ -90,7 +90,7 @@ type RemoteStarter interface {
 
 // Scheduler makes a pipeline's periodic schedules match periodic (job→cron).
 type Scheduler interface {
-	SyncSchedules(ctx context.Context, pipeline string, periodic map[string]string) error
+	SyncSchedules(ctx context.Context, pipeline string, periodic map[string]string, previous []string) error
 }
 
 // Claimer asks a build workflow to let this executor run the given attempt

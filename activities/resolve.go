@@ -189,6 +189,9 @@ func (a *Activities) TriggerRemote(ctx context.Context, in TriggerRemoteInput) (
 type SyncSchedulesInput struct {
 	Pipeline string            `json:"pipeline"`
 	Periodic map[string]string `json:"periodic"`
+	// Previous are the jobs the pipeline scheduled before (visibility may
+	// not list a schedule created moments ago).
+	Previous []string `json:"previous,omitempty"`
 }
 
 // SyncSchedules creates, updates and deletes the pipeline's periodic schedules.
@@ -196,7 +199,7 @@ func (a *Activities) SyncSchedules(ctx context.Context, in SyncSchedulesInput) e
 	if a.Schedules == nil {
 		return nil
 	}
-	if err := a.Schedules.SyncSchedules(ctx, in.Pipeline, in.Periodic); err != nil {
+	if err := a.Schedules.SyncSchedules(ctx, in.Pipeline, in.Periodic, in.Previous); err != nil {
 		// A schedule Temporal refuses stays refused: retrying only delays the
 		// error the pipeline shows.
 		var invalid *serviceerror.InvalidArgument

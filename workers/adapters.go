@@ -122,10 +122,16 @@ func StartEvent(ctx context.Context, c client.Client, pipeline string, req workf
 }
 
 // SyncSchedules makes the pipeline's periodic schedules match periodic.
-func (t Temporal) SyncSchedules(ctx context.Context, pipelineName string, periodic map[string]string) error {
+// previous are the jobs the pipeline scheduled before: with the listed ones
+// (visibility may lag a schedule created moments ago) they are the
+// schedules that may exist (N14).
+func (t Temporal) SyncSchedules(ctx context.Context, pipelineName string, periodic map[string]string, previous []string) error {
 	sc := t.Client.ScheduleClient()
 	prefix := workflows.PeriodicScheduleID(pipelineName, "")
 	existing := map[string]bool{}
+	for _, job := range previous {
+		existing[job] = true
+	}
 	it, err := sc.List(ctx, client.ScheduleListOptions{PageSize: 100})
 	if err != nil {
 		return fmt.Errorf("list schedules: %w", err)
@@ -143,8 +149,8 @@ func (t Temporal) SyncSchedules(ctx context.Context, pipelineName string, period
 	for job, cron := range periodic {
 		id := workflows.PeriodicScheduleID(pipelineName, job)
 		spec := client.ScheduleSpec{CronExpressions: pipeline.ScheduleCrons(cron)}
-		if existing[job] {
-			err := sc.GetHandle(ctx, id).Update(ctx, client.ScheduleUpdateOptions{
+		update := func() error {
+			return sc.GetHandle(ctx, id).Update(ctx, client.ScheduleUpdateOptions{
 				DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
 					in.Description.Schedule.Spec = &spec
 					if in.Description.Schedule.Policy == nil {
@@ -155,10 +161,17 @@ func (t Temporal) SyncSchedules(ctx context.Context, pipelineName string, period
 					return &client.ScheduleUpdate{Schedule: &in.Description.Schedule}, nil
 				},
 			})
-			if err != nil {
-				errs = append(errs, fmt.Errorf("update schedule %s: %w", id, err))
+		}
+		if existing[job] {
+			err := update()
+			var nf *serviceerror.NotFound
+			if err == nil || !errors.As(err, &nf) {
+				if err != nil {
+					errs = append(errs, fmt.Errorf("update schedule %s: %w", id, err))
+				}
+				continue
 			}
-			continue
+			// Listed or remembered but gone: create it below.
 		}
 		_, err := sc.Create(ctx, client.ScheduleOptions{
 			ID:            id,
@@ -174,8 +187,12 @@ func (t Temporal) SyncSchedules(ctx context.Context, pipelineName string, period
 			Note: fmt.Sprintf("screwdriver.cd/buildPeriodically of %s/%s", pipelineName, job),
 		})
 		var exists *serviceerror.AlreadyExists
-		if err != nil && !errors.As(err, &exists) {
-			errs = append(errs, fmt.Errorf("create schedule %s: %w", id, err))
+		if errors.As(err, &exists) {
+			// Created moments ago and not listed yet: update it.
+			err = update()
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("create or update schedule %s: %w", id, err))
 		}
 	}
 	for job := range existing {

@@ -653,5 +653,8 @@ func (p *pipelineRun) syncSchedules(ctx workflow.Context, periodic map[string]st
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
 	})
-	return workflow.ExecuteActivity(actx, a.SyncSchedules, activities.SyncSchedulesInput{Pipeline: p.cfg.Name, Periodic: periodic}).Get(ctx, nil)
+	// The jobs scheduled so far, so that a schedule created moments ago
+	// (not yet in the visibility-backed list) is updated or deleted too (N14).
+	previous := slices.Sorted(maps.Keys(p.st.Periodic)) //workflowcheck:ignore (sorted: the order of the map does not matter)
+	return workflow.ExecuteActivity(actx, a.SyncSchedules, activities.SyncSchedulesInput{Pipeline: p.cfg.Name, Periodic: periodic, Previous: previous}).Get(ctx, nil)
 }

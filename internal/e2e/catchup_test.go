@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strconv"
@@ -10,8 +11,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
 
 	"github.com/sluice-ci/sluice/config"
+	"github.com/sluice-ci/sluice/internal/testenv"
 	"github.com/sluice-ci/sluice/workers"
 	"github.com/sluice-ci/sluice/workflows"
 )
@@ -47,7 +51,7 @@ func TestScheduleCatchupAfterOutage(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close()
 	adapter := workers.Temporal{Client: c, Namespace: cfg.TemporalNamespace, ScheduleCatchup: cfg.ScheduleCatchup}
-	require.NoError(t, adapter.SyncSchedules(ctx, "outage", map[string]string{"minutely": "* * * * *"}))
+	require.NoError(t, adapter.SyncSchedules(ctx, "outage", map[string]string{"minutely": "* * * * *"}, nil))
 	handle := c.ScheduleClient().GetHandle(ctx, workflows.PeriodicScheduleID("outage", "minutely"))
 	d, err := handle.Describe(ctx)
 	require.NoError(t, err)
@@ -74,4 +78,50 @@ func TestScheduleCatchupAfterOutage(t *testing.T) {
 		require.Less(t, a.ActualTime.Sub(a.ScheduleTime), 10*time.Second+5*time.Second,
 			"no action ran far beyond the catch-up window: scheduled %s, ran %s", a.ScheduleTime, a.ActualTime)
 	}
+}
+
+// TestScheduleSyncRightAfterCreate (N14): a schedule created moments ago is
+// not yet in the (visibility-backed) schedule list; changing its cron then
+// updates it instead of leaving the old one, and removing the job deletes
+// it, found through the jobs the pipeline scheduled before.
+func TestScheduleSyncRightAfterCreate(t *testing.T) {
+	t.Parallel()
+	e := server.NewEnv(t, testenv.Options{NoController: true})
+	ctx := e.Context()
+	adapter := workers.Temporal{Client: e.Client, Namespace: e.Namespace, ScheduleCatchup: time.Minute}
+	handle := e.Client.ScheduleClient().GetHandle(ctx, workflows.PeriodicScheduleID("quick", "nightly"))
+	require.NoError(t, adapter.SyncSchedules(ctx, "quick", map[string]string{"nightly": "0 1 * * *"}, nil))
+	// At once, before visibility lists it: a new cron.
+	require.NoError(t, adapter.SyncSchedules(ctx, "quick", map[string]string{"nightly": "0 2 * * *"}, []string{"nightly"}))
+	require.Equal(t, 2, scheduleHour(t, handle), "the cron was updated")
+	// Also without the previous jobs (a create that finds it exists updates).
+	require.NoError(t, adapter.SyncSchedules(ctx, "quick", map[string]string{"nightly": "0 3 * * *"}, nil))
+	require.Equal(t, 3, scheduleHour(t, handle))
+	// Removed from the spec: deleted, listed or not.
+	require.NoError(t, adapter.SyncSchedules(ctx, "quick", nil, []string{"nightly"}))
+	_, err := handle.Describe(ctx)
+	var nf *serviceerror.NotFound
+	require.ErrorAs(t, err, &nf)
+}
+
+// scheduleHour is the hour a daily schedule fires at.
+func scheduleHour(t *testing.T, h client.ScheduleHandle) int {
+	t.Helper()
+	d, err := h.Describe(t.Context())
+	require.NoError(t, err)
+	spec := d.Schedule.Spec
+	require.NotNil(t, spec)
+	for _, c := range spec.Calendars {
+		if len(c.Hour) > 0 {
+			return c.Hour[0].Start
+		}
+	}
+	for _, c := range spec.CronExpressions {
+		var m, hr int
+		if _, err := fmt.Sscanf(c, "%d %d", &m, &hr); err == nil {
+			return hr
+		}
+	}
+	t.Fatalf("no hour in %+v", spec)
+	return -1
 }
