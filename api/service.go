@@ -662,6 +662,34 @@ func (s *Service) ListEvents(ctx context.Context, name string, limit int) ([]Eve
 		}
 		out = append(out, ev)
 	}
+	// Visibility trails the workflows: an event it still shows running may
+	// have ended. Its workflow's own search attributes say (as GetEvent and
+	// freshBuilds do), so a page never shows RUNNING for an event that ended.
+	var g errgroup.Group
+	g.SetLimit(8)
+	for i := range out {
+		if out[i].Status.Final() {
+			continue
+		}
+		g.Go(func() error {
+			ref := workflows.EventRef{Pipeline: out[i].Pipeline, Number: out[i].Number}
+			desc, err := s.Client.DescribeWorkflowExecution(ctx, ref.WorkflowID(), "")
+			if err != nil {
+				s.Logger.DebugContext(ctx, "describe_event_failed", "event", out[i].ID, "error", err)
+				return nil
+			}
+			info := desc.GetWorkflowExecutionInfo()
+			if st := workflows.Status(saString(info.GetSearchAttributes(), workflows.SAStatus.GetName())); st != "" {
+				out[i].Status = st
+			}
+			if sha := saString(info.GetSearchAttributes(), workflows.SASHA.GetName()); sha != "" {
+				out[i].SHA = sha
+			}
+			out[i].EndTime = closeTime(info)
+			return nil
+		})
+	}
+	_ = g.Wait()
 	sort.Slice(out, func(i, j int) bool { return out[i].Number > out[j].Number })
 	return out, nil
 }
