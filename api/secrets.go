@@ -545,7 +545,9 @@ func (h *handler) resolveSecrets(w http.ResponseWriter, r *http.Request) {
 	// Only the names the build's job lists, and only for its current
 	// attempt.
 	for _, n := range req.Names {
-		if !slices.Contains(b.Secrets, n) {
+		// A build started before the names were recorded keeps the old
+		// rule (any name of its pipeline) until it ends.
+		if b.SecretsListed && !slices.Contains(b.Secrets, n) {
 			h.fail(w, r, fmt.Errorf("%w: build %s's job does not list secret %s", queue.ErrForbidden, ref, n))
 			return
 		}

@@ -890,7 +890,7 @@ func (s *Service) GetBuild(ctx context.Context, ref workflows.BuildRef) (Build, 
 		Reason: st.Reason, Queue: st.Queue, Priority: st.Priority, Executor: st.Executor, SHA: st.SHA,
 		Attempts: len(st.Attempts), CreateTime: st.CreateTime, QueuedTime: st.QueuedTime, StartTime: st.StartTime,
 		EndTime: st.EndTime, WaitUntil: st.WaitUntil, CollapsedInto: st.CollapsedInto, AttemptList: st.Attempts, Steps: st.Steps,
-		Fork: st.Fork, Secrets: st.Secrets,
+		Fork: st.Fork, Secrets: st.Secrets, SecretsListed: st.SecretsListed,
 	}
 	if n := len(st.Attempts); n > 0 {
 		b.LogKey = activities.LogKey(st.ID, st.Attempts[n-1].Number)

@@ -185,8 +185,10 @@ type Build struct {
 	LogKey string `json:"log_key,omitempty"`
 	// Fork marks a build of a pull request from a fork (untrusted code).
 	Fork bool `json:"fork,omitempty"`
-	// Secrets are the names of the secrets its job lists.
-	Secrets []string `json:"secrets,omitempty"`
+	// Secrets are the names of the secrets its job lists (SecretsListed:
+	// recorded; builds started before sluice recorded them have none).
+	Secrets       []string `json:"secrets,omitempty"`
+	SecretsListed bool     `json:"-"`
 }
 
 // QueueRequest is the body of POST /api/v1/queues and PUT /api/v1/queues/{name}.

@@ -74,7 +74,7 @@ func BuildWorkflow(ctx workflow.Context, in BuildInput) (BuildState, error) {
 	b := &build{in: in, state: BuildState{
 		ID: in.Build.String(), Build: in.Build, Status: StatusCreated, Queue: in.Queue,
 		Priority: in.Priority, SHA: in.SHA, CreateTime: workflow.Now(ctx), Fork: in.Trigger.Fork && in.Build.PR > 0,
-		Secrets: in.Secrets,
+		Secrets: in.Secrets, SecretsListed: true,
 	}}
 	b.legacy = workflow.GetVersion(ctx, changeLaneOrder, workflow.DefaultVersion, 1) == workflow.DefaultVersion
 	if err := workflow.SetQueryHandler(ctx, QueryBuild, func() (BuildState, error) { return b.state, nil }); err != nil {

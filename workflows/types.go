@@ -395,8 +395,10 @@ type BuildState struct {
 	// Fork marks a build of a pull request from a fork (untrusted code).
 	Fork bool `json:"fork,omitempty"`
 	// Secrets are the names of the secrets the build's job lists: the only
-	// ones the API gives out for it.
-	Secrets []string `json:"secrets,omitempty"`
+	// ones the API gives out for it. SecretsListed tells an empty list from
+	// a build started before the names were recorded.
+	Secrets       []string `json:"secrets,omitempty"`
+	SecretsListed bool     `json:"secrets_listed,omitempty"`
 }
 
 // MemoNextEvent is the memo key, on a deleted pipeline's last run, of the
