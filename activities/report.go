@@ -333,37 +333,62 @@ func (a *Activities) DeliverPending(ctx context.Context) {
 	if a.Outbox == "" || a.Reporter == nil {
 		return
 	}
-	entries, err := os.ReadDir(a.Outbox)
+	files, tmps, err := readOutbox(a.Outbox)
 	if err != nil {
-		if !errors.Is(err, os.ErrNotExist) {
-			a.Logger.Warn("outbox_read_failed", "dir", a.Outbox, "error", err)
-		}
+		a.Logger.Warn("outbox_read_failed", "dir", a.Outbox, "error", err)
 		return
 	}
-	for _, e := range entries {
-		path := filepath.Join(a.Outbox, e.Name())
-		if strings.HasPrefix(e.Name(), ".tmp-") {
-			_ = os.Remove(path) // a write the previous run did not finish
+	for _, path := range tmps {
+		_ = os.Remove(path) // a write the previous run did not finish
+	}
+	for _, f := range files {
+		if f.err != nil {
+			a.Logger.Warn("outbox_entry_unreadable", "path", f.path, "error", f.err)
+			_ = os.Remove(f.path)
 			continue
 		}
-		if !strings.HasSuffix(e.Name(), ".json") {
-			continue
-		}
-		data, err := os.ReadFile(path)
-		var p pendingResult
-		if err == nil {
-			err = json.Unmarshal(data, &p)
-		}
-		if err != nil {
-			a.Logger.Warn("outbox_entry_unreadable", "path", path, "error", err)
-			_ = os.Remove(path)
-			continue
-		}
-		a.Logger.Info("build_result_redelivering", "build", p.BuildID, "attempt", p.Attempt, "saved", p.Saved)
-		if err := deliver(ctx, a.Reporter, p, path, a.Logger); err != nil {
+		a.Logger.Info("build_result_redelivering", "build", f.p.BuildID, "attempt", f.p.Attempt, "saved", f.p.Saved)
+		if err := deliver(ctx, a.Reporter, f.p, f.path, a.Logger); err != nil {
 			return
 		}
 	}
+}
+
+// outboxFile is one entry of an outbox directory, read (or why not).
+type outboxFile struct {
+	path string
+	p    pendingResult
+	err  error
+}
+
+// readOutbox reads the entries of an outbox directory, and lists the
+// temporary files of writes that never finished; a missing directory holds
+// none.
+func readOutbox(dir string) (files []outboxFile, tmps []string, err error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("read outbox: %w", err)
+	}
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		switch {
+		case strings.HasPrefix(e.Name(), ".tmp-"):
+			tmps = append(tmps, path)
+			continue
+		case !strings.HasSuffix(e.Name(), ".json"):
+			continue
+		}
+		f := outboxFile{path: path}
+		var data []byte
+		if data, f.err = os.ReadFile(path); f.err == nil {
+			f.err = json.Unmarshal(data, &f.p)
+		}
+		files = append(files, f)
+	}
+	return files, tmps, nil
 }
 
 // OutboxEntry is a result an executor saved and has not delivered yet.
@@ -378,30 +403,19 @@ type OutboxEntry struct {
 // Test harnesses read it to tell a build run twice because its executor
 // died holding the result from a defect.
 func ReadOutbox(dir string) ([]OutboxEntry, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
+	files, _, err := readOutbox(dir)
 	if err != nil {
-		return nil, fmt.Errorf("read outbox: %w", err)
+		return nil, err
 	}
 	var out []OutboxEntry
-	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".json") || strings.HasPrefix(e.Name(), ".tmp-") {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if errors.Is(err, os.ErrNotExist) {
+	for _, f := range files {
+		switch {
+		case errors.Is(f.err, os.ErrNotExist):
 			continue // delivered meanwhile
+		case f.err != nil:
+			return nil, fmt.Errorf("outbox entry %s: %w", f.path, f.err)
 		}
-		var p pendingResult
-		if err == nil {
-			err = json.Unmarshal(data, &p)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("outbox entry %s: %w", e.Name(), err)
-		}
-		out = append(out, OutboxEntry{BuildID: p.BuildID, Attempt: p.Attempt, Saved: p.Saved})
+		out = append(out, OutboxEntry{BuildID: f.p.BuildID, Attempt: f.p.Attempt, Saved: f.p.Saved})
 	}
 	return out, nil
 }

@@ -108,6 +108,14 @@ func (r *run) startSession(dir string, restore bool) (*session, error) {
 		_ = stHold.Close()
 		return nil, fmt.Errorf("create driver pipe: %w", err)
 	}
+	// abandon releases what was opened so far when the shell cannot start.
+	abandon := func(errFile *os.File) {
+		for _, f := range []*os.File{inR, inW, stR, stHold, errFile} {
+			if f != nil {
+				_ = f.Close()
+			}
+		}
+	}
 	var cmd *exec.Cmd
 	errs := &tailBuffer{}
 	var errFile *os.File
@@ -132,10 +140,7 @@ func (r *run) startSession(dir string, restore bool) (*session, error) {
 		}
 		initName = "env-init-" + strconv.Itoa(n)
 		if werr := os.WriteFile(r.ctlPath(initName), []byte(b.String()), 0o600); werr != nil {
-			_ = inR.Close()
-			_ = inW.Close()
-			_ = stR.Close()
-			_ = stHold.Close()
+			abandon(nil)
 			return nil, fmt.Errorf("write the build's environment: %w", werr)
 		}
 		cmd.Args = append(append([]string{c.Runtime}, args...), c.ID, "sh")
@@ -155,10 +160,7 @@ func (r *run) startSession(dir string, restore bool) (*session, error) {
 			ferr = fmt.Errorf("workspace: %w", ferr)
 		}
 		if ferr != nil {
-			_ = inR.Close()
-			_ = inW.Close()
-			_ = stR.Close()
-			_ = stHold.Close()
+			abandon(nil)
 			return nil, ferr
 		}
 		cmd.Stderr = errFile
@@ -174,16 +176,11 @@ func (r *run) startSession(dir string, restore bool) (*session, error) {
 	runtime.LockOSThread()
 	err = cmd.Start()
 	runtime.UnlockOSThread()
-	_ = inR.Close()
 	if err != nil {
-		_ = inW.Close()
-		_ = stR.Close()
-		_ = stHold.Close()
-		if errFile != nil {
-			_ = errFile.Close()
-		}
+		abandon(errFile)
 		return nil, err //nolint:wrapcheck // reported as "start: <err>"
 	}
+	_ = inR.Close() // the shell has its copy
 	s := &session{
 		pgid:    cmd.Process.Pid,
 		stdin:   inW,

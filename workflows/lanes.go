@@ -156,32 +156,29 @@ func (l *Lanes) Release(event int) {
 
 // olderPRHold reports whether an event of pull request pr older than event
 // still holds the lanes.
-func (l *Lanes) olderPRHold(pr, event int) (int, bool) {
+func (l *Lanes) olderPRHold(pr, event int) bool {
 	// Order-independent: any match.
 	//workflowcheck:ignore
 	for e, p := range l.PendingPR {
 		if p == pr && e < event {
-			return e, true
+			return true
 		}
 	}
-	return 0, false
+	return false
 }
 
 // ReleasePR lifts the holds of pull request pr's events older than event:
 // a newer commit supersedes them, so their builds will collapse on arrival
 // and must not hold the newer commit's builds meanwhile (N20).
-func (l *Lanes) ReleasePR(pr, event int) bool {
-	released := false
+func (l *Lanes) ReleasePR(pr, event int) {
 	// Order-independent: every match is deleted.
 	//workflowcheck:ignore
 	for e, p := range l.PendingPR {
 		if p == pr && e < event {
 			delete(l.Pending, e)
 			delete(l.PendingPR, e)
-			released = true
 		}
 	}
-	return released
 }
 
 // heldBy returns the oldest pending event before b's whose hold on b is

@@ -449,7 +449,7 @@ func (p *pipelineRun) launchEvent(ctx workflow.Context, r StartEventRequest) lau
 		besideHead := r.Parent > 0 && known && st.Event > r.Parent &&
 			workflow.GetVersion(ctx, changeOldRestartKeepsHead, workflow.DefaultVersion, 1) != workflow.DefaultVersion
 		if !besideHead {
-			if _, older := p.st.Lanes.olderPRHold(r.Trigger.PR, ref.Number); older && r.Trigger.Kind == TriggerPR {
+			if r.Trigger.Kind == TriggerPR && p.st.Lanes.olderPRHold(r.Trigger.PR, ref.Number) {
 				p.releaseOlderPRHolds = workflow.GetVersion(ctx, changeReleaseOlderPRHolds, workflow.DefaultVersion, 1) != workflow.DefaultVersion
 			}
 			p.send(ctx, p.supersedePR(r.Trigger, ref.Number))

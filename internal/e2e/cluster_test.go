@@ -57,9 +57,15 @@ func (p *proc) kill() {
 // group; the test's end kills it, and prints its output if the test failed.
 func startProc(t *testing.T, name string, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, done: make(chan struct{})}
-	p.cmd = exec.Command(testenv.Binary(t), args...)
-	p.cmd.Env = append(os.Environ(), env...)
+	cmd := exec.Command(testenv.Binary(t), args...)
+	cmd.Env = append(os.Environ(), env...)
+	return startCmd(t, name, cmd)
+}
+
+// startCmd runs cmd (its environment and directory set) as startProc does.
+func startCmd(t *testing.T, name string, cmd *exec.Cmd) *proc {
+	t.Helper()
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p, p
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	require.NoError(t, p.cmd.Start())

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -11,8 +10,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -104,9 +101,8 @@ func TestReadmeCommands(t *testing.T) {
 	dev.Dir = home
 	dev.Env = cleanEnviron("SLUICE_TEMPORAL_PORT="+strconv.Itoa(temporalPort), "SLUICE_UI_PORT=0",
 		fmt.Sprintf("SLUICE_API_ADDR=127.0.0.1:%d", apiPort), "SLUICE_API_URL="+apiURL)
-	devOut := newSyncBuffer()
-	devDone := startProcess(t, dev, devOut, "sluice dev")
-	waitReady(t, apiURL, devDone, devOut)
+	devProc := startCmd(t, "sluice dev", dev)
+	waitReady(t, apiURL, devProc)
 
 	// The user's shell: their git identity, and the API the dev process
 	// listens on.
@@ -121,7 +117,7 @@ func TestReadmeCommands(t *testing.T) {
 		cmd.Dir = home
 		cmd.Env = shellEnv
 		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "%s: a README command failed:\n%s\nsluice dev:\n%s", what, out, devOut.String())
+		require.NoError(t, err, "%s: a README command failed:\n%s\nsluice dev:\n%s", what, out, devProc.output())
 		return string(out)
 	}
 
@@ -154,8 +150,7 @@ func TestReadmeCommands(t *testing.T) {
 	worker := exec.Command("bash", "-c", "exec "+filepath.Join(bin, "sluice")+strings.TrimPrefix(workerCmd, "sluice"))
 	worker.Dir = machine
 	worker.Env = cleanEnviron("TEMPORAL_ADDRESS="+temporalAddr, "SLUICE_API_URL="+apiURL, "SLUICE_EXECUTOR_RUNTIME=host")
-	workerOut := newSyncBuffer()
-	startProcess(t, worker, workerOut, "executor")
+	workerProc := startCmd(t, "executor", worker)
 	name := regexp.MustCompile(`--name (\S+)`).FindStringSubmatch(workerCmd)[1]
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -168,7 +163,7 @@ func TestReadmeCommands(t *testing.T) {
 		if live {
 			break
 		}
-		require.True(t, time.Now().Before(deadline), "executor %s never live:\n%s", name, workerOut.String())
+		require.True(t, time.Now().Before(deadline), "executor %s never live:\n%s", name, workerProc.output())
 		time.Sleep(200 * time.Millisecond)
 	}
 
@@ -203,35 +198,8 @@ bin/sluice build logs myapp/publish/1 > publish.log`)
 	require.NoError(t, err, "the executor keeps its state in its own ./.sluice")
 }
 
-// startProcess starts cmd in its own process group, its output into out,
-// and kills the group when the test ends.
-func startProcess(t *testing.T, cmd *exec.Cmd, out syncBuffer, what string) <-chan struct{} {
-	t.Helper()
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	require.NoError(t, cmd.Start())
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(40 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("%s output:\n%s", what, out.String())
-		}
-	})
-	return done
-}
-
 // waitReady waits until the API at url answers /readyz.
-func waitReady(t *testing.T, url string, done <-chan struct{}, out syncBuffer) {
+func waitReady(t *testing.T, url string, p *proc) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -240,51 +208,11 @@ func waitReady(t *testing.T, url string, done <-chan struct{}, out syncBuffer) {
 			return
 		}
 		select {
-		case <-done:
-			t.Fatalf("exited early:\n%s", out.String())
+		case <-p.done:
+			t.Fatalf("%s exited early:\n%s", p.name, p.output())
 		case <-ctx.Done():
-			t.Fatalf("not ready within 2 minutes:\n%s", out.String())
+			t.Fatalf("%s not ready within 2 minutes:\n%s", p.name, p.output())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-func newSyncBuffer() syncBuffer { return syncBuffer{mu: &sync.Mutex{}, buf: &bytes.Buffer{}} }
-
-func (w syncBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}
-
-// TestStandaloneExecutorDefaultDataDir: an executor started with its default
-// settings (data directory the relative `.sluice`) from a working directory
-// of its own runs builds: every path is made absolute at start-up, so the
-// build's shell, which runs in the workspace, finds its control files.
-func TestStandaloneExecutorDefaultDataDir(t *testing.T) {
-	t.Parallel()
-	e := server.NewEnv(t, testenv.Options{})
-	ctx := e.Context()
-	wd := t.TempDir()
-	e.StartExecutor(testenv.ExecutorOptions{Name: "standalone-1", Dir: wd, DefaultDataDir: true})
-	e.WaitExecutorLive("standalone-1")
-	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": `
-shared: {image: alpine}
-jobs:
-  main:
-    requires: [~commit]
-    steps:
-      - one: export GREETING=hello; mkdir sub; cd sub
-      - two: test "$GREETING" = hello && test "$(basename "$PWD")" = sub
-`})
-	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "standalone", Repo: repo.Dir})
-	require.NoError(t, err)
-	started, err := e.API.StartEvent(ctx, "standalone", api.StartEventRequest{Type: "commit", Branch: "main"})
-	require.NoError(t, err)
-	ev := e.WaitEvent(started.ID, 2*time.Minute)
-	b := buildOf(t, ev, "main")
-	require.Equal(t, workflows.StatusSuccess, b.Status, b.Reason)
-	require.Equal(t, "standalone-1", b.Executor)
-	_, err = os.Stat(filepath.Join(wd, ".sluice", "work"))
-	require.NoError(t, err, "the executor's workspaces are under ./.sluice of its own directory")
 }

@@ -707,15 +707,10 @@ jobs:
 	startEvent(t, e, "rb", api.StartEventRequest{Type: "commit", Branch: "main"})
 	waitBuild(t, e, "rb/deploy/1", time.Minute, workflows.StatusRunning) // deploy 1 holds the gate
 	ev2 := startEvent(t, e, "rb", api.StartEventRequest{Type: "commit", Branch: "main"})
-	e.WaitFor("deploy 2 to wait behind deploy 1", time.Minute, func() bool {
-		got, err := e.API.GetBuild(e.Context(), "rb/deploy/2")
-		return err == nil && (got.Status == workflows.StatusBlocked || got.Status == workflows.StatusCreated || got.Status == workflows.StatusQueued)
-	})
+	waiting := []workflows.Status{workflows.StatusBlocked, workflows.StatusCreated, workflows.StatusQueued}
+	waitBuild(t, e, "rb/deploy/2", time.Minute, waiting...) // behind deploy 1
 	ev3 := startEvent(t, e, "rb", api.StartEventRequest{Type: "commit", Branch: "main"})
-	e.WaitFor("deploy 3 to wait too", time.Minute, func() bool {
-		got, err := e.API.GetBuild(e.Context(), "rb/deploy/3")
-		return err == nil && !got.Status.Final() && got.Status != workflows.StatusRunning
-	})
+	waitBuild(t, e, "rb/deploy/3", time.Minute, waiting...)
 	gate.Open()
 	second := e.WaitEvent(ev2, 2*time.Minute)
 	require.Equal(t, workflows.StatusSuccess, e.WaitEvent(ev3, 2*time.Minute).Status)
