@@ -919,7 +919,11 @@ func fillEveryField(t *testing.T, v reflect.Value) {
 				k.SetInt(1)
 			}
 			val := reflect.New(f.Type().Elem()).Elem()
-			if val.Kind() == reflect.Struct {
+			if val.Kind() == reflect.Pointer && val.Type().Elem().Kind() == reflect.Struct {
+				p := reflect.New(val.Type().Elem())
+				fillEveryField(t, p.Elem())
+				val.Set(p)
+			} else if val.Kind() == reflect.Struct {
 				fillEveryField(t, val)
 			} else if val.Kind() == reflect.String {
 				val.SetString("v")
@@ -927,9 +931,17 @@ func fillEveryField(t *testing.T, v reflect.Value) {
 			m.SetMapIndex(k, val)
 			f.Set(m)
 		case reflect.Struct:
-			if f.Type() != reflect.TypeFor[time.Time]() {
+			if f.Type() == reflect.TypeFor[time.Time]() {
+				f.Set(reflect.ValueOf(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)))
+			} else {
 				fillEveryField(t, f)
 			}
+		case reflect.Pointer:
+			p := reflect.New(f.Type().Elem())
+			if p.Elem().Kind() == reflect.Struct {
+				fillEveryField(t, p.Elem())
+			}
+			f.Set(p)
 		}
 	}
 }
