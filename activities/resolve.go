@@ -71,6 +71,10 @@ type ResolveEventResult struct {
 	StatusesOff string            `json:"statuses_off,omitempty"`
 }
 
+// ResolveMaxAttempts bounds ResolveEvent's attempts (the event workflow's
+// retry policy).
+const ResolveMaxAttempts = 5
+
 // ResolveHeartbeatEvery is how often ResolveEvent heartbeats; the event
 // workflow's heartbeat timeout for it is a few times this.
 const ResolveHeartbeatEvery = 5 * time.Second
@@ -86,7 +90,19 @@ func (a *Activities) ResolveEvent(ctx context.Context, in ResolveEventInput) (Re
 	// can take minutes), so the event's heartbeat timeout can be short: a
 	// controller that dies here is noticed within it, not after minutes.
 	defer keepHeartbeating(ctx, ResolveHeartbeatEvery, func() { activity.RecordHeartbeat(ctx, "resolving") })()
-	out.Statuses, out.StatusesOff = a.statusTarget(ctx, in.Pipeline, in.Statuses, in.Repo)
+	var err error
+	out.Statuses, out.StatusesOff, err = a.statusTarget(ctx, in.Pipeline, in.Statuses, in.Repo)
+	if err != nil {
+		// A pipeline token the API could not give now: try again, so the
+		// event does not go without its statuses (a required check would
+		// then wait for the next push). On the last attempt the event
+		// starts without statuses and says why.
+		if !lastResolveAttempt(ctx) {
+			return out, err
+		}
+		out.StatusesOff = err.Error()
+		a.Logger.WarnContext(ctx, "statuses_off", "pipeline", in.Pipeline, "error", err)
+	}
 	repo, err := a.Repos.Open(ctx, in.Repo)
 	if err != nil {
 		return out, repoError(fmt.Errorf("open repository %s: %w", in.Repo, err))

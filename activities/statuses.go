@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/sluice-ci/sluice/scm"
@@ -100,34 +101,49 @@ const StatusesOff = "off"
 // statusTarget decides where an event's statuses go: the pipeline's
 // setting ("github:owner/repo", "gitlab:group/project", "off") or, when it
 // has none, the provider its repository URL names. off says why nothing
-// is posted.
-func (a *Activities) statusTarget(ctx context.Context, pipeline, setting, repo string) (target *scm.StatusTarget, off string) {
+// is posted. err is a pipeline token that could not be read (the API did
+// not answer): the caller retries rather than turn statuses off (N15).
+func (a *Activities) statusTarget(ctx context.Context, pipeline, setting, repo string) (target *scm.StatusTarget, off string, err error) {
 	settings := a.statusSettings()
 	var t scm.StatusTarget
 	switch setting {
 	case StatusesOff:
-		return nil, "turned off for this pipeline"
+		return nil, "turned off for this pipeline", nil
 	case "":
 		var ok bool
 		if t, ok = scm.TargetFromRepoURL(repo, settings.GitHubHost, settings.GitLabHost); !ok {
-			return nil, "the repository " + repo + " is not on GitHub or GitLab (set the pipeline's statuses to github:<owner>/<repo> or gitlab:<group>/<project>)"
+			return nil, "the repository " + repo + " is not on GitHub or GitLab (set the pipeline's statuses to github:<owner>/<repo> or gitlab:<group>/<project>)", nil
 		}
 	default:
-		var err error
 		if t, err = scm.ParseStatusTarget(setting); err != nil {
-			return nil, err.Error()
+			return nil, err.Error(), nil
 		}
 	}
 	if p, why := settings.Posters.Poster(t.Provider); p == nil {
 		own, err := settings.posterFor(ctx, pipeline, t.Provider)
 		switch {
 		case err != nil:
-			return nil, fmt.Sprintf("cannot read the pipeline's %s secret: %v", TokenSecret(t.Provider), err)
+			return nil, "", fmt.Errorf("cannot read the pipeline's %s secret: %w", TokenSecret(t.Provider), err)
 		case own == nil:
-			return nil, why + ", nor the pipeline secret " + TokenSecret(t.Provider)
+			return nil, why + ", nor the pipeline secret " + TokenSecret(t.Provider), nil
 		}
 	}
-	return &t, ""
+	return &t, "", nil
+}
+
+// lastResolveAttempt reports whether this ResolveEvent attempt is the last
+// its retry policy allows: the policy's own bound when the server gave it,
+// else ResolveMaxAttempts, which the event workflow sets.
+func lastResolveAttempt(ctx context.Context) bool {
+	if !activity.IsActivity(ctx) {
+		return true
+	}
+	info := activity.GetInfo(ctx)
+	bound := int32(ResolveMaxAttempts)
+	if p := info.RetryPolicy; p != nil && p.MaximumAttempts > 0 {
+		bound = p.MaximumAttempts
+	}
+	return info.Attempt >= bound
 }
 
 // PostStatusInput is one commit status to post.

@@ -162,7 +162,7 @@ func (e *eventRun) resolve(ctx workflow.Context) (activities.ResolveEventResult,
 		// middle is noticed after 30 s.
 		HeartbeatTimeout: 6 * activities.ResolveHeartbeatEvery,
 		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval: time.Second, MaximumInterval: 30 * time.Second, MaximumAttempts: 5,
+			InitialInterval: time.Second, MaximumInterval: 30 * time.Second, MaximumAttempts: activities.ResolveMaxAttempts,
 			NonRetryableErrorTypes: []string{activities.ErrTypeRepo},
 		},
 		Summary: "read screwdriver.yaml at the event's commit",
