@@ -125,6 +125,9 @@ type Lanes struct {
 	// legacy keeps the rules of runs recorded before lanes kept the order of
 	// granted builds (workflow.GetVersion); not serialised, every run sets it.
 	legacy bool
+	// blockerNamesBuild keeps the blockedBy reason of runs recorded before
+	// it named the job only (N17; workflow.GetVersion, set every run).
+	blockerNamesBuild bool
 }
 
 // Hold makes builds of events after event wait until Release(event) or the
@@ -644,7 +647,13 @@ func (l *Lanes) decide(w *LaneEntry, ln *Lane, ahead *LaneEntry, now time.Time) 
 		}
 		for _, k := range keys {
 			if other, ok := l.Jobs[k]; ok && len(other.Active) > 0 {
-				return StatusBlocked, fmt.Sprintf("blocked by build %s of job %s", other.Active[0].Build, job), time.Time{}
+				if l.blockerNamesBuild {
+					return StatusBlocked, fmt.Sprintf("blocked by build %s of job %s", other.Active[0].Build, job), time.Time{}
+				}
+				// The job, not one of its builds: the reason stays the
+				// same while builds of the job come and go, so a waiting
+				// build is told once, not at every build of the job (N17).
+				return StatusBlocked, "blocked by running builds of job " + job, time.Time{}
 			}
 		}
 	}

@@ -275,7 +275,7 @@ func TestLanesCollapse(t *testing.T) {
 			ops: []laneOp{
 				enq(lreq(bref("other", 1)), grantFx(bref("other", 1))),
 				enq(lreq(j1, noCollapse, blockedBy("~other")),
-					statusFx(j1, StatusBlocked, "blocked by build p/other/1 of job other")),
+					statusFx(j1, StatusBlocked, "blocked by running builds of job other")),
 				enq(lreq(j2, noCollapse, blockedBy("~other")), statusFx(j2, StatusBlocked, behind(j1))),
 				enq(lreq(j3, noCollapse, blockedBy("~other")), statusFx(j3, StatusBlocked, behind(j2))),
 				// j1 runs: only j2's reason changes.
@@ -397,7 +397,7 @@ func TestLanesBlockedBy(t *testing.T) {
 			name: "blocked while a listed job is active, released when it is done",
 			ops: []laneOp{
 				enq(lreq(test1), grantFx(test1)),
-				enq(lreq(deploy1, blockedBy("test")), statusFx(deploy1, StatusBlocked, "blocked by build p/test/1 of job test")),
+				enq(lreq(deploy1, blockedBy("test")), statusFx(deploy1, StatusBlocked, "blocked by running builds of job test")),
 				eval(),
 				done(test1, grantFx(deploy1)),
 			},
@@ -406,7 +406,7 @@ func TestLanesBlockedBy(t *testing.T) {
 			name: "a tilde prefix names the same job",
 			ops: []laneOp{
 				enq(lreq(test1), grantFx(test1)),
-				enq(lreq(deploy1, blockedBy("~test")), statusFx(deploy1, StatusBlocked, "blocked by build p/test/1 of job test")),
+				enq(lreq(deploy1, blockedBy("~test")), statusFx(deploy1, StatusBlocked, "blocked by running builds of job test")),
 				done(test1, grantFx(deploy1)),
 			},
 		},
@@ -729,7 +729,7 @@ func TestLanesPullRequests(t *testing.T) {
 		deploy, prTest := bref("deploy", 1), prref("test", 3, 2)
 		runLaneOps(t, laneT0, []laneOp{
 			enq(lreq(deploy), grantFx(deploy)),
-			enq(lreq(prTest, blockedBy("~deploy")), statusFx(prTest, StatusBlocked, "blocked by build p/deploy/1 of job deploy")),
+			enq(lreq(prTest, blockedBy("~deploy")), statusFx(prTest, StatusBlocked, "blocked by running builds of job deploy")),
 			done(deploy, grantFx(prTest)),
 		})
 	})
@@ -815,4 +815,41 @@ func TestLanesLongBacklogSignalsLinear(t *testing.T) {
 		require.Equal(t, i+1, e, "grant %d went to event %d", i, e)
 	}
 	require.Zero(t, l.Len())
+}
+
+// N17: builds waiting on blockedBy hear of it once, however many builds
+// of the blocking job come and go meanwhile (blockedBySameJob off on both
+// jobs, so the blocker's builds overlap and follow each other); the old
+// reason named the blocker's first running build, so every hand-over
+// re-signalled every waiting build.
+func TestLanesBlockedBySignalsLinear(t *testing.T) {
+	t.Parallel()
+	const blockers, waiting = 200, 50
+	var l Lanes
+	perBuild := map[BuildRef]int{}
+	count := func(fx []LaneEffect) {
+		for _, e := range fx {
+			perBuild[e.Build]++
+		}
+	}
+	count(l.Enqueue(lreq(bref("a-test", 1), noCollapse, notSameJob), laneT0))
+	require.True(t, l.Started(bref("a-test", 1)))
+	for i := 1; i <= waiting; i++ {
+		count(l.Enqueue(lreq(bref("deploy", i), noCollapse, notSameJob, blockedBy("a-test")), laneT0))
+	}
+	// Each blocker build starts before the previous one ends: the job is
+	// never idle, so no deploy may start.
+	for i := 2; i <= blockers; i++ {
+		count(l.Enqueue(lreq(bref("a-test", i), noCollapse, notSameJob), laneT0))
+		require.True(t, l.Started(bref("a-test", i)))
+		count(l.Done(bref("a-test", i-1), laneT0))
+		count(l.Evaluate(laneT0))
+	}
+	for i := 1; i <= waiting; i++ {
+		require.Equal(t, 1, perBuild[bref("deploy", i)], "deploy %d was told %d times while blocked", i, perBuild[bref("deploy", i)])
+	}
+	count(l.Done(bref("a-test", blockers), laneT0))
+	for i := 1; i <= waiting; i++ {
+		require.Equal(t, 2, perBuild[bref("deploy", i)], "deploy %d: blocked once, then granted", i)
+	}
 }

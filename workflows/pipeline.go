@@ -35,6 +35,10 @@ const changeOldRestartKeepsHead = "old-restart-keeps-head"
 // events' holds (N20).
 const changeReleaseOlderPRHolds = "release-older-pr-holds"
 
+// changeBlockerReason: a build blocked by another job's builds names the
+// job, not one of its builds (N17).
+const changeBlockerReason = "blocker-reason"
+
 // changeLaneBound: a pipeline refuses builds past MaxLaneBuilds.
 const changeLaneBound = "lane-bound"
 
@@ -117,6 +121,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 	// old rules until they continue as new.
 	p.legacy = workflow.GetVersion(ctx, changeLaneOrder, workflow.DefaultVersion, 1) == workflow.DefaultVersion
 	p.st.Lanes.legacy = p.legacy
+	p.st.Lanes.blockerNamesBuild = workflow.GetVersion(ctx, changeBlockerReason, workflow.DefaultVersion, 1) == workflow.DefaultVersion
 
 	if err := workflow.SetQueryHandler(ctx, QueryPipeline, func() (PipelineInfo, error) {
 		return PipelineInfo{

@@ -268,9 +268,7 @@ func TestPipelineLaneMessages(t *testing.T) {
 	h.deleteAt(9 * time.Minute)
 	h.run(PipelineInput{Config: appConfig})
 
-	blockedByTest := func(b BuildRef) LaneMessage {
-		return LaneMessage{Kind: LaneStatus, Status: StatusBlocked, Reason: "blocked by build " + b.String() + " of job test"}
-	}
+	blockedByTest := LaneMessage{Kind: LaneStatus, Status: StatusBlocked, Reason: "blocked by running builds of job test"}
 	sameJob := func(b BuildRef) LaneMessage {
 		return LaneMessage{Kind: LaneStatus, Status: StatusBlocked, Reason: "blocked by build " + b.String() + " of the same job"}
 	}
@@ -285,7 +283,7 @@ func TestPipelineLaneMessages(t *testing.T) {
 		test3.WorkflowID(): {{Kind: LaneStatus, Status: StatusBlocked, Reason: "waiting behind build app/test/2 of the same job"}, grantMsg},
 		// When test1 ends no test build runs: deploy1 is granted in the same
 		// pass as test3 (blockedBy waits for running builds only).
-		deploy1.WorkflowID(): {blockedByTest(test1), grantMsg},
+		deploy1.WorkflowID(): {blockedByTest, grantMsg},
 	}, h.rec.laneMessages())
 }
 
