@@ -745,6 +745,51 @@ func TestBuildWorkflowFreezeWindowAtClaim(t *testing.T) {
 	require.Equal(t, []attemptWant{{1, "exec-b", "success"}}, attemptsOf(st))
 }
 
+// A build frozen after its claim still hears its lane and its cancel: a
+// collapse, a newer pull request commit or a cancel ends it at once, not
+// when the window opens, and it is never dispatched again (M3e: lane
+// messages ignored while frozen survived every test).
+func TestBuildWorkflowFrozenAfterClaimStillListens(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		send       func(h *buildHarness)
+		wantStatus Status
+		wantReason string
+	}{
+		{"collapsed", func(h *buildHarness) { h.env.SignalWorkflow(SignalLane, collapseMsg) }, StatusCollapsed, "collapsed into build app/test/8"},
+		{"superseded", func(h *buildHarness) {
+			h.env.SignalWorkflow(SignalLane, LaneMessage{Kind: LaneCancel, Reason: "superseded by event 9 of pull request 3"})
+		}, StatusCollapsed, "superseded by event 9 of pull request 3"},
+		{"aborted", func(h *buildHarness) {
+			h.env.SignalWorkflow(SignalLane, LaneMessage{Kind: LaneAbort, Reason: "pipeline deleted"})
+		}, StatusAborted, "pipeline deleted"},
+		{"cancelled", func(h *buildHarness) { h.env.CancelWorkflow() }, StatusAborted, "cancelled while frozen"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newBuildHarness(t,
+				attemptPlan{steps: []buildStep{claimAs("exec-a")}, err: temporal.NewNonRetryableApplicationError(
+					"build app/test/7 refused executor exec-a: frozen", activities.ErrTypeSuperseded, nil)},
+			)
+			h.env.SetStartTime(wfNight)
+			in := buildInput()
+			in.Lane.FreezeWindows = []string{nightWindow}
+			grantAt(h, time.Minute)
+			at(h.env, 2*time.Hour, func() {
+				require.Equal(t, StatusFrozen, query[BuildState](t, h.env, QueryBuild).Status)
+				tt.send(h)
+			})
+			st := h.run(in)
+			require.Equal(t, tt.wantStatus, st.Status)
+			require.Equal(t, tt.wantReason, st.Reason)
+			require.Len(t, h.claims, 1, "never dispatched again")
+			require.True(t, st.EndTime.Before(wfNight.Add(3*time.Hour)), "ended at %s, when told, not when the window opened", st.EndTime)
+		})
+	}
+}
+
 func TestBuildWorkflowForcedIgnoresFreezeAtClaim(t *testing.T) {
 	t.Parallel()
 	h := newBuildHarness(t, attemptPlan{steps: []buildStep{claimAs("exec-a")}, result: succeeded("exec-a")})

@@ -502,13 +502,20 @@ func (e *eventRun) buildEnded(ctx workflow.Context, jr *jobRun, st BuildState) {
 	e.maybeTeardown(ctx, jr.name)
 }
 
+// statusRank orders final statuses from best to worst: a job's or an
+// event's status is its worst part's (FAILURE > ABORTED > COLLAPSED >
+// SUCCESS = SKIPPED).
+var statusRank = map[Status]int{StatusSuccess: 0, StatusSkipped: 0, StatusCollapsed: 1, StatusAborted: 2, StatusFailure: 3}
+
+// worse reports whether a ranks below b.
+func worse(a, b Status) bool { return statusRank[a] > statusRank[b] }
+
 // jobStatus folds a job's builds: the worst status wins
 // (FAILURE > ABORTED > COLLAPSED > SUCCESS).
 func jobStatus(results []BuildState) (Status, string) {
-	rank := map[Status]int{StatusSuccess: 0, StatusCollapsed: 1, StatusAborted: 2, StatusFailure: 3}
 	worst := results[0]
 	for _, r := range results[1:] {
-		if rank[r.Status] > rank[worst.Status] {
+		if worse(r.Status, worst.Status) {
 			worst = r
 		}
 	}
@@ -588,7 +595,6 @@ func (e *eventRun) triggerRemote(ctx workflow.Context, job string) {
 
 // finish computes the event's outcome, including the jobs that did not run.
 func (e *eventRun) finish(ctx workflow.Context) EventState {
-	rank := map[Status]int{StatusSuccess: 0, StatusSkipped: 0, StatusCollapsed: 1, StatusAborted: 2, StatusFailure: 3}
 	status := StatusSuccess
 	var reasons []string
 	for _, name := range e.spec.JobOrder {
@@ -596,7 +602,7 @@ func (e *eventRun) finish(ctx workflow.Context) EventState {
 		if !ok {
 			continue
 		}
-		if rank[jr.status] > rank[status] {
+		if worse(jr.status, status) {
 			status = jr.status
 		}
 		if jr.status != StatusSuccess {

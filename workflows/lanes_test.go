@@ -733,6 +733,21 @@ func TestLanesPullRequests(t *testing.T) {
 			done(deploy, grantFx(prTest)),
 		})
 	})
+	t.Run("the same pull request's build blocks, another pull request's does not", func(t *testing.T) {
+		t.Parallel()
+		// M2b: without the PR's own lane key, PR-3's deploy did not block
+		// PR-3's test.
+		prDeploy, prTest := prref("deploy", 3, 2), prref("test", 3, 2)
+		otherDeploy, otherTest := prref("deploy", 4, 3), prref("test", 4, 3)
+		runLaneOps(t, laneT0, []laneOp{
+			enq(lreq(prDeploy), grantFx(prDeploy)),
+			enq(lreq(prTest, blockedBy("~deploy")), statusFx(prTest, StatusBlocked, "blocked by running builds of job deploy")),
+			enq(lreq(otherDeploy), grantFx(otherDeploy)),
+			done(otherDeploy),
+			enq(lreq(otherTest, blockedBy("~deploy")), grantFx(otherTest)),
+			done(prDeploy, grantFx(prTest)),
+		})
+	})
 }
 
 func TestLanesForcedBuilds(t *testing.T) {

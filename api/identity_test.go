@@ -1,0 +1,67 @@
+package api_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/mocks"
+
+	"github.com/sluice-ci/sluice/api"
+	"github.com/sluice-ci/sluice/queue"
+	"github.com/sluice-ci/sluice/workflows"
+)
+
+// A restart or a re-run acts for the person who asked, never for the
+// pipeline's owner: the new event's queue `use` checks are made for them
+// (M4e: restart and re-run sending no identity survived every test).
+func TestRestartAndRerunActForTheCaller(t *testing.T) {
+	t.Parallel()
+	ended := workflows.EventState{
+		Event: workflows.EventRef{Pipeline: "app", Number: 3}, Status: workflows.StatusFailure, SHA: "abcdef0123456789abcdef0123456789abcdef01",
+		Trigger: workflows.Trigger{Kind: workflows.TriggerCommit, Branch: "main", Sender: "webhook"},
+		Jobs: []workflows.JobOutcome{
+			{Job: "build", Status: workflows.StatusSuccess},
+			{Job: "test", Status: workflows.StatusFailure},
+		},
+	}
+	for path, body := range map[string]string{"/api/v1/events/app/3/restart": `{"from": ["test"]}`, "/api/v1/events/app/3/rerun": `{}`} {
+		t.Run(path, func(t *testing.T) {
+			t.Parallel()
+			tc := newMockClient(t)
+			tc.On("DescribeWorkflowExecution", mock.Anything, ended.Event.WorkflowID(), "").Return(&workflowservice.DescribeWorkflowExecutionResponse{
+				WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{Status: enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED},
+			}, nil)
+			run := mocks.NewWorkflowRun(t)
+			run.On("Get", mock.Anything, mock.Anything).Return(func(_ context.Context, ptr any) error {
+				*ptr.(*workflows.EventState) = ended
+				return nil
+			})
+			tc.On("GetWorkflow", mock.Anything, ended.Event.WorkflowID(), "").Return(run)
+			var got workflows.StartEventRequest
+			onUpdate(t, tc, workflows.PipelineWorkflowID("app"), workflows.UpdateStartEvent, func(o client.UpdateWorkflowOptions) (any, error) {
+				got = o.Args[0].(workflows.StartEventRequest)
+				return workflows.StartEventResult{Event: workflows.EventRef{Pipeline: "app", Number: 4}}, nil
+			})
+			dana := queue.Identity{User: "dana", Roles: []string{"app-team"}}
+			h := newHandler(t, api.Deps{
+				Service:      newService(t, tc),
+				Authenticate: func(*http.Request) (queue.Identity, error) { return dana, nil },
+				PipelineOf:   ownedBy("dana"),
+			})
+			ev := decodeBody[api.EventStarted](t, call(t, h, http.MethodPost, path, body, nil), http.StatusCreated)
+			require.Equal(t, "app/4", ev.ID)
+			require.Equal(t, &dana, got.Identity, "the new event acts for who asked")
+			require.Equal(t, "dana", got.Creator)
+			require.Equal(t, "dana", got.Trigger.Sender)
+			require.Equal(t, 3, got.Parent)
+			require.Equal(t, ended.SHA, got.Trigger.SHA, "at the event's commit")
+		})
+	}
+}
