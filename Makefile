@@ -46,6 +46,10 @@ test-e2e: build ## end-to-end tests only
 cluster-test: build ## the production topology as processes on PostgreSQL (COUNT=10 runs it ten times)
 	SLUICE_BIN=$(CURDIR)/$(BIN) $(GO) test -count=$${COUNT:-1} -timeout 60m -run 'TestClusterOnPostgres$$' -v ./internal/e2e/
 
+.PHONY: mutate
+mutate: ## mutation test: break one behaviour at a time (internal/tools/mutate/mutants.txt), print what the unit tests caught and the score (slow; not in CI; ONLY=regex)
+	$(GO) run ./internal/tools/mutate $(if $(ONLY),-only '$(ONLY)')
+
 .PHONY: fuzz
 fuzz: ## fuzz the parsers for FUZZTIME each (default 1m)
 	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=$${FUZZTIME:-1m} ./pipeline/

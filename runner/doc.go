@@ -56,8 +56,10 @@
 // On the host each session's shell gets SIGKILL if the executor dies
 // (parent-death signal), but what its steps started does not. So
 // Spec.OnProcessGroup reports every process group as it is created; the
-// executor records it (AppendGroupRecord) and, when it starts again,
-// KillRecordedGroups kills whatever those groups still hold.
+// executor records it (AppendGroupRecord), and its reaper (StartReaper,
+// RunReaper) kills whatever those groups still hold as soon as the
+// executor is gone; an executor that starts again does the same for its
+// earlier lives' records (KillRecordedGroups).
 //
 // # Order, failure and teardown
 //

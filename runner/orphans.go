@@ -47,7 +47,8 @@ func AppendGroupRecord(path string, rec GroupRecord) error {
 	return nil
 }
 
-// KillRecordedGroups reads every record file in dir, SIGKILLs each recorded
+// KillRecordedGroups reads every record file in dir (and in its
+// subdirectories, which it removes too), SIGKILLs each recorded
 // process group that still has a live member, and removes the files. A group
 // whose leader is alive but started at another time is a reused ID and is
 // left alone; while any member of a group lives, its ID cannot be reused, so
@@ -65,6 +66,18 @@ func KillRecordedGroups(dir string) ([]int, error) {
 	var errs []error
 	for _, e := range entries {
 		path := filepath.Join(dir, e.Name())
+		if e.IsDir() {
+			// An earlier life's records (see the reaper).
+			k, err := KillRecordedGroups(path)
+			killed = append(killed, k...)
+			if err == nil {
+				err = os.Remove(path)
+			}
+			if err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		b, err := os.ReadFile(path)
 		if err != nil {
 			errs = append(errs, err)

@@ -168,10 +168,10 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 	return workers.RunAll(ctx,
 		func(ctx context.Context) error { go pruneLogs(ctx, cfg, store, log); return serve(ctx, srv, ln) },
 		func(ctx context.Context) error {
-			return workers.RunController(ctx, workers.Options{Client: c, Config: cfg, Logger: log, Logs: local, PipelineTokens: secrets.PipelineTokens()})
+			return workers.RunController(ctx, workers.Options{Client: c, Config: cfg, Logger: log, Logs: local, PipelineTokens: secrets.PipelineTokens(), Reaper: reaperCommand()})
 		},
 		func(ctx context.Context) error {
-			return workers.RunExecutor(ctx, workers.Options{Client: c, Config: cfg, Logger: log, Logs: local, Name: name, Secrets: secrets.LocalSource()})
+			return workers.RunExecutor(ctx, workers.Options{Client: c, Config: cfg, Logger: log, Logs: local, Name: name, Secrets: secrets.LocalSource(), Reaper: reaperCommand()})
 		},
 	)
 }
@@ -361,7 +361,10 @@ Executors ship step logs to the API (SLUICE_API_URL).`,
 			}
 			apiClient := api.NewClient(cfg.APIURL)
 			apiClient.Token = cfg.Token
-			o := workers.Options{Client: c, Config: cfg, Logger: log, Logs: remote, Secrets: apiClient.SecretSource(), PipelineTokens: apiClient.PipelineTokens()}
+			o := workers.Options{
+				Client: c, Config: cfg, Logger: log, Logs: remote, Secrets: apiClient.SecretSource(), PipelineTokens: apiClient.PipelineTokens(),
+				Reaper: reaperCommand(),
+			}
 			if role == "controller" {
 				return workers.RunController(cmd.Context(), o)
 			}

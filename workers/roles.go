@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -38,6 +37,10 @@ type Options struct {
 	// PipelineTokens gives a controller the pipelines' own SCM tokens
 	// (pipeline secrets); nil: global credentials only.
 	PipelineTokens activities.PipelineTokens
+	// Reaper is the command that starts this binary's reaper (e.g.
+	// {"/usr/bin/sluice", "reap"}); nil starts none (tests of this
+	// package), and only a restart cleans up after a lost attempt.
+	Reaper []string
 }
 
 func (o Options) activities() *activities.Activities {
@@ -94,6 +97,9 @@ func RunController(ctx context.Context, o Options) error {
 		return err
 	}
 	acts := o.activities()
+	// A controller runs the builds of run-on=controller rules on its host:
+	// they are recorded and reaped like an executor's.
+	acts.GroupRecords = o.guardLife(ctx, o.Name, runner.RuntimeHost, nil)
 	statuses, err := StatusSettings(o.Config, o.PipelineTokens)
 	if err != nil {
 		return fmt.Errorf("commit statuses: %w", err)
@@ -161,15 +167,11 @@ func RunExecutor(ctx context.Context, o Options) error {
 		}
 	}
 	// Likewise every recorded process group of a host build is left from an
-	// earlier life of this executor (SIGKILL, OOM, crash): kill it.
-	records := filepath.Join(o.Config.Workspaces(), ".sluice-groups", strings.ReplaceAll(o.Name, "/", "_"))
-	killed, err := runner.KillRecordedGroups(records)
-	if len(killed) > 0 {
-		o.Logger.InfoContext(ctx, "orphan_process_groups_killed", "member", o.Name, "pgids", killed)
-	}
-	if err != nil {
-		o.Logger.WarnContext(ctx, "orphan_process_group_cleanup_failed", "member", o.Name, "error", err)
-	}
+	// earlier life of this executor (SIGKILL, OOM, crash): kill it, and
+	// start this life's reaper.
+	records := o.guardLife(ctx, o.Name, rt, map[string]string{
+		activities.LabelNamespace: o.Config.TemporalNamespace, activities.LabelExecutor: o.Name,
+	})
 	labels := make(map[string]string, len(o.Config.ExecutorLabels)+1)
 	for k, v := range o.Config.ExecutorLabels {
 		labels[k] = v

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -191,8 +192,13 @@ func TestContainerOrphansRemovedOnRestart(t *testing.T) {
 	})
 	t.Cleanup(func() { _ = exec.Command("podman", "rm", "-f", "-t", "0", first).Run() }) //nolint:noctx // cleanup after the test's context ended
 
+	// Without its reaper (killed too), a SIGKILLed executor leaves its
+	// container behind until it starts again.
+	for _, pid := range reapersOf(t, "podorph-1") {
+		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	}
 	exec1.Kill()
-	require.Contains(t, containersOf(t, longID), first, "a SIGKILLed executor leaves its container behind")
+	require.Contains(t, containersOf(t, longID), first, "a SIGKILLed executor with no reaper leaves its container behind")
 
 	exec2 := e.StartExecutor(testenv.ExecutorOptions{Name: "podorph-1", Env: podEnv})
 	e.WaitFor("the orphan container to be removed", 20*time.Second, func() bool {
@@ -209,6 +215,38 @@ func TestContainerOrphansRemovedOnRestart(t *testing.T) {
 	e.WaitFor("the build's second container", time.Minute, func() bool { return len(containersOf(t, longID)) == 1 })
 	exec2.Stop()
 	e.WaitFor("a stopping executor to remove its build's container", 30*time.Second, func() bool { return len(containersOf(t, longID)) == 0 })
+	require.NoError(t, e.API.CancelBuild(ctx, longID))
+	e.WaitEvent(ev.ID, time.Minute)
+}
+
+// N5: a SIGKILLed executor's container is removed by its reaper, without
+// waiting for the executor to come back: the lost attempt does not run on
+// beside the next one.
+func TestContainerRemovedWhenItsExecutorDies(t *testing.T) {
+	t.Parallel()
+	testenv.Podman(t)
+	e := server.NewEnv(t, testenv.Options{})
+	ctx := e.Context()
+	exec1 := e.StartExecutor(testenv.ExecutorOptions{Name: "podreap-1", Env: []string{"SLUICE_EXECUTOR_RUNTIME=podman"}})
+	e.WaitExecutorLive("podreap-1")
+	spec := fmt.Sprintf("shared: {image: %s}\njobs:\n  long:\n    requires: [~commit]\n    steps:\n      - wait: sleep 600\n", testenv.TestImage)
+	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": spec})
+	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "ctrreap", Repo: repo.Dir})
+	require.NoError(t, err)
+	ev, err := e.API.StartEvent(ctx, "ctrreap", api.StartEventRequest{Type: "commit", Branch: "main"})
+	require.NoError(t, err)
+	longID := "ctrreap/long/" + strconv.Itoa(ev.Number)
+	var first string
+	e.WaitFor("the build's container", time.Minute, func() bool {
+		if ids := containersOf(t, longID); len(ids) == 1 {
+			first = ids[0]
+		}
+		return first != ""
+	})
+	t.Cleanup(func() { _ = exec.Command("podman", "rm", "-f", "-t", "0", first).Run() }) //nolint:noctx // cleanup after the test's context ended
+
+	exec1.Kill()
+	e.WaitFor("the reaper to remove the container", 30*time.Second, func() bool { return len(containersOf(t, longID)) == 0 })
 	require.NoError(t, e.API.CancelBuild(ctx, longID))
 	e.WaitEvent(ev.ID, time.Minute)
 }

@@ -120,6 +120,9 @@ type harness struct {
 	unsent  map[string]time.Time
 	outages []string
 	outMu   sync.Mutex
+	// orphans checks that no step process of a killed executor outlives
+	// it by more than orphanGrace.
+	orphans orphanCheck
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -411,10 +414,12 @@ func (h *harness) chaos(ctx context.Context, totalBuilds int) {
 			down := 2*time.Second + time.Duration(h.rng.Int64N(int64(3*time.Second)))
 			h.executorKills.Add(1)
 			h.logf("SIGKILL executor %s (progress %.0f%%%s); restart in %s", p.name, 100*h.progress(totalBuilds), how, down.Round(100*time.Millisecond))
+			procs := stepProcesses(p.name)
 			h.outMu.Lock()
 			h.killedAt[p.name] = append(h.killedAt[p.name], time.Now())
 			h.outMu.Unlock()
 			p.kill()
+			h.orphans.watch(p.name, procs, time.Now())
 			h.noteUnsent(p.name)
 			select {
 			case <-ctx.Done():
@@ -753,8 +758,12 @@ func (h *harness) run(ctx context.Context, bin string) error {
 	h.logf("executor logs: %s", h.logCounts())
 	h.printProblems()
 
-	_, _ = fmt.Fprintf(h.out, "chaos events=%d completed=%d lost=%d double_completions=%d excused_doubles=%d late_writes=%d executor_kills=%d controller_restarts=%d server_restarts=%d\n",
-		len(started), completed, len(started)-completed, len(v.Double), len(v.Excused), len(v.LateWrites), h.executorKills.Load(), h.controllerKills.Load(), h.serverKills.Load())
+	orphans := h.orphans.wait()
+	for _, o := range orphans {
+		h.logf("  ORPHAN: %s", o)
+	}
+	_, _ = fmt.Fprintf(h.out, "chaos events=%d completed=%d lost=%d double_completions=%d excused_doubles=%d late_writes=%d orphans=%d executor_kills=%d controller_restarts=%d server_restarts=%d\n",
+		len(started), completed, len(started)-completed, len(v.Double), len(v.Excused), len(v.LateWrites), len(orphans), h.executorKills.Load(), h.controllerKills.Load(), h.serverKills.Load())
 	_, _ = fmt.Fprintf(h.out, "chaos builds=%d retried=%d interrupted_runs=%d events_success=%d duration=%s\n",
 		rep.builds, len(rep.retried), v.Interrupted, rep.statuses[workflows.StatusSuccess], loadTook.Round(time.Second))
 
@@ -762,6 +771,9 @@ func (h *harness) run(ctx context.Context, bin string) error {
 	if !v.OK() {
 		fails = append(fails, fmt.Sprintf("%d builds lost, %d completed twice outside the documented window, %d unexpected, %d late writes of lost attempts",
 			len(v.Lost), len(v.Double), len(v.Unexpected), len(v.LateWrites)))
+	}
+	if len(orphans) > 0 {
+		fails = append(fails, fmt.Sprintf("%d step processes of killed executors outlived them by more than %s", len(orphans), orphanGrace))
 	}
 	if rep.statuses[workflows.StatusSuccess] != len(started) {
 		fails = append(fails, fmt.Sprintf("%d of %d events ended SUCCESS", rep.statuses[workflows.StatusSuccess], len(started)))
