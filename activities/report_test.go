@@ -137,27 +137,27 @@ func TestHeartbeaterStopAbandonsACallInFlight(t *testing.T) {
 
 func TestReportDeliversThroughAnOutage(t *testing.T) {
 	t.Parallel()
+	// The server refuses the first three deliveries, then takes the
+	// result: the report keeps trying through the outage.
 	var mu sync.Mutex
-	down := true
+	refused := 0
 	rep := &fakeReporter{complete: func() error {
 		mu.Lock()
 		defer mu.Unlock()
-		if down {
+		if refused < 3 {
+			refused++
 			return serviceerror.NewUnavailable("connection refused")
 		}
 		return nil
 	}}
 	a := &Activities{Logger: discardLogger(), Reporter: rep, Outbox: t.TempDir()}
-	go func() {
-		time.Sleep(700 * time.Millisecond)
-		mu.Lock()
-		down = false
-		mu.Unlock()
-	}()
 	res := RunBuildResult{Executor: "exec", Status: runner.StatusSuccess, LogKey: "p/j/1/1"}
 	_, err := a.report(t.Context(), rep, []byte("token"), RunBuildInput{BuildID: "p/j/1", Attempt: 1}, res, nil)
 	require.ErrorIs(t, err, activity.ErrResultPending)
 	require.Equal(t, []RunBuildResult{res}, rep.results())
+	mu.Lock()
+	require.Equal(t, 3, refused, "three refused deliveries before the one that landed")
+	mu.Unlock()
 	entries, err := os.ReadDir(a.Outbox)
 	require.NoError(t, err)
 	require.Empty(t, entries, "a delivered result leaves the outbox")

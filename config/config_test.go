@@ -273,24 +273,48 @@ func TestLoadErrorsNameTheVariable(t *testing.T) {
 func TestLoadEdgeValuesAreValid(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name string
-		vars map[string]string
+		name  string
+		vars  map[string]string
+		check func(t *testing.T, c *config.Config)
 	}{
-		{name: "liveness exactly twice the heartbeat", vars: map[string]string{"SLUICE_EXECUTOR_LIVENESS": "6s", "SLUICE_MEMBER_HEARTBEAT": "3s"}},
-		{name: "heartbeat timeout exactly 1s", vars: map[string]string{"SLUICE_BUILD_HEARTBEAT_TIMEOUT": "1s"}},
-		{name: "max attempts bounds low", vars: map[string]string{"SLUICE_BUILD_MAX_ATTEMPTS": "1"}},
-		{name: "max attempts bounds high", vars: map[string]string{"SLUICE_BUILD_MAX_ATTEMPTS": "100"}},
-		{name: "ports at the edges", vars: map[string]string{"SLUICE_TEMPORAL_PORT": "65535", "SLUICE_UI_PORT": "0"}},
-		{name: "temporal address with ipv6 host", vars: map[string]string{"TEMPORAL_ADDRESS": "[::1]:7233"}},
-		{name: "tls cert and key together", vars: map[string]string{"TEMPORAL_TLS_CERT": "c.pem", "TEMPORAL_TLS_KEY": "k.pem"}},
-		{name: "every queue", vars: map[string]string{"SLUICE_EXECUTOR_QUEUES": "*"}},
-		{name: "log level in capitals", vars: map[string]string{"SLUICE_LOG_LEVEL": "WARN", "SLUICE_LOG_FORMAT": "JSON"}},
+		{name: "liveness exactly twice the heartbeat", vars: map[string]string{"SLUICE_EXECUTOR_LIVENESS": "6s", "SLUICE_MEMBER_HEARTBEAT": "3s"}, check: func(t *testing.T, c *config.Config) {
+			require.Equal(t, 6*time.Second, c.LivenessTimeout)
+			require.Equal(t, 3*time.Second, c.MemberHeartbeat)
+		}},
+		{name: "heartbeat timeout exactly 1s", vars: map[string]string{"SLUICE_BUILD_HEARTBEAT_TIMEOUT": "1s"}, check: func(t *testing.T, c *config.Config) {
+			require.Equal(t, time.Second, c.HeartbeatTimeout)
+		}},
+		{name: "max attempts bounds low", vars: map[string]string{"SLUICE_BUILD_MAX_ATTEMPTS": "1"}, check: func(t *testing.T, c *config.Config) {
+			require.Equal(t, 1, c.MaxAttempts)
+		}},
+		{name: "max attempts bounds high", vars: map[string]string{"SLUICE_BUILD_MAX_ATTEMPTS": "100"}, check: func(t *testing.T, c *config.Config) {
+			require.Equal(t, 100, c.MaxAttempts)
+		}},
+		{name: "ports at the edges", vars: map[string]string{"SLUICE_TEMPORAL_PORT": "65535", "SLUICE_UI_PORT": "0"}, check: func(t *testing.T, c *config.Config) {
+			require.Equal(t, 65535, c.TemporalPort)
+			require.Zero(t, c.UIPort)
+		}},
+		{name: "temporal address with ipv6 host", vars: map[string]string{"TEMPORAL_ADDRESS": "[::1]:7233"}, check: func(t *testing.T, c *config.Config) {
+			require.Equal(t, "[::1]:7233", c.TemporalAddress)
+		}},
+		{name: "tls cert and key together", vars: map[string]string{"TEMPORAL_TLS_CERT": "c.pem", "TEMPORAL_TLS_KEY": "k.pem"}, check: func(t *testing.T, c *config.Config) {
+			require.True(t, filepath.IsAbs(c.TemporalTLSCert) && filepath.Base(c.TemporalTLSCert) == "c.pem", c.TemporalTLSCert)
+			require.True(t, filepath.IsAbs(c.TemporalTLSKey) && filepath.Base(c.TemporalTLSKey) == "k.pem", c.TemporalTLSKey)
+		}},
+		{name: "every queue", vars: map[string]string{"SLUICE_EXECUTOR_QUEUES": "*"}, check: func(t *testing.T, c *config.Config) {
+			require.Equal(t, []string{"*"}, c.ExecutorQueues)
+		}},
+		{name: "log level in capitals", vars: map[string]string{"SLUICE_LOG_LEVEL": "WARN", "SLUICE_LOG_FORMAT": "JSON"}, check: func(t *testing.T, c *config.Config) {
+			require.Equal(t, "warn", strings.ToLower(c.LogLevel))
+			require.Equal(t, "json", strings.ToLower(c.LogFormat))
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := config.Load(getenv(t, tt.vars))
+			c, err := config.Load(getenv(t, tt.vars))
 			require.NoError(t, err)
+			tt.check(t, c)
 		})
 	}
 }

@@ -81,6 +81,13 @@ func (r *recorder) signalsTo(workflowID, name string) []any {
 }
 
 // laneMessages returns the lane messages sent to each build, by build ID.
+// signalLog returns every signal sent, in the order sent.
+func (r *recorder) signalLog() []sentSignal {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]sentSignal(nil), r.signals...)
+}
+
 func (r *recorder) laneMessages() map[string][]LaneMessage {
 	r.mu.Lock()
 	defer r.mu.Unlock()

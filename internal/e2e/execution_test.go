@@ -256,24 +256,46 @@ jobs:
 	require.False(t, started.Before(end), "frozen build started at %v, window ends %v", started, end)
 }
 
-// TestCancel: a cancelled queued build never starts; cancelling a running
-// `sleep 600` kills its process within 5 s and the build ends ABORTED.
+// TestCancel: a cancelled queued build never starts, even when the slot it
+// waited for frees; cancelling a running `sleep 600` kills its process and
+// the build ends ABORTED.
 func TestCancel(t *testing.T) {
 	t.Parallel()
 	e := server.NewEnv(t, testenv.Options{LocalExecutor: true})
 	ctx := e.Context()
-	// A queue no member serves: its builds wait.
-	_, err := e.API.CreateQueue(ctx, api.QueueRequest{Name: "nowhere", Rules: []string{"run-on=executors,max-parallel=1,labels=pool=none"}})
+	// A queue with one slot on one executor; a build holds it until the
+	// gate file appears.
+	_, err := e.API.CreateQueue(ctx, api.QueueRequest{Name: "gated", Rules: []string{"run-on=executors,max-parallel=1"}})
 	require.NoError(t, err)
-	pidFile := filepath.Join(t.TempDir(), "pid")
-	marker := filepath.Join(t.TempDir(), "queued-ran")
+	e.StartExecutor(testenv.ExecutorOptions{Name: "gate-1", Queues: []string{"gated"}})
+	e.WaitExecutorLive("gate-1")
+	dir := t.TempDir()
+	gate, holding := filepath.Join(dir, "gate"), filepath.Join(dir, "holding")
+	holder := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": fmt.Sprintf(`
+shared: {image: alpine}
+jobs:
+  hold:
+    requires: [~commit]
+    annotations:
+      screwdriver.cd/executor: gated
+    steps:
+      - hold: touch %s; while [ ! -e %s ]; do sleep 0.1; done
+`, holding, gate)})
+	_, err = e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "holder", Repo: holder.Dir})
+	require.NoError(t, err)
+	held, err := e.API.StartEvent(ctx, "holder", api.StartEventRequest{Type: "commit", Branch: "main"})
+	require.NoError(t, err)
+	e.WaitFor("the holder to take the slot", 30*time.Second, func() bool { _, err := os.Stat(holding); return err == nil })
+
+	pidFile := filepath.Join(dir, "pid")
+	marker := filepath.Join(dir, "queued-ran")
 	spec := fmt.Sprintf(`
 shared: {image: alpine}
 jobs:
   queued:
     requires: [~commit]
     annotations:
-      screwdriver.cd/executor: nowhere
+      screwdriver.cd/executor: gated
     steps:
       - never: touch %s
   long:
@@ -290,16 +312,23 @@ jobs:
 	longID := "cancel/long/" + strconv.Itoa(ev.Number)
 
 	var queued api.Build
-	e.WaitFor("the queued build to wait for a slot", 30*time.Second, func() bool {
+	e.WaitFor("the queued build to wait for the slot", 30*time.Second, func() bool {
 		queued, err = e.API.GetBuild(ctx, queuedID)
 		return err == nil && queued.Status == workflows.StatusQueued && !queued.QueuedTime.IsZero()
 	})
-	require.Contains(t, queued.Reason, "no live member")
+	require.Contains(t, queued.Reason, "gated")
 	// event show gives the waiting build the same detailed reason.
 	shown, err := e.API.GetEvent(ctx, ev.ID)
 	require.NoError(t, err)
-	require.Contains(t, buildOf(t, shown, "queued").Reason, "no live member")
+	require.Equal(t, queued.Reason, buildOf(t, shown, "queued").Reason)
 	require.NoError(t, e.API.CancelBuild(ctx, queuedID))
+	e.WaitFor("the queued build to end", 30*time.Second, func() bool {
+		b, err := e.API.GetBuild(ctx, queuedID)
+		return err == nil && b.Status.Final()
+	})
+	// The slot frees: the cancelled build must not take it.
+	require.NoError(t, os.WriteFile(gate, nil, 0o600))
+	require.Equal(t, workflows.StatusSuccess, e.WaitEvent(held.ID, time.Minute).Status)
 
 	var pid int
 	e.WaitFor("the long build to start", 30*time.Second, func() bool {
@@ -311,19 +340,17 @@ jobs:
 		return err == nil
 	})
 	require.NoError(t, syscall.Kill(pid, 0), "sleep 600 runs")
-	cancelled := time.Now()
 	require.NoError(t, e.API.CancelBuild(ctx, longID))
 	e.WaitFor("the sleep process to die", 15*time.Second, func() bool {
 		return !alive(pid)
 	})
-	t.Logf("sleep 600 killed %s after the cancel", time.Since(cancelled).Round(time.Millisecond))
 
 	final := e.WaitEvent(ev.ID, time.Minute)
 	require.Equal(t, workflows.StatusAborted, buildOf(t, final, "long").Status)
 	q := buildOf(t, final, "queued")
 	require.Equal(t, workflows.StatusAborted, q.Status)
 	require.True(t, q.StartTime.IsZero(), "the cancelled queued build never started")
-	require.NoFileExists(t, marker)
+	require.NoFileExists(t, marker, "the cancelled build never ran, though its slot freed")
 }
 
 // alive reports whether pid is a live (non-zombie) process.
