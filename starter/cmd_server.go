@@ -92,6 +92,9 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 	if err := webhookSecretsRequired(cfg, auth != nil); err != nil {
 		return err
 	}
+	if err := secretKeyRequired(cfg); err != nil {
+		return err
+	}
 	if len(cfg.LocalRepos) == 0 {
 		// A laptop's repositories sit beside the directory dev starts in.
 		if wd, err := os.Getwd(); err == nil {
@@ -262,21 +265,32 @@ func webhookSecretsRequired(cfg *config.Config, authOn bool) error {
 		config.ErrInvalid, strings.Join(missing, " and "))
 }
 
+// secretKeyRequired refuses a PostgreSQL store without SLUICE_SECRET_KEY
+// when the API would generate one: replicas share the database, and a key
+// generated into one replica's data directory could not open what another
+// sealed. (A key file from before is kept.)
+func secretKeyRequired(cfg *config.Config) error {
+	if cfg.DB == "" || cfg.SecretKey != "" {
+		return nil
+	}
+	keyFile := filepath.Join(cfg.DataDir, "secrets", "secret.key")
+	if _, err := os.Stat(keyFile); !errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return fmt.Errorf("%w: SLUICE_SECRET_KEY: not set, and SLUICE_DB is PostgreSQL, which API replicas share: set the same long random key on every replica (a key generated into one replica's %s would not open the secrets another one sealed)",
+		config.ErrInvalid, keyFile)
+}
+
 // openSecrets opens sluice's store (SLUICE_DB: SQLite in the data
 // directory, or PostgreSQL) and the API's secrets in it, their key in
 // DATA_DIR/secrets unless SLUICE_SECRET_KEY is set, and imports the
 // secrets file of before once. closeDB releases the store.
 func openSecrets(ctx context.Context, cfg *config.Config, log *slog.Logger) (secrets *api.SecretStore, closeDB func(), err error) {
+	if err := secretKeyRequired(cfg); err != nil {
+		return nil, nil, err
+	}
 	dir := filepath.Join(cfg.DataDir, "secrets")
 	keyFile := filepath.Join(dir, "secret.key")
-	if cfg.DB != "" && cfg.SecretKey == "" {
-		// Replicas share the database: a key generated into one replica's
-		// data directory could not open what another sealed.
-		if _, err := os.Stat(keyFile); errors.Is(err, os.ErrNotExist) {
-			return nil, nil, fmt.Errorf("%w: SLUICE_SECRET_KEY: not set, and SLUICE_DB is PostgreSQL, which API replicas share: set the same long random key on every replica (a key generated into one replica's %s would not open the secrets another one sealed)",
-				config.ErrInvalid, keyFile)
-		}
-	}
 	db, err := store.Open(ctx, cfg.DB, filepath.Join(cfg.DataDir, "sluice.db"))
 	if err != nil {
 		return nil, nil, fmt.Errorf("open sluice's store (SLUICE_DB): %w", err)
@@ -438,6 +452,9 @@ SLUICE_DATA_DIR/logs: give every API replica the same volume.`,
 				return err
 			}
 			if err := webhookSecretsRequired(cfg, auth != nil); err != nil {
+				return err
+			}
+			if err := secretKeyRequired(cfg); err != nil {
 				return err
 			}
 			c, err := dialCluster(cmd.Context(), cfg, log)
