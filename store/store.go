@@ -92,6 +92,15 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
+	// The file holds sealed secrets: only its owner reads it (SQLite gives
+	// its -wal and -shm files the database file's mode).
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("store: SQLite %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("store: SQLite %s: %w", path, err)
+	}
 	dsn := path + "?_pragma=busy_timeout(30000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
@@ -101,13 +110,6 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	if err := d.start(ctx); err != nil {
 		_ = db.Close()
 		return nil, err
-	}
-	// The file holds sealed secrets: only its owner reads it.
-	for _, f := range []string{path, path + "-wal", path + "-shm"} {
-		if err := os.Chmod(f, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
-			_ = db.Close()
-			return nil, fmt.Errorf("store: %w", err)
-		}
 	}
 	return d, nil
 }

@@ -283,6 +283,22 @@ func TestImportSecrets(t *testing.T) {
 	})
 }
 
+// TestSQLiteFilesOwnerOnly: the database and its journal files hold
+// sealed secrets and are readable by their owner only.
+func TestSQLiteFilesOwnerOnly(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "data", "sluice.db")
+	d, err := store.OpenSQLite(t.Context(), path)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, d.Close()) }()
+	require.NoError(t, d.PutSecret(t.Context(), store.Secret{Pipeline: "app", Name: "A", Sealed: "x", UpdatedAt: time.Now()}))
+	for _, f := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(f)
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), f)
+	}
+}
+
 // TestOpenRefusesBadInput: a bad SLUICE_DB is refused before anything
 // opens, and an unreachable PostgreSQL is an error naming it without its
 // password.
