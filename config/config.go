@@ -36,7 +36,7 @@ type Config struct {
 
 	// DataDir holds the embedded server's SQLite file, repository mirrors,
 	// workspaces and build logs.
-	DataDir string `env:"SLUICE_DATA_DIR" envDefault:".sluice" desc:"state directory: temporal.db, git mirrors, workspaces, logs"`
+	DataDir string `env:"SLUICE_DATA_DIR" envDefault:".sluice" desc:"state directory: temporal.db, sluice.db (secrets), git mirrors, workspaces, logs"`
 	// TemporalDB selects the embedded server's persistence.
 	TemporalDB string `env:"SLUICE_TEMPORAL_DB" desc:"persistence of the embedded Temporal server: empty is SQLite in DATA_DIR/temporal.db; postgres://user:password@host:port/temporal?sslmode=disable uses PostgreSQL (databases and schemas created or upgraded at start; visibility in <database>_visibility)" json:"-"`
 	// DB is where sluice keeps its own records (pipeline secrets).
