@@ -10,18 +10,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sluice-ci/sluice/activities"
 	"github.com/sluice-ci/sluice/queue"
+	"github.com/sluice-ci/sluice/store"
 	"github.com/sluice-ci/sluice/workflows"
 )
 
@@ -94,16 +94,17 @@ type ResolveSecretsResponse struct {
 	Withheld []string          `json:"withheld,omitempty"`
 }
 
-// SecretStore keeps secret values encrypted at rest (AES-256-GCM) in one
-// file under the API's data directory. Values leave it only through Resolve.
+// SecretStore keeps secret values encrypted at rest (AES-256-GCM) as rows
+// of sluice's store (store.Secrets: SQLite in the data directory, or
+// PostgreSQL shared by API replicas). Values leave it only through Resolve.
 type SecretStore struct {
-	path string
-	aead cipher.AEAD
-
-	mu sync.Mutex
+	db     store.Secrets
+	closer io.Closer // the database OpenSecretStore opened itself
+	aead   cipher.AEAD
 }
 
-// secretFile is the on-disk format: pipeline → name → record.
+// secretFile is the format of the JSON file secrets lived in before the
+// store (pipeline → name → record), imported once by ImportFile.
 type secretFile struct {
 	Pipelines map[string]map[string]secretRecord `json:"pipelines"`
 }
@@ -119,10 +120,44 @@ type secretRecord struct {
 	UpdatedBy     string    `json:"updated_by,omitempty"`
 }
 
-// OpenSecretStore opens (or creates) the store in dir with key material:
-// any string, stretched with SHA-256 (use a long random one). An empty key
-// is generated once into dir/secret.key; generated reports that.
-func OpenSecretStore(dir, key string) (store *SecretStore, generated bool, err error) {
+// SecretFile is the JSON file of dir that secrets lived in before sluice's
+// store; ImportFile imports it once and renames it to SecretFile+".imported".
+const SecretFile = "secrets.json"
+
+// storeContext bounds one call to the store. SecretStore's methods keep
+// the signatures they had when secrets lived in a file, without a context
+// (hence their nolint:contextcheck).
+func storeContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 30*time.Second)
+}
+
+// OpenSecretStore opens (or creates) a store of its own in dir: its rows in
+// the SQLite file dir/sluice.db, its key as NewSecretStore takes it, and
+// dir/secrets.json imported once. The API opens sluice's store instead
+// (NewSecretStore).
+func OpenSecretStore(dir, key string) (secrets *SecretStore, generated bool, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	db, err := store.OpenSQLite(ctx, filepath.Join(dir, "sluice.db"))
+	if err != nil {
+		return nil, false, fmt.Errorf("secrets: %w", err)
+	}
+	secrets, generated, err = NewSecretStore(db, dir, key)
+	if err == nil {
+		_, err = secrets.ImportFile(filepath.Join(dir, SecretFile))
+	}
+	if err != nil {
+		_ = db.Close()
+		return nil, false, err
+	}
+	secrets.closer = db
+	return secrets, generated, nil
+}
+
+// NewSecretStore keeps secrets in db, sealed with key material: any string,
+// stretched with SHA-256 (use a long random one). An empty key is read
+// from dir/secret.key, or generated there once; generated reports that.
+func NewSecretStore(db store.Secrets, dir, key string) (secrets *SecretStore, generated bool, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, false, fmt.Errorf("secrets: %w", err)
 	}
@@ -155,41 +190,63 @@ func OpenSecretStore(dir, key string) (store *SecretStore, generated bool, err e
 	if err != nil {
 		return nil, false, fmt.Errorf("secrets: %w", err)
 	}
-	return &SecretStore{path: filepath.Join(dir, "secrets.json"), aead: aead}, generated, nil
+	return &SecretStore{db: db, aead: aead}, generated, nil
 }
 
-func (s *SecretStore) load() (secretFile, error) {
-	f := secretFile{Pipelines: map[string]map[string]secretRecord{}}
-	raw, err := os.ReadFile(s.path)
+// Close releases the database OpenSecretStore opened (NewSecretStore's
+// belongs to its caller).
+func (s *SecretStore) Close() error {
+	if s.closer == nil {
+		return nil
+	}
+	return s.closer.Close()
+}
+
+// ImportFile imports the secrets of a JSON file of the store before
+// sluice's (secrets.json) and renames it to path+".imported", so it is
+// imported once. Each secret is written unless the store holds it updated
+// at the same time or later, so an import racing another replica's, or
+// one repeated after a crash before the rename, changes nothing. A file
+// that does not parse, or whose values this key cannot open, is an error
+// and nothing is imported. No file: 0 and no error.
+//
+//nolint:contextcheck // no context in the signature (storeContext)
+func (s *SecretStore) ImportFile(path string) (int, error) {
+	raw, err := os.ReadFile(path) //nolint:gosec // our own data directory
 	if errors.Is(err, os.ErrNotExist) {
-		return f, nil
+		return 0, nil
 	}
 	if err != nil {
-		return f, fmt.Errorf("secrets: %w", err)
+		return 0, fmt.Errorf("secrets: import %s: %w", path, err)
 	}
+	var f secretFile
 	if err := json.Unmarshal(raw, &f); err != nil {
-		return f, fmt.Errorf("secrets: %s is corrupt: %w", s.path, err)
+		return 0, fmt.Errorf("secrets: import %s: the file is corrupt (%w): repair it, or move it away to start without its secrets", path, err)
 	}
-	if f.Pipelines == nil {
-		f.Pipelines = map[string]map[string]secretRecord{}
+	var rows []store.Secret
+	for pipeline, secrets := range f.Pipelines {
+		for name, rec := range secrets {
+			if _, err := s.open(pipeline, name, rec.Sealed); err != nil {
+				return 0, fmt.Errorf("secrets: import %s: %w", path, err)
+			}
+			rows = append(rows, store.Secret{
+				Pipeline: pipeline, Name: name, Sealed: rec.Sealed,
+				AllowInPR: rec.AllowInPR || rec.AllowInForkPR, AllowInForkPR: rec.AllowInForkPR,
+				UpdatedAt: rec.UpdatedAt, UpdatedBy: rec.UpdatedBy,
+			})
+		}
 	}
-	return f, nil
-}
-
-// save writes the file atomically (a crash leaves the old or the new one).
-func (s *SecretStore) save(f secretFile) error {
-	raw, err := json.MarshalIndent(f, "", "  ")
+	ctx, cancel := storeContext()
+	defer cancel()
+	n, err := s.db.ImportSecrets(ctx, rows)
 	if err != nil {
-		return fmt.Errorf("secrets: %w", err)
+		return 0, fmt.Errorf("secrets: import %s: %w", path, err)
 	}
-	tmp := s.path + ".tmp"
-	if err := os.WriteFile(tmp, raw, 0o600); err != nil {
-		return fmt.Errorf("secrets: %w", err)
+	// Another replica sharing the directory may have renamed it first.
+	if err := os.Rename(path, path+".imported"); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return n, fmt.Errorf("secrets: imported %s, but cannot rename it: %w", path, err)
 	}
-	if err := os.Rename(tmp, s.path); err != nil {
-		return fmt.Errorf("secrets: %w", err)
-	}
-	return nil
+	return n, nil
 }
 
 func additional(pipeline, name string) []byte { return []byte(pipeline + "\x00" + name) }
@@ -225,6 +282,8 @@ func CheckSecretName(name string) error {
 }
 
 // Set stores a secret's value.
+//
+//nolint:contextcheck // no context in the signature (storeContext)
 func (s *SecretStore) Set(id queue.Identity, pipeline, name string, req SetSecretRequest, now time.Time) (Secret, error) {
 	if err := CheckSecretName(name); err != nil {
 		return Secret{}, err
@@ -239,70 +298,66 @@ func (s *SecretStore) Set(id queue.Identity, pipeline, name string, req SetSecre
 	if err != nil {
 		return Secret{}, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	f, err := s.load()
-	if err != nil {
-		return Secret{}, err
+	rec := store.Secret{
+		Pipeline: pipeline, Name: name, Sealed: sealed,
+		AllowInPR: req.AllowInPR || req.AllowInForkPR, AllowInForkPR: req.AllowInForkPR,
+		UpdatedAt: now.UTC(), UpdatedBy: id.User,
 	}
-	if f.Pipelines[pipeline] == nil {
-		f.Pipelines[pipeline] = map[string]secretRecord{}
+	ctx, cancel := storeContext()
+	defer cancel()
+	if err := s.db.PutSecret(ctx, rec); err != nil {
+		return Secret{}, fmt.Errorf("secrets: %w", err)
 	}
-	rec := secretRecord{Sealed: sealed, AllowInPR: req.AllowInPR || req.AllowInForkPR, AllowInForkPR: req.AllowInForkPR, UpdatedAt: now.UTC(), UpdatedBy: id.User}
-	f.Pipelines[pipeline][name] = rec
-	if err := s.save(f); err != nil {
-		return Secret{}, err
-	}
-	return Secret{Pipeline: pipeline, Name: name, AllowInPR: rec.AllowInPR, AllowInForkPR: rec.AllowInForkPR, UpdatedAt: rec.UpdatedAt, UpdatedBy: rec.UpdatedBy}, nil
+	return publicSecret(rec), nil
+}
+
+func publicSecret(r store.Secret) Secret {
+	return Secret{Pipeline: r.Pipeline, Name: r.Name, AllowInPR: r.AllowInPR, AllowInForkPR: r.AllowInForkPR, UpdatedAt: r.UpdatedAt, UpdatedBy: r.UpdatedBy}
 }
 
 // List returns a pipeline's secrets, names only, sorted.
+//
+//nolint:contextcheck // no context in the signature (storeContext)
 func (s *SecretStore) List(pipeline string) ([]Secret, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	f, err := s.load()
+	ctx, cancel := storeContext()
+	defer cancel()
+	rows, err := s.db.ListSecrets(ctx, pipeline)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("secrets: %w", err)
 	}
-	out := []Secret{}
-	for name, rec := range f.Pipelines[pipeline] {
-		out = append(out, Secret{Pipeline: pipeline, Name: name, AllowInPR: rec.AllowInPR, AllowInForkPR: rec.AllowInForkPR, UpdatedAt: rec.UpdatedAt, UpdatedBy: rec.UpdatedBy})
+	out := make([]Secret, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, publicSecret(r))
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
 
 // Delete removes a secret.
+//
+//nolint:contextcheck // no context in the signature (storeContext)
 func (s *SecretStore) Delete(pipeline, name string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	f, err := s.load()
+	ctx, cancel := storeContext()
+	defer cancel()
+	found, err := s.db.DeleteSecret(ctx, pipeline, name)
 	if err != nil {
-		return err
+		return fmt.Errorf("secrets: %w", err)
 	}
-	if _, ok := f.Pipelines[pipeline][name]; !ok {
+	if !found {
 		return fmt.Errorf("%w: secret %s of pipeline %s", ErrNotFound, name, pipeline)
 	}
-	delete(f.Pipelines[pipeline], name)
-	if len(f.Pipelines[pipeline]) == 0 {
-		delete(f.Pipelines, pipeline)
-	}
-	return s.save(f)
+	return nil
 }
 
 // DeletePipeline removes every secret of a pipeline.
+//
+//nolint:contextcheck // no context in the signature (storeContext)
 func (s *SecretStore) DeletePipeline(pipeline string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	f, err := s.load()
-	if err != nil {
-		return err
+	ctx, cancel := storeContext()
+	defer cancel()
+	if _, err := s.db.DeletePipelineSecrets(ctx, pipeline); err != nil {
+		return fmt.Errorf("secrets: %w", err)
 	}
-	if _, ok := f.Pipelines[pipeline]; !ok {
-		return nil
-	}
-	delete(f.Pipelines, pipeline)
-	return s.save(f)
+	return nil
 }
 
 // Audience is who a build's code comes from, which decides the secrets it
@@ -336,17 +391,19 @@ func audienceOf(ref workflows.BuildRef, fork bool) Audience {
 // Screwdriver, and a fork's pull request only those set with
 // AllowInForkPR: the others are withheld (named in withheld), not an error.
 // A name that is not set is an error naming it.
+//
+//nolint:contextcheck // no context in the signature (storeContext)
 func (s *SecretStore) Resolve(pipeline string, names []string, aud Audience) (values map[string]string, withheld []string, err error) {
-	s.mu.Lock()
-	f, err := s.load()
-	s.mu.Unlock()
+	ctx, cancel := storeContext()
+	defer cancel()
+	recs, err := s.db.GetSecrets(ctx, pipeline, names)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("secrets: %w", err)
 	}
 	values = make(map[string]string, len(names))
 	var missing []string
 	for _, name := range names {
-		rec, ok := f.Pipelines[pipeline][name]
+		rec, ok := recs[name]
 		switch {
 		case !ok:
 			missing = append(missing, name)
@@ -559,12 +616,14 @@ func (h *handler) resolveSecrets(w http.ResponseWriter, r *http.Request) {
 }
 
 // HasAny reports whether pipeline has any secret.
+//
+//nolint:contextcheck // no context in the signature (storeContext)
 func (s *SecretStore) HasAny(pipeline string) (bool, error) {
-	s.mu.Lock()
-	f, err := s.load()
-	s.mu.Unlock()
+	ctx, cancel := storeContext()
+	defer cancel()
+	has, err := s.db.HasSecrets(ctx, pipeline)
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("secrets: %w", err)
 	}
-	return len(f.Pipelines[pipeline]) > 0, nil
+	return has, nil
 }

@@ -2,6 +2,8 @@ package api_test
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/sluice-ci/sluice/api"
 	"github.com/sluice-ci/sluice/queue"
@@ -34,9 +37,16 @@ func TestSecretStore(t *testing.T) {
 	_, err = s.Set(ann, "other", "NPM_TOKEN", api.SetSecretRequest{Value: "other-value"}, now)
 	require.NoError(t, err)
 
-	// Encrypted at rest: the file holds no value.
-	raw, err := os.ReadFile(filepath.Join(dir, "secrets.json"))
-	require.NoError(t, err)
+	// Encrypted at rest: the database (and its journal) holds no value.
+	var raw []byte
+	for _, f := range []string{"sluice.db", "sluice.db-wal"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if !errors.Is(err, os.ErrNotExist) {
+			require.NoError(t, err)
+		}
+		raw = append(raw, b...)
+	}
+	require.Contains(t, string(raw), "NPM_TOKEN", "the rows are in these files")
 	for _, v := range []string{"hunter2-value", "in-prs", "other-value"} {
 		require.NotContains(t, string(raw), v)
 	}
@@ -85,6 +95,41 @@ func TestSecretStore(t *testing.T) {
 	list, err = s.List("app")
 	require.NoError(t, err)
 	require.Empty(t, list)
+}
+
+// TestSecretStoreTwoReplicas: two API processes on one data directory
+// (here two stores, each with its own database connections) set secrets at
+// the same moment; nothing is lost and each reads what the other set. With
+// the JSON file of before, this lost secrets or left the file unreadable.
+func TestSecretStoreTwoReplicas(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	one, _, err := api.OpenSecretStore(dir, "shared key")
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, one.Close()) })
+	two, _, err := api.OpenSecretStore(dir, "shared key")
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, two.Close()) })
+	const perReplica = 50
+	var g errgroup.Group
+	for i := range perReplica {
+		for r, s := range []*api.SecretStore{one, two} {
+			g.Go(func() error {
+				name := fmt.Sprintf("R%d_%02d", r, i)
+				_, err := s.Set(queue.Identity{User: "ann"}, "app", name, api.SetSecretRequest{Value: "value of " + name}, time.Now())
+				return err
+			})
+		}
+	}
+	require.NoError(t, g.Wait())
+	for _, s := range []*api.SecretStore{one, two} {
+		list, err := s.List("app")
+		require.NoError(t, err)
+		require.Len(t, list, 2*perReplica)
+	}
+	vals, _, err := one.Resolve("app", []string{"R1_00", "R1_49"}, api.AudienceBranch)
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"R1_00": "value of R1_00", "R1_49": "value of R1_49"}, vals)
 }
 
 func TestSecretStoreRefusesBadInput(t *testing.T) {

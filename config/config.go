@@ -36,9 +36,11 @@ type Config struct {
 
 	// DataDir holds the embedded server's SQLite file, repository mirrors,
 	// workspaces and build logs.
-	DataDir string `env:"SLUICE_DATA_DIR" envDefault:".sluice" desc:"state directory: temporal.db, git mirrors, workspaces, logs"`
+	DataDir string `env:"SLUICE_DATA_DIR" envDefault:".sluice" desc:"state directory: temporal.db, sluice.db (secrets), git mirrors, workspaces, logs"`
 	// TemporalDB selects the embedded server's persistence.
 	TemporalDB string `env:"SLUICE_TEMPORAL_DB" desc:"persistence of the embedded Temporal server: empty is SQLite in DATA_DIR/temporal.db; postgres://user:password@host:port/temporal?sslmode=disable uses PostgreSQL (databases and schemas created or upgraded at start; visibility in <database>_visibility)" json:"-"`
+	// DB is where sluice keeps its own records (pipeline secrets).
+	DB string `env:"SLUICE_DB" desc:"database of sluice's own records (pipeline secrets): empty is SQLite in DATA_DIR/sluice.db; postgres://user:password@host:port/sluice?sslmode=disable uses PostgreSQL (database created if missing, schema migrated at start), which two or more API replicas need" json:"-"`
 	// TemporalShards is the number of history shards.
 	TemporalShards int `env:"SLUICE_TEMPORAL_SHARDS" envDefault:"0" desc:"history shards of the embedded Temporal server (0: 1 on SQLite, 4 on PostgreSQL); fixed when its database is first created"`
 	// Host is the interface the embedded servers and the API bind to in dev.
@@ -329,6 +331,15 @@ func (c *Config) validate(skip map[string]bool) error {
 	}
 	if c.TemporalDB != "" && !strings.HasPrefix(c.TemporalDB, "postgres://") && !strings.HasPrefix(c.TemporalDB, "postgresql://") {
 		bad("SLUICE_TEMPORAL_DB", "want empty (SQLite) or a postgres:// URL")
+	}
+	if c.DB != "" {
+		if u, err := url.Parse(c.DB); err != nil {
+			bad("SLUICE_DB", "want empty (SQLite in SLUICE_DATA_DIR) or a postgres:// URL; the value does not parse as a URL")
+		} else if u.Scheme != "postgres" && u.Scheme != "postgresql" {
+			bad("SLUICE_DB", "want empty (SQLite in SLUICE_DATA_DIR) or a postgres:// URL, got scheme %q", u.Scheme)
+		} else if u.Host == "" || strings.Trim(u.Path, "/") == "" {
+			bad("SLUICE_DB", "want postgres://user:password@host:port/database, the URL names no host or no database")
+		}
 	}
 	if c.TemporalShards < 0 || c.TemporalShards > 1024 {
 		bad("SLUICE_TEMPORAL_SHARDS", "must be 0-1024, got %d", c.TemporalShards)

@@ -93,6 +93,7 @@ func TestLoadEveryVariable(t *testing.T) {
 		"SLUICE_METRICS_ADDR":            "127.0.0.1:9464",
 		"SLUICE_TEMPORAL_DB":             "postgres://u:p@db:5432/temporal",
 		"SLUICE_TEMPORAL_SHARDS":         "8",
+		"SLUICE_DB":                      "postgres://u:p@db:5432/sluice?sslmode=disable",
 		"SLUICE_EXECUTOR_LIVENESS":       "1m",
 		"SLUICE_MEMBER_HEARTBEAT":        "10s",
 		"SLUICE_LOG_LEVEL":               "DEBUG",
@@ -147,6 +148,7 @@ func TestLoadEveryVariable(t *testing.T) {
 		MetricsAddr:       "127.0.0.1:9464",
 		TemporalDB:        "postgres://u:p@db:5432/temporal",
 		TemporalShards:    8,
+		DB:                "postgres://u:p@db:5432/sluice?sslmode=disable",
 		LivenessTimeout:   time.Minute,
 		MemberHeartbeat:   10 * time.Second,
 		LogLevel:          "DEBUG",
@@ -194,7 +196,7 @@ func TestLoadMakesEveryPathAbsolute(t *testing.T) {
 	for _, f := range config.Fields() {
 		d := strings.ToLower(f.Desc)
 		if strings.Contains(d, " file") || strings.Contains(d, "directory") || strings.HasPrefix(f.Env, "TEMPORAL_TLS_") && f.Env != "TEMPORAL_TLS" {
-			if f.Env == "SLUICE_SECRET_KEY" || f.Env == "SLUICE_TEMPORAL_DB" {
+			if f.Env == "SLUICE_SECRET_KEY" || f.Env == "SLUICE_TEMPORAL_DB" || f.Env == "SLUICE_DB" {
 				continue // key material and a URL, not paths
 			}
 			require.Contains(t, got, f.Env, "%s looks like a path: make Load absolutize it", f.Env)
@@ -247,6 +249,10 @@ func TestLoadErrorsNameTheVariable(t *testing.T) {
 		{name: "bad metrics address", vars: map[string]string{"SLUICE_METRICS_ADDR": "9464"}, want: "SLUICE_METRICS_ADDR", msg: "[host]:port"},
 		{name: "negative log retention", vars: map[string]string{"SLUICE_LOG_RETENTION": "-1h"}, want: "SLUICE_LOG_RETENTION", msg: "must not be negative"},
 		{name: "temporal db not postgres", vars: map[string]string{"SLUICE_TEMPORAL_DB": "mysql://x"}, want: "SLUICE_TEMPORAL_DB", msg: "postgres:// URL"},
+		{name: "db not postgres", vars: map[string]string{"SLUICE_DB": "mysql://u:hunter2@db/sluice"}, want: "SLUICE_DB", msg: `got scheme "mysql"`},
+		{name: "db a file path", vars: map[string]string{"SLUICE_DB": "/var/lib/sluice.db"}, want: "SLUICE_DB", msg: "or a postgres:// URL"},
+		{name: "db without a database", vars: map[string]string{"SLUICE_DB": "postgres://u:hunter2@db:5432"}, want: "SLUICE_DB", msg: "no host or no database"},
+		{name: "db not a URL", vars: map[string]string{"SLUICE_DB": "postgres://u:hunter2@db:port/sluice"}, want: "SLUICE_DB", msg: "does not parse"},
 		{name: "negative shards", vars: map[string]string{"SLUICE_TEMPORAL_SHARDS": "-1"}, want: "SLUICE_TEMPORAL_SHARDS", msg: "0-1024"},
 		{name: "catch-up window below Temporal's minimum", vars: map[string]string{"SLUICE_SCHEDULE_CATCHUP_WINDOW": "5s"}, want: "SLUICE_SCHEDULE_CATCHUP_WINDOW", msg: "at least 10s"},
 		{name: "max attempts zero", vars: map[string]string{"SLUICE_BUILD_MAX_ATTEMPTS": "0"}, want: "SLUICE_BUILD_MAX_ATTEMPTS", msg: "1-100"},
@@ -264,6 +270,7 @@ func TestLoadErrorsNameTheVariable(t *testing.T) {
 			require.ErrorIs(t, err, config.ErrInvalid)
 			require.ErrorContains(t, err, tt.want+": ")
 			require.ErrorContains(t, err, tt.msg)
+			require.NotContains(t, err.Error(), "hunter2", "no password in an error")
 			// Exactly one problem: the one the case provokes.
 			require.Len(t, problems(err), 1, "%v", err)
 		})

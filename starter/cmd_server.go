@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-ci/sluice/logstore"
 	"github.com/sluice-ci/sluice/queue"
 	"github.com/sluice-ci/sluice/runner"
+	"github.com/sluice-ci/sluice/store"
 	"github.com/sluice-ci/sluice/workers"
 	"github.com/sluice-ci/sluice/workflows"
 )
@@ -91,6 +92,9 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 	if err := webhookSecretsRequired(cfg, auth != nil); err != nil {
 		return err
 	}
+	if err := secretKeyRequired(cfg); err != nil {
+		return err
+	}
 	if len(cfg.LocalRepos) == 0 {
 		// A laptop's repositories sit beside the directory dev starts in.
 		if wd, err := os.Getwd(); err == nil {
@@ -138,10 +142,11 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 	if err != nil {
 		return fmt.Errorf("SLUICE_API_ADDR %s: %w", cfg.APIAddr, err)
 	}
-	secrets, err := openSecrets(cfg, log)
+	secrets, closeDB, err := openSecrets(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
+	defer closeDB()
 	if stack != nil && stack.UIURL() != "" && cfg.TemporalUIURL == "" {
 		cfg.TemporalUIURL = stack.UIURL()
 	}
@@ -260,17 +265,61 @@ func webhookSecretsRequired(cfg *config.Config, authOn bool) error {
 		config.ErrInvalid, strings.Join(missing, " and "))
 }
 
-// openSecrets opens the API's secret store under the data directory.
-func openSecrets(cfg *config.Config, log *slog.Logger) (*api.SecretStore, error) {
-	secrets, generated, err := api.OpenSecretStore(filepath.Join(cfg.DataDir, "secrets"), cfg.SecretKey)
+// secretKeyRequired refuses a PostgreSQL store without SLUICE_SECRET_KEY
+// when the API would generate one: replicas share the database, and a key
+// generated into one replica's data directory could not open what another
+// sealed. (A key file from before is kept.)
+func secretKeyRequired(cfg *config.Config) error {
+	if cfg.DB == "" || cfg.SecretKey != "" {
+		return nil
+	}
+	keyFile := filepath.Join(cfg.DataDir, "secrets", "secret.key")
+	if _, err := os.Stat(keyFile); !errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return fmt.Errorf("%w: SLUICE_SECRET_KEY: not set, and SLUICE_DB is PostgreSQL, which API replicas share: set the same long random key on every replica (a key generated into one replica's %s would not open the secrets another one sealed)",
+		config.ErrInvalid, keyFile)
+}
+
+// openSecrets opens sluice's store (SLUICE_DB: SQLite in the data
+// directory, or PostgreSQL) and the API's secrets in it, their key in
+// DATA_DIR/secrets unless SLUICE_SECRET_KEY is set, and imports the
+// secrets file of before once. closeDB releases the store.
+func openSecrets(ctx context.Context, cfg *config.Config, log *slog.Logger) (secrets *api.SecretStore, closeDB func(), err error) {
+	if err := secretKeyRequired(cfg); err != nil {
+		return nil, nil, err
+	}
+	dir := filepath.Join(cfg.DataDir, "secrets")
+	keyFile := filepath.Join(dir, "secret.key")
+	db, err := store.Open(ctx, cfg.DB, filepath.Join(cfg.DataDir, "sluice.db"))
 	if err != nil {
-		return nil, err
+		return nil, nil, fmt.Errorf("open sluice's store (SLUICE_DB): %w", err)
+	}
+	closeDB = func() {
+		if err := db.Close(); err != nil {
+			log.Warn("store_close_failed", "error", err)
+		}
+	}
+	secrets, generated, err := api.NewSecretStore(db, dir, cfg.SecretKey)
+	if err != nil {
+		closeDB()
+		return nil, nil, err
 	}
 	if generated {
-		log.Warn("secret_key_generated", "file", filepath.Join(cfg.DataDir, "secrets", "secret.key"),
+		log.Warn("secret_key_generated", "file", keyFile,
 			"advice", "set SLUICE_SECRET_KEY (the same on every API replica) and keep it out of the data directory's backups")
 	}
-	return secrets, nil
+	file := filepath.Join(dir, api.SecretFile)
+	n, err := secrets.ImportFile(file)
+	if err != nil {
+		closeDB()
+		return nil, nil, err
+	}
+	if n > 0 {
+		log.Info("secrets_imported", "count", n, "from", file, "renamed_to", file+".imported", "store", db.String())
+	}
+	log.Info("store_opened", "store", db.String())
+	return secrets, closeDB, nil
 }
 
 func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Store, secrets *api.SecretStore, log *slog.Logger, auth func(*http.Request) (queue.Identity, error)) *http.Server {
@@ -408,6 +457,9 @@ SLUICE_DATA_DIR/logs: give every API replica the same volume.`,
 			if err := webhookSecretsRequired(cfg, auth != nil); err != nil {
 				return err
 			}
+			if err := secretKeyRequired(cfg); err != nil {
+				return err
+			}
 			c, err := dialCluster(cmd.Context(), cfg, log)
 			if err != nil {
 				return err
@@ -422,10 +474,11 @@ SLUICE_DATA_DIR/logs: give every API replica the same volume.`,
 			if err != nil {
 				return fmt.Errorf("SLUICE_API_ADDR %s: %w", cfg.APIAddr, err)
 			}
-			secrets, err := openSecrets(cfg, log)
+			secrets, closeDB, err := openSecrets(cmd.Context(), cfg, log)
 			if err != nil {
 				return err
 			}
+			defer closeDB()
 			srv := a.apiServer(cfg, c, store, secrets, log, auth)
 			log.Info("api_listening", "address", apiBase(cfg.APIAddr))
 			go pruneLogs(cmd.Context(), cfg, store, log)
@@ -437,6 +490,7 @@ SLUICE_DATA_DIR/logs: give every API replica the same volume.`,
 	a.configFlag(cmd, "api-addr", "SLUICE_API_ADDR", "")
 	a.configFlag(cmd, "tokens-file", "SLUICE_API_TOKENS_FILE", "")
 	a.configFlag(cmd, "data-dir", "SLUICE_DATA_DIR", "")
+	a.configFlag(cmd, "db", "SLUICE_DB", "")
 	a.configFlag(cmd, "log-level", "SLUICE_LOG_LEVEL", "")
 	a.configFlag(cmd, "log-format", "SLUICE_LOG_FORMAT", "")
 	return cmd

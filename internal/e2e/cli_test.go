@@ -115,6 +115,8 @@ func TestCLIExitCodes(t *testing.T) {
 		{name: "API unreachable", env: unreachable, args: []string{"queue", "list"}, code: 3, want: "is `sluice dev` or `sluice api` running?"},
 		{name: "invalid spec", args: []string{"pipeline", "validate", bad}, code: 1, want: bad + ":7:25: error: test job has invalid requires: biuld. Cannot find job biuld in jobs. Did you mean build?"},
 		{name: "invalid config", env: []string{"SLUICE_BUILD_MAX_ATTEMPTS=0"}, args: []string{"config"}, code: 1, want: "SLUICE_BUILD_MAX_ATTEMPTS: must be 1-100"},
+		{name: "store not PostgreSQL", env: []string{"SLUICE_DB=mysql://db/sluice"}, args: []string{"api"}, code: 1, want: `SLUICE_DB: want empty (SQLite in SLUICE_DATA_DIR) or a postgres:// URL, got scheme "mysql"`},
+		{name: "PostgreSQL store without a key", env: []string{"SLUICE_DB=postgres://127.0.0.1:1/sluice", "SLUICE_SECRET_KEY=", "SLUICE_DATA_DIR=" + dir, "TEMPORAL_ADDRESS=127.0.0.1:1"}, args: []string{"api"}, code: 1, want: "SLUICE_SECRET_KEY: not set, and SLUICE_DB is PostgreSQL"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

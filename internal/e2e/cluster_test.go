@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/sluice-ci/sluice/activities"
 	"github.com/sluice-ci/sluice/api"
@@ -88,18 +89,27 @@ func startCmd(t *testing.T, name string, cmd *exec.Cmd) *proc {
 
 // TestClusterOnPostgres: the production topology as separate processes on
 // a real PostgreSQL: `sluice temporal` on PostgreSQL, two controllers, two
-// executors and `sluice api`. 50 events over 5 pipelines (100 builds) run
+// executors and two `sluice api` replicas sharing sluice's store on
+// PostgreSQL (SLUICE_DB). 50 events over 5 pipelines (100 builds) run
 // while one controller and one executor are SIGKILLed mid-run; every build
 // completes exactly once (the executors' own step records), and the
-// cluster's Temporal Web UI lists the workflows by SluicePipeline. Its
-// seven processes would slow the tests beside it on a small machine, so it
-// runs alone, before the parallel tests.
+// cluster's Temporal Web UI lists the workflows by SluicePipeline. Then
+// secrets set through both replicas at once are all kept, and a build
+// gets a secret set through the replica its executor does not talk to.
+// Its eight processes would slow the tests beside it on a small machine,
+// so it runs alone, before the parallel tests.
 func TestClusterOnPostgres(t *testing.T) {
 	pg := testenv.StartPostgres(t)
 	dir := t.TempDir()
-	tport, uport, aport := freePort(t), freePort(t), freePort(t)
+	tport, uport, aport, aport2 := freePort(t), freePort(t), freePort(t), freePort(t)
 	temporalAddr := "127.0.0.1:" + strconv.Itoa(tport)
 	apiURL := "http://127.0.0.1:" + strconv.Itoa(aport)
+	api2URL := "http://127.0.0.1:" + strconv.Itoa(aport2)
+	// sluice's own store: a database of its own on the same server (the
+	// API creates it).
+	storeURL, err := url.Parse(pg)
+	require.NoError(t, err)
+	storeURL.Path = "/sluice"
 	uiURL := "http://127.0.0.1:" + strconv.Itoa(uport)
 
 	temporal := startProc(t, "temporal", []string{
@@ -138,12 +148,25 @@ func TestClusterOnPostgres(t *testing.T) {
 	}
 	ctl1 := member("controller", "ctl-1")
 	member("controller", "ctl-2")
-	startProc(t, "api", append([]string{"SLUICE_API_ADDR=127.0.0.1:" + strconv.Itoa(aport), "SLUICE_DATA_DIR=" + filepath.Join(dir, "api")}, common...), "api")
+	// Two API replicas, started at once on a new store (each migrates it
+	// under the lock); executors and controllers talk to the first.
+	replica := func(name string, port int) {
+		startProc(t, name, append([]string{
+			"SLUICE_API_ADDR=127.0.0.1:" + strconv.Itoa(port), "SLUICE_DATA_DIR=" + filepath.Join(dir, name),
+			"SLUICE_DB=" + storeURL.String(), "SLUICE_SECRET_KEY=the cluster's secret key",
+		}, common...), "api")
+	}
+	replica("api", aport)
+	replica("api-2", aport2)
 	exec1 := member("executor", "exec-1")
 	member("executor", "exec-2")
 
-	c := api.NewClient(apiURL)
+	c, c2 := api.NewClient(apiURL), api.NewClient(api2URL)
 	ctx := context.Background()
+	require.Eventually(t, func() bool {
+		_, err := c2.ListExecutors(ctx)
+		return err == nil
+	}, 2*time.Minute, 200*time.Millisecond, "the second API replica answers")
 	require.Eventually(t, func() bool {
 		es, err := c.ListExecutors(ctx)
 		if err != nil {
@@ -268,4 +291,49 @@ jobs:
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
 	require.Equal(t, perPipeline, strings.Count(string(body), `"event/p0/`), "the UI lists p0's %d events: %s", perPipeline, body)
+
+	// Secrets through both replicas at once: nothing is lost (with the
+	// secrets file of before, replicas lost writes or corrupted it).
+	const secretValue = "set-through-the-second-replica"
+	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": `
+shared:
+  image: alpine
+jobs:
+  use:
+    requires: [~commit]
+    secrets: [FROM_TWO]
+    steps: [{check: 'test "$FROM_TWO" = "` + secretValue + `"'}]
+`})
+	_, err = c.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "sec", Repo: repo.Dir})
+	require.NoError(t, err)
+	const perReplica = 20
+	var g errgroup.Group
+	for i := range perReplica {
+		for r, cl := range []*api.Client{c, c2} {
+			g.Go(func() error {
+				name := fmt.Sprintf("R%d_%02d", r+1, i)
+				_, err := cl.SetSecret(ctx, "sec", name, api.SetSecretRequest{Value: "value of " + name})
+				return err
+			})
+		}
+	}
+	require.NoError(t, g.Wait())
+	_, err = c2.SetSecret(ctx, "sec", "FROM_TWO", api.SetSecretRequest{Value: secretValue})
+	require.NoError(t, err)
+	for _, cl := range []*api.Client{c, c2} {
+		list, err := cl.ListSecrets(ctx, "sec")
+		require.NoError(t, err)
+		require.Len(t, list, 2*perReplica+1, "every secret set through either replica: %+v", list)
+	}
+	// The executors resolve through the first replica a secret set
+	// through the second.
+	ev, err := c.StartEvent(ctx, "sec", api.StartEventRequest{Type: "commit", Branch: "main"})
+	require.NoError(t, err)
+	var done api.Event
+	require.Eventually(t, func() bool {
+		got, err := c.GetEvent(ctx, ev.ID)
+		done = got
+		return err == nil && got.Status.Final()
+	}, 3*time.Minute, 250*time.Millisecond, "event %s to end", ev.ID)
+	require.Equal(t, workflows.StatusSuccess, done.Status, "the build got FROM_TWO: %+v", done.Builds)
 }

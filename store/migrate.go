@@ -1,0 +1,102 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// migration is one version of the schema: statements that run on both
+// databases (portable SQL: TEXT, BOOLEAN, composite primary keys).
+type migration struct {
+	Version int
+	Name    string
+	SQL     []string
+}
+
+// migrations is the schema's history, oldest first. Append only: a
+// released migration never changes, and each one only adds (tables,
+// columns with defaults, indexes), so an older sluice still works on a
+// newer schema.
+var migrations = []migration{
+	{Version: 1, Name: "secrets", SQL: []string{`
+CREATE TABLE secrets (
+	pipeline         TEXT    NOT NULL,
+	name             TEXT    NOT NULL,
+	sealed           TEXT    NOT NULL,
+	allow_in_pr      BOOLEAN NOT NULL DEFAULT FALSE,
+	allow_in_fork_pr BOOLEAN NOT NULL DEFAULT FALSE,
+	updated_at       TEXT    NOT NULL,
+	updated_by       TEXT    NOT NULL DEFAULT '',
+	PRIMARY KEY (pipeline, name)
+)`}},
+}
+
+// migrationLock is the PostgreSQL advisory lock key that serializes
+// sluice's migrations ("sluice" as a number).
+const migrationLock = 0x736c75696365
+
+// migrate applies the migrations the database lacks, in one transaction
+// under a lock, so two processes starting at once apply each one once.
+func (d *DB) migrate(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	return d.tx(ctx, func(tx *sql.Tx) error {
+		if d.backend == Postgres {
+			// Held until the transaction ends. (SQLite's transaction
+			// already holds the write lock: BEGIN IMMEDIATE.)
+			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
+				return fmt.Errorf("migration lock: %w", err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+	version    INTEGER NOT NULL PRIMARY KEY,
+	name       TEXT    NOT NULL,
+	applied_at TEXT    NOT NULL
+)`); err != nil {
+			return fmt.Errorf("schema_migrations: %w", err)
+		}
+		applied := map[int]bool{}
+		rows, err := tx.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+		if err != nil {
+			return fmt.Errorf("schema_migrations: %w", err)
+		}
+		for rows.Next() {
+			var v int
+			if err := rows.Scan(&v); err != nil {
+				_ = rows.Close()
+				return fmt.Errorf("schema_migrations: %w", err)
+			}
+			applied[v] = true
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("schema_migrations: %w", err)
+		}
+		_ = rows.Close()
+		for _, m := range migrations {
+			if applied[m.Version] {
+				continue
+			}
+			for _, stmt := range m.SQL {
+				if _, err := tx.ExecContext(ctx, stmt); err != nil {
+					return fmt.Errorf("migration %d (%s): %w", m.Version, m.Name, err)
+				}
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
+				m.Version, m.Name, formatTime(time.Now())); err != nil {
+				return fmt.Errorf("migration %d (%s): %w", m.Version, m.Name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// SchemaVersion is the newest migration the database has applied.
+func (d *DB) SchemaVersion(ctx context.Context) (int, error) {
+	var v sql.NullInt64
+	if err := d.db.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_migrations`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("store: %w", err)
+	}
+	return int(v.Int64), nil
+}
