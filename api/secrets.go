@@ -557,7 +557,11 @@ func (h *handler) resolveSecrets(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Only to the executor holding the current attempt's credential.
-	at, _ := lastAttempt(b)
+	at, ok := lastAttempt(b)
+	if !ok {
+		h.fail(w, r, fmt.Errorf("%w: build %s records no attempt: no executor claimed it", ErrConflict, ref))
+		return
+	}
 	if err := h.checkCredential(r.Context(), ref, at, r.Header.Get(logstore.AttemptCredentialHeader), "secrets"); err != nil {
 		h.fail(w, r, err)
 		return
