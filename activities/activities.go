@@ -28,8 +28,10 @@ type Activities struct {
 	Claimer Claimer
 	// Executor is this process's executor runtime (slots, identity).
 	Executor Executor
-	// Logs returns the sink for one build attempt's step logs.
-	Logs func(key string) runner.LogSink
+	// Logs returns the sink for one build attempt's step logs; credential
+	// is the attempt's credential (NewAttemptCredential), which a sink that
+	// ships logs to the API presents with every write.
+	Logs func(key, credential string) runner.LogSink
 	// Secrets gives running builds their secrets (nil: a job that lists
 	// secrets fails with that reason).
 	Secrets SecretSource
@@ -94,10 +96,11 @@ type Scheduler interface {
 }
 
 // Claimer asks a build workflow to let this executor run the given attempt
-// of the given dispatch. An error means the build no longer wants to run
-// here.
+// of the given dispatch; credentialHash is the hash of the attempt's
+// credential (CredentialHash), which the build records. An error means the
+// build no longer wants to run here.
 type Claimer interface {
-	Claim(ctx context.Context, workflowID string, attempt, dispatch int, executor string) error
+	Claim(ctx context.Context, workflowID string, attempt, dispatch int, executor, credentialHash string) error
 }
 
 // Executor is the local executor runtime: who we are and whether we may

@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-ci/sluice/activities"
 	"github.com/sluice-ci/sluice/logstore"
 	"github.com/sluice-ci/sluice/queue"
+	"github.com/sluice-ci/sluice/runner"
 )
 
 // gitEnv makes git deterministic and independent of the user's config.
@@ -115,13 +116,21 @@ type fakeClaimer struct {
 
 	mu     sync.Mutex
 	claims []string
+	hashes []string // the credential hash of each claim
 }
 
-func (c *fakeClaimer) Claim(_ context.Context, workflowID string, attempt, _ int, executor string) error {
+func (c *fakeClaimer) Claim(_ context.Context, workflowID string, attempt, _ int, executor, credentialHash string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.claims = append(c.claims, fmt.Sprintf("%s#%d@%s", workflowID, attempt, executor))
+	c.hashes = append(c.hashes, credentialHash)
 	return c.refuse
+}
+
+func (c *fakeClaimer) gotHashes() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.hashes...)
 }
 
 func (c *fakeClaimer) got() []string {
@@ -212,6 +221,10 @@ type harness struct {
 	reporter *fakeReporter
 	logs     *logstore.Store
 	env      *testsuite.TestActivityEnvironment
+
+	mu sync.Mutex
+	// logCredentials are the credentials the log sinks were opened with.
+	logCredentials []string
 }
 
 func setup(t *testing.T) *harness {
@@ -225,7 +238,12 @@ func setup(t *testing.T) *harness {
 		Queues:   fakeQueues{queues: []queue.Queue{queue.DefaultQueue()}},
 		Claimer:  h.claimer,
 		Executor: h.executor,
-		Logs:     logs.Sink,
+		Logs: func(key, credential string) runner.LogSink {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.logCredentials = append(h.logCredentials, credential)
+			return logs.Sink(key)
+		},
 		WorkDir:  t.TempDir(),
 		Reporter: h.reporter,
 	}

@@ -97,7 +97,14 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 		return res, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("executor %s declined build %s: %s", name, in.BuildID, why), ErrTypeDeclined, nil)
 	}
-	if err := a.claim(ctx, in, name); err != nil {
+	// The attempt's credential stays in this process: the claim carries
+	// only its hash, which the build records for the API to check.
+	credential, credentialHash, err := NewAttemptCredential()
+	if err != nil {
+		return res, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("executor %s declined build %s: %v", name, in.BuildID, err), ErrTypeDeclined, nil)
+	}
+	if err := a.claim(ctx, in, name, credentialHash); err != nil {
 		return res, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("build %s refused executor %s: %v", in.BuildID, name, err), ErrTypeSuperseded, nil)
 	}
@@ -159,11 +166,11 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 
 	// Secrets come from the API now that the build is claimed; a missing
 	// one fails the build with its name.
-	logs := a.Logs(res.LogKey)
+	logs := a.Logs(res.LogKey, credential)
 	var secrets map[string]string
 	if len(in.Secrets) > 0 {
 		var withheld []string
-		secrets, withheld, err = a.resolveSecrets(runCtx, in)
+		secrets, withheld, err = a.resolveSecrets(runCtx, in, credential)
 		if err != nil {
 			if runCtx.Err() != nil {
 				res.Status, res.Reason = runner.StatusAborted, "aborted while fetching secrets"
@@ -274,13 +281,13 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 
 // claim claims the build, heartbeating while the claim waits (a controller
 // slow to answer must not look like a lost executor).
-func (a *Activities) claim(ctx context.Context, in RunBuildInput, executor string) error {
+func (a *Activities) claim(ctx context.Context, in RunBuildInput, executor, credentialHash string) error {
 	if hb := activity.GetInfo(ctx).HeartbeatTimeout; hb > 0 {
 		defer keepHeartbeating(ctx, max(hb/4, 100*time.Millisecond), func() {
 			activity.RecordHeartbeat(ctx, Progress{Executor: executor, Step: "claiming"})
 		})()
 	}
-	return a.Claimer.Claim(ctx, in.WorkflowID, in.Attempt, in.Dispatch, executor)
+	return a.Claimer.Claim(ctx, in.WorkflowID, in.Attempt, in.Dispatch, executor, credentialHash)
 }
 
 // finish ends an attempt that ran (or tried to): an interrupted attempt is
@@ -368,12 +375,13 @@ func buildEnv(in RunBuildInput, dir, executor string, secrets map[string]string)
 	return env
 }
 
-// resolveSecrets fetches the build's secrets from the API.
-func (a *Activities) resolveSecrets(ctx context.Context, in RunBuildInput) (map[string]string, []string, error) {
+// resolveSecrets fetches the build's secrets from the API with the
+// attempt's credential.
+func (a *Activities) resolveSecrets(ctx context.Context, in RunBuildInput, credential string) (map[string]string, []string, error) {
 	if a.Secrets == nil {
 		return nil, nil, fmt.Errorf("job %s lists secrets %s, but this executor has no secret source (SLUICE_API_URL)", in.Job, strings.Join(in.Secrets, ", "))
 	}
-	return a.Secrets.ResolveSecrets(ctx, SecretRequest{Build: in.BuildID, Attempt: in.Attempt, Names: in.Secrets, Fork: in.Fork})
+	return a.Secrets.ResolveSecrets(ctx, SecretRequest{Build: in.BuildID, Attempt: in.Attempt, Names: in.Secrets, Fork: in.Fork, Credential: credential})
 }
 
 // IsDeclined reports whether err is an executor's refusal to run a build.

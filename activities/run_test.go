@@ -1,6 +1,7 @@
 package activities_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -391,4 +392,42 @@ func TestRunBuildExecutorStopping(t *testing.T) {
 	require.Contains(t, err.Error(), "executor exec-t stopped during build app/main/7")
 	_, running := h.executor.counts()
 	require.Zero(t, running)
+}
+
+// TestRunBuildAttemptCredential: the executor generates a credential per
+// attempt, claims with its hash only, and presents the credential itself to
+// the secret source and the log sink; the build's steps never see it.
+func TestRunBuildAttemptCredential(t *testing.T) {
+	t.Parallel()
+	r := setupRepo(t)
+	var creds, hashes []string
+	for range 2 { // two attempts, each with its own credential
+		h := setup(t)
+		var asked []activities.SecretRequest
+		h.acts.Secrets = activities.SecretSourceFunc(func(_ context.Context, req activities.SecretRequest) (map[string]string, []string, error) {
+			asked = append(asked, req)
+			return map[string]string{"TOKEN": "tok-value"}, nil, nil
+		})
+		out := t.TempDir()
+		in := buildInput(r, step("env", "env > "+out+"/env"))
+		in.Secrets = []string{"TOKEN"}
+		res, err := h.runBuild(t, in)
+		require.NoError(t, err)
+		require.Equal(t, runner.StatusSuccess, res.Status, res.Reason)
+
+		require.Len(t, asked, 1)
+		cred := asked[0].Credential
+		require.Len(t, cred, 43, "32 random bytes, base64url")
+		require.Len(t, h.claimer.gotHashes(), 1)
+		hash := h.claimer.gotHashes()[0]
+		require.True(t, activities.ValidCredentialHash(hash), hash)
+		require.Equal(t, activities.CredentialHash(cred), hash, "the claim carries the credential's hash")
+		require.NotEqual(t, cred, hash)
+		require.Equal(t, []string{cred}, h.logCredentials, "the log sink presents the same credential")
+		require.NotContains(t, readFile(t, out+"/env"), cred, "the steps never see the credential")
+		require.Equal(t, "tok-value", readEnv(t, out+"/env")["TOKEN"])
+		creds, hashes = append(creds, cred), append(hashes, hash)
+	}
+	require.NotEqual(t, creds[0], creds[1], "a fresh credential per attempt")
+	require.NotEqual(t, hashes[0], hashes[1])
 }

@@ -23,12 +23,14 @@ type SecretSource interface {
 }
 
 // SecretRequest is what an executor asks for: the names of build's attempt
-// (fork: a pull request from a fork).
+// (fork: a pull request from a fork), with the attempt's credential, which
+// proves to the API that the executor runs that attempt.
 type SecretRequest struct {
-	Build   string
-	Attempt int
-	Names   []string
-	Fork    bool
+	Build      string
+	Attempt    int
+	Names      []string
+	Fork       bool
+	Credential string
 }
 
 // SecretSourceFunc adapts a function to SecretSource.

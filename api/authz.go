@@ -33,7 +33,8 @@ type Policy struct {
 // Policy kinds.
 const (
 	// PolicyAuthenticated: any valid token (reads; creating a pipeline,
-	// whose creator becomes its owner; executors shipping logs).
+	// whose creator becomes its owner; executors shipping logs, which also
+	// present their attempt's credential).
 	PolicyAuthenticated = "authenticated"
 	// PolicyPrivilege: a token holding Privilege.
 	PolicyPrivilege = "privilege"
@@ -117,15 +118,17 @@ func (h *handler) routes() []Route {
 			rt("PUT /api/v1/pipelines/{name}/secrets/{secret}", pipelineAdminOr(PrivilegeManageSecrets, pipelineByName), h.setSecret),
 			rt("DELETE /api/v1/pipelines/{name}/secrets/{secret}", pipelineAdminOr(PrivilegeManageSecrets, pipelineByName), h.deleteSecret),
 			rt("POST /api/v1/secrets/resolve", privileged(PrivilegeReadSecrets), h.resolveSecrets),
-			rt("POST /api/v1/secrets/scm-token", privileged(PrivilegeReadSecrets), h.scmToken),
+			rt("POST /api/v1/secrets/scm-token", privileged(PrivilegeReadSCMTokens), h.scmToken),
 		)
 	}
 	if h.d.Logs != nil {
-		// Reading a log and shipping one (executors) need a valid token.
+		// Reading a log needs a valid token; writing one (executors
+		// shipping an attempt's logs) also the attempt's credential
+		// (logWrites).
 		logs := h.logsHandler()
 		out = append(out,
 			Route{Pattern: "/api/v1/builds/{id}/logs", Policy: authenticated, handler: logs},
-			Route{Pattern: "/api/v1/builds/{id}/logs/", Policy: authenticated, handler: logs},
+			Route{Pattern: "/api/v1/builds/{id}/logs/", Policy: authenticated, handler: h.logWrites(logs)},
 		)
 	}
 	return out

@@ -60,6 +60,11 @@ func IsNotFound(err error) bool {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
+	return c.doWith(ctx, method, path, nil, body, out)
+}
+
+// doWith is do with extra request headers.
+func (c *Client) doWith(ctx context.Context, method, path string, hdr http.Header, body, out any) error {
 	var rd io.Reader
 	if body != nil {
 		data, err := json.Marshal(body)
@@ -77,6 +82,11 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	}
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	for k, vs := range hdr {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
@@ -272,10 +282,14 @@ func (c *Client) DeleteSecret(ctx context.Context, pipeline, name string) error 
 }
 
 // ResolveSecrets fetches the values of a running build's secrets (for
-// executors).
+// executors), presenting req.Credential, the attempt's credential.
 func (c *Client) ResolveSecrets(ctx context.Context, req ResolveSecretsRequest) (ResolveSecretsResponse, error) {
 	var out ResolveSecretsResponse
-	return out, c.do(ctx, http.MethodPost, "/api/v1/secrets/resolve", req, &out)
+	var hdr http.Header
+	if req.Credential != "" {
+		hdr = http.Header{logstore.AttemptCredentialHeader: {req.Credential}}
+	}
+	return out, c.doWith(ctx, http.MethodPost, "/api/v1/secrets/resolve", hdr, req, &out)
 }
 
 // PipelineTokens is the client as a controller's source of the pipelines'
@@ -291,7 +305,7 @@ func (c *Client) PipelineTokens() activities.PipelineTokens {
 // SecretSource is the client as an executor's source of build secrets.
 func (c *Client) SecretSource() activities.SecretSource {
 	return activities.SecretSourceFunc(func(ctx context.Context, req activities.SecretRequest) (map[string]string, []string, error) {
-		res, err := c.ResolveSecrets(ctx, ResolveSecretsRequest{Build: req.Build, Attempt: req.Attempt, Names: req.Names, Fork: req.Fork})
+		res, err := c.ResolveSecrets(ctx, ResolveSecretsRequest{Build: req.Build, Attempt: req.Attempt, Names: req.Names, Fork: req.Fork, Credential: req.Credential})
 		if err != nil {
 			return nil, nil, err
 		}

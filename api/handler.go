@@ -59,6 +59,8 @@ type handler struct {
 	d   Deps
 	svc *Service
 	log *slog.Logger
+	// attempts caches the log write checks that passed.
+	attempts attemptCache
 }
 
 // NewHandler returns the HTTP API: health, webhooks, and the JSON API the

@@ -20,16 +20,20 @@ import (
 	"time"
 
 	"github.com/sluice-ci/sluice/activities"
+	"github.com/sluice-ci/sluice/logstore"
 	"github.com/sluice-ci/sluice/queue"
 	"github.com/sluice-ci/sluice/store"
 	"github.com/sluice-ci/sluice/workflows"
 )
 
-// Privileges for secrets: managing them (set, list names, delete), and
-// reading their values, which executors do when they claim a build.
+// Privileges for secrets: managing them (set, list names, delete);
+// reading a running build's values, which executors do once they claimed
+// it (with the attempt's credential too); and reading the pipelines' own
+// SCM tokens, which controllers do to post commit statuses.
 const (
 	PrivilegeManageSecrets = "manage-secrets"
 	PrivilegeReadSecrets   = "read-secrets"
+	PrivilegeReadSCMTokens = "read-scm-tokens" //nolint:gosec // G101: a privilege's name, not a credential
 )
 
 // reSecretName is Screwdriver's secret name rule (uppercase, digits,
@@ -68,6 +72,9 @@ type ResolveSecretsRequest struct {
 	// Attempt is the attempt asking; secrets go to the build's current
 	// attempt only (0: not checked, older executors).
 	Attempt int `json:"attempt,omitempty"`
+	// Credential is the attempt's credential, which the client sends in
+	// the logstore.AttemptCredentialHeader header (never in the body).
+	Credential string `json:"-"`
 }
 
 // SCMTokenRequest asks for a pipeline's own SCM token (POST
@@ -464,7 +471,7 @@ func (s *SecretStore) LocalSource() activities.SecretSource {
 // scmToken gives a controller a pipeline's own SCM token for its commit
 // statuses (never through Temporal).
 func (h *handler) scmToken(w http.ResponseWriter, r *http.Request) {
-	id, err := h.identity(r) // the route policy required read-secrets
+	id, err := h.identity(r) // the route policy required read-scm-tokens
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -554,8 +561,9 @@ func (h *handler) deleteSecret(w http.ResponseWriter, r *http.Request) {
 }
 
 // resolveSecrets gives an executor the values its build's job lists, while
-// that build runs: the values travel only from here to the executor, never
-// through Temporal.
+// that build runs, and only to the executor that claimed its current attempt
+// (the attempt's credential): the values travel only from here to the
+// executor, never through Temporal.
 func (h *handler) resolveSecrets(w http.ResponseWriter, r *http.Request) {
 	id, err := h.identity(r) // the route policy required read-secrets
 	if err != nil {
@@ -603,6 +611,16 @@ func (h *handler) resolveSecrets(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Attempt != 0 && req.Attempt != current {
 		h.fail(w, r, fmt.Errorf("%w: build %s is not on attempt %d: secrets go to the current attempt only", ErrConflict, ref, req.Attempt))
+		return
+	}
+	// Only to the executor holding the current attempt's credential.
+	at, ok := lastAttempt(b)
+	if !ok {
+		h.fail(w, r, fmt.Errorf("%w: build %s records no attempt: no executor claimed it", ErrConflict, ref))
+		return
+	}
+	if err := h.checkCredential(r.Context(), ref, at, r.Header.Get(logstore.AttemptCredentialHeader), "secrets"); err != nil {
+		h.fail(w, r, err)
 		return
 	}
 	// The stricter of what the executor says and what the build records.

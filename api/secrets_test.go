@@ -151,7 +151,8 @@ func TestSecretStoreRefusesBadInput(t *testing.T) {
 }
 
 // TestSecretRoutesNeedPrivileges: setting, listing and deleting need
-// manage-secrets; reading values needs read-secrets.
+// manage-secrets; reading values needs read-secrets; reading a pipeline's
+// SCM token needs read-scm-tokens (read-secrets is not enough).
 func TestSecretRoutesNeedPrivileges(t *testing.T) {
 	t.Parallel()
 	store, _, err := api.OpenSecretStore(t.TempDir(), "k")
@@ -167,6 +168,8 @@ func TestSecretRoutesNeedPrivileges(t *testing.T) {
 		{"list", http.MethodGet, "/api/v1/pipelines/app/secrets", "", bob, `user "bob" is not an admin of pipeline app`},
 		{"delete", http.MethodDelete, "/api/v1/pipelines/app/secrets/TOKEN", "", bob, `user "bob" is not an admin of pipeline app`},
 		{"resolve", http.MethodPost, "/api/v1/secrets/resolve", `{"build":"app/deploy/1","names":["TOKEN"]}`, exec, `user "exec" lacks the read-secrets privilege`},
+		// An executor's read-secrets does not give out SCM tokens.
+		{"scm token", http.MethodPost, "/api/v1/secrets/scm-token", `{"pipeline":"app","name":"SLUICE_GITHUB_TOKEN"}`, bob, `user "bob" lacks the read-scm-tokens privilege`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

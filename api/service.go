@@ -892,6 +892,16 @@ func (s *Service) GetBuild(ctx context.Context, ref workflows.BuildRef) (Build, 
 		EndTime: st.EndTime, WaitUntil: st.WaitUntil, CollapsedInto: st.CollapsedInto, AttemptList: st.Attempts, Steps: st.Steps,
 		Fork: st.Fork, Secrets: st.Secrets, SecretsListed: st.SecretsListed,
 	}
+	// The attempts' credential hashes stay in the API (attempt credentials).
+	for i := range b.AttemptList {
+		if h := b.AttemptList[i].CredentialHash; h != "" {
+			if b.credentials == nil {
+				b.credentials = make([]string, len(b.AttemptList))
+			}
+			b.credentials[i] = h
+			b.AttemptList[i].CredentialHash = ""
+		}
+	}
 	if n := len(st.Attempts); n > 0 {
 		b.LogKey = activities.LogKey(st.ID, st.Attempts[n-1].Number)
 	}

@@ -45,7 +45,7 @@ type tokenEntry struct {
 }
 
 // KnownPrivileges are the privileges a tokens file may grant.
-var KnownPrivileges = []string{queue.PrivilegeDefineQueues, workflows.PrivilegeManageExecutors, PrivilegeManageSecrets, PrivilegeReadSecrets, PrivilegeManagePipelines}
+var KnownPrivileges = []string{queue.PrivilegeDefineQueues, workflows.PrivilegeManageExecutors, PrivilegeManageSecrets, PrivilegeReadSecrets, PrivilegeManagePipelines, PrivilegeReadSCMTokens}
 
 // LoadTokens reads a tokens file. Every problem is reported with the file
 // name and the entry at fault, and nothing is half-loaded: any error means no

@@ -12,11 +12,17 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
 
+	"github.com/sluice-ci/sluice/activities"
 	"github.com/sluice-ci/sluice/api"
 	"github.com/sluice-ci/sluice/logstore"
 	"github.com/sluice-ci/sluice/queue"
+	"github.com/sluice-ci/sluice/workflows"
 )
 
 const (
@@ -120,7 +126,7 @@ tokens:
 			`tokens[3] (user "d"): sha256 "xyz" is not 64 hex digits`,
 			`tokens[4] (user "e"): set token or sha256, not both`,
 			`tokens[5] (user "system"): user "system" is reserved for sluice itself`,
-			`tokens[7] (user "g"): unknown privilege "launch-missiles" (known: define-queues, manage-executors, manage-secrets, read-secrets, manage-pipelines)`,
+			`tokens[7] (user "g"): unknown privilege "launch-missiles" (known: define-queues, manage-executors, manage-secrets, read-secrets, manage-pipelines, read-scm-tokens)`,
 			`tokens[8] (user "h"): same token as user "f"`,
 			`tokens[9] (user "i"): empty role`,
 		}},
@@ -150,12 +156,22 @@ func TestLoadTokensNamesTheFile(t *testing.T) {
 
 // TestTokensGuardTheAPI serves the real handler over HTTP with a tokens file:
 // every /api/v1 route needs a token, health checks do not, and an executor's
-// log shipping gets through with its token in BearerTransport.
+// log shipping gets through with its token in BearerTransport and its
+// attempt's credential.
 func TestTokensGuardTheAPI(t *testing.T) {
 	t.Parallel()
 	store, err := logstore.Open(t.TempDir())
 	require.NoError(t, err)
-	srv := httptest.NewServer(newHandler(t, api.Deps{Logs: store, Authenticate: testTokens(t).Authenticate}))
+	// Build app/test/1 runs its attempt 1 on the executor holding "cred".
+	c := newMockClient(t)
+	c.On("DescribeWorkflowExecution", mock.Anything, "build/app/test/1", "").Return(&workflowservice.DescribeWorkflowExecutionResponse{
+		WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{Status: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING},
+	}, nil).Once()
+	c.On("QueryWorkflow", mock.Anything, "build/app/test/1", "", workflows.QueryBuild).Return(encode(t, workflows.BuildState{
+		ID: "app/test/1", Status: workflows.StatusRunning,
+		Attempts: []workflows.Attempt{{Number: 1, Executor: "exec", CredentialHash: activities.CredentialHash("cred")}},
+	}), nil).Once()
+	srv := httptest.NewServer(newHandler(t, api.Deps{Service: newService(t, c), Logs: store, Authenticate: testTokens(t).Authenticate}))
 	defer srv.Close()
 
 	do := func(method, path, token, body string) (int, string) {
@@ -195,12 +211,12 @@ func TestTokensGuardTheAPI(t *testing.T) {
 	require.Contains(t, body, `must be one of controller, executors, any`)
 
 	hc := &http.Client{Transport: api.BearerTransport{Token: bobToken}}
-	w, err := logstore.NewRemoteSink(srv.URL, "app/test/1", hc, logstore.RemoteOptions{Logger: slog.New(slog.DiscardHandler)}).Open("unit")
+	w, err := logstore.NewRemoteSink(srv.URL, "app/test/1/1", hc, logstore.RemoteOptions{Logger: slog.New(slog.DiscardHandler), Credential: "cred"}).Open("unit")
 	require.NoError(t, err)
 	_, err = io.WriteString(w, "hello through the token\n")
 	require.NoError(t, err)
 	require.NoError(t, w.Close())
-	chunk, err := store.Read("app/test/1", "unit", 0, 1<<10)
+	chunk, err := store.Read("app/test/1/1", "unit", 0, 1<<10)
 	require.NoError(t, err)
 	require.Equal(t, "hello through the token\n", string(chunk.Data))
 }

@@ -189,6 +189,9 @@ type Build struct {
 	// recorded; builds started before sluice recorded them have none).
 	Secrets       []string `json:"secrets,omitempty"`
 	SecretsListed bool     `json:"-"`
+	// credentials are the credential hashes of AttemptList's attempts, in
+	// its order ("" or missing: claimed by an older executor); never shown.
+	credentials []string
 }
 
 // QueueRequest is the body of POST /api/v1/queues and PUT /api/v1/queues/{name}.

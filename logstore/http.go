@@ -17,6 +17,11 @@ const APIPrefix = "/api/v1/builds/"
 // MaxAppendBytes is the largest body one append request may carry.
 const MaxAppendBytes = 4 << 20
 
+// AttemptCredentialHeader carries a build attempt's credential: the sluice
+// API takes writes to an attempt's logs, and gives out its build's secrets,
+// only to the executor that holds it (api: attempt credentials).
+const AttemptCredentialHeader = "X-Sluice-Attempt-Credential" //nolint:gosec // G101: a header's name, not a credential
+
 // AppendResult is the JSON answer to an append or finish request.
 type AppendResult struct {
 	// Size is the log's size after the request.

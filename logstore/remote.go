@@ -54,6 +54,10 @@ type RemoteOptions struct {
 	CloseTimeout time.Duration
 	// Logger receives retry and failure reports; nil discards them.
 	Logger *slog.Logger
+	// Credential is the build attempt's credential, sent with every
+	// request in the AttemptCredentialHeader: the API takes writes to an
+	// attempt's logs only from the executor that holds it.
+	Credential string
 }
 
 func (o RemoteOptions) withDefaults() RemoteOptions {
@@ -405,6 +409,9 @@ func (w *remoteWriter) post(u string, body []byte) (int, serverAnswer, error) {
 		return 0, serverAnswer{}, err
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
+	if c := w.sink.opts.Credential; c != "" {
+		req.Header.Set(AttemptCredentialHeader, c)
+	}
 	resp, err := w.sink.client.Do(req)
 	if err != nil {
 		return 0, serverAnswer{}, err

@@ -319,3 +319,47 @@ func TestRemoteSinkRejectsBadStepNames(t *testing.T) {
 		require.ErrorIs(t, err, logstore.ErrInvalidID, "step %q", step)
 	}
 }
+
+// TestRemoteSinkPresentsTheAttemptCredential: every request (the appends
+// and the finish) carries the attempt's credential; a server that refuses
+// it (403) stops shipping for good.
+func TestRemoteSinkPresentsTheAttemptCredential(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := r.Header.Get(logstore.AttemptCredentialHeader)
+		mu.Lock()
+		seen[c] = true
+		mu.Unlock()
+		if c != "the-credential" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = io.WriteString(w, `{"error":"log writes need the attempt's credential"}`)
+			return
+		}
+		logstore.NewHTTPHandler(s).ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+
+	opts := fastOptions()
+	opts.Credential = "the-credential"
+	w, err := logstore.NewRemoteSink(srv.URL, "myapp/test/42/1", srv.Client(), opts).Open("unit")
+	require.NoError(t, err)
+	_, err = io.WriteString(w, "shipped\n")
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	got, complete := readAll(t, s, "myapp/test/42/1", "unit")
+	require.Equal(t, "shipped\n", got)
+	require.True(t, complete)
+	mu.Lock()
+	require.Equal(t, map[string]bool{"the-credential": true}, seen)
+	mu.Unlock()
+
+	w, err = logstore.NewRemoteSink(srv.URL, "myapp/test/42/1", srv.Client(), fastOptions()).Open("other")
+	require.NoError(t, err)
+	_, err = io.WriteString(w, "refused\n")
+	require.NoError(t, err)
+	require.ErrorContains(t, w.Close(), "server answered 403: log writes need the attempt's credential")
+}

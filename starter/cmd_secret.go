@@ -23,7 +23,9 @@ environment variables, masked (***) in its logs. Values are encrypted at rest by
 the API and never pass through Temporal: the executor fetches them when it
 claims the build. Pull-request builds get only secrets set with --allow-in-pr.
 Setting, listing and deleting need the manage-secrets privilege; executors'
-tokens need read-secrets.`,
+tokens need read-secrets (and each executor presents the credential of the
+build attempt it claimed); controllers' tokens need read-scm-tokens to read a
+pipeline's own SCM token for its commit statuses.`,
 	}
 	cmd.AddCommand(a.secretSetCmd(), a.secretListCmd(), a.secretDeleteCmd())
 	return cmd

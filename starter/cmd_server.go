@@ -169,7 +169,9 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 	if name == "" {
 		name = "local"
 	}
-	local := func(key string) runner.LogSink { return store.Sink(key) }
+	// In the API's own process the executor writes the store directly: no
+	// attempt credential to present.
+	local := func(key, _ string) runner.LogSink { return store.Sink(key) }
 	return workers.RunAll(ctx,
 		func(ctx context.Context) error { go pruneLogs(ctx, cfg, store, log); return serve(ctx, srv, ln) },
 		func(ctx context.Context) error {
@@ -405,8 +407,8 @@ Executors ship step logs to the API (SLUICE_API_URL).`,
 			}
 			defer c.Close()
 			hc := &http.Client{Timeout: 30 * time.Second, Transport: api.BearerTransport{Token: cfg.Token}}
-			remote := func(key string) runner.LogSink {
-				return logstore.NewRemoteSink(cfg.APIURL, key, hc, logstore.RemoteOptions{Logger: log})
+			remote := func(key, credential string) runner.LogSink {
+				return logstore.NewRemoteSink(cfg.APIURL, key, hc, logstore.RemoteOptions{Logger: log, Credential: credential})
 			}
 			apiClient := api.NewClient(cfg.APIURL)
 			apiClient.Token = cfg.Token

@@ -36,12 +36,15 @@ var (
 	_ activities.Scheduler     = Temporal{}
 )
 
-// Claim sends the claim update to a build workflow.
-func (t Temporal) Claim(ctx context.Context, workflowID string, attempt, dispatch int, executor string) error {
+// Claim sends the claim update to a build workflow, with the hash of the
+// attempt's credential (never the credential).
+func (t Temporal) Claim(ctx context.Context, workflowID string, attempt, dispatch int, executor, credentialHash string) error {
 	h, err := t.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID:   workflowID,
-		UpdateName:   workflows.UpdateClaim,
-		Args:         []any{workflows.ClaimRequest{Attempt: attempt, Executor: executor, Dispatch: dispatch}},
+		WorkflowID: workflowID,
+		UpdateName: workflows.UpdateClaim,
+		Args: []any{workflows.ClaimRequest{
+			Attempt: attempt, Executor: executor, Dispatch: dispatch, CredentialHash: credentialHash,
+		}},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err != nil {

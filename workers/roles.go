@@ -25,8 +25,9 @@ type Options struct {
 	Client client.Client
 	Config *config.Config
 	Logger *slog.Logger
-	// Logs returns the sink of one build attempt's step logs.
-	Logs func(key string) runner.LogSink
+	// Logs returns the sink of one build attempt's step logs; a sink that
+	// ships them to the API presents the attempt's credential.
+	Logs func(key, credential string) runner.LogSink
 	// Secrets gives executors the secrets of the builds they run.
 	Secrets activities.SecretSource
 	// Metrics, when set, records the executor's builds and slots; it is

@@ -27,6 +27,12 @@ type ClaimRequest struct {
 	// (RunBuildInput.Dispatch): a late claim from an earlier dispatch of the
 	// same attempt is refused. 0 (older executors) skips the check.
 	Dispatch int `json:"dispatch,omitempty"`
+	// CredentialHash is the SHA-256 (hex) of the credential the executor
+	// generated for this attempt (activities.NewAttemptCredential): the API
+	// gives the build's secrets, and takes its log writes, only from the
+	// holder of that credential. The credential itself never reaches
+	// Temporal. "" (older executors): the API keeps the old rule.
+	CredentialHash string `json:"credential_hash,omitempty"`
 }
 
 // a is the activities receiver; workflows only take method references.
@@ -385,6 +391,8 @@ func (b *build) validateClaim(_ workflow.Context, req ClaimRequest) error {
 		return fmt.Errorf("build %s is failing: %s", b.state.ID, b.fail)
 	case req.Executor == "":
 		return errors.New("claim names no executor")
+	case req.CredentialHash != "" && !activities.ValidCredentialHash(req.CredentialHash):
+		return errors.New("claim's credential hash is not a hex SHA-256")
 	}
 	return nil
 }
@@ -407,7 +415,7 @@ func (b *build) claim(ctx workflow.Context, req ClaimRequest) error {
 	if b.state.StartTime.IsZero() {
 		b.state.StartTime = now
 	}
-	b.state.Attempts = append(b.state.Attempts, Attempt{Number: req.Attempt, Executor: req.Executor, Start: now})
+	b.state.Attempts = append(b.state.Attempts, Attempt{Number: req.Attempt, Executor: req.Executor, Start: now, CredentialHash: req.CredentialHash})
 	_ = workflow.UpsertTypedSearchAttributes(ctx, SAExecutor.ValueSet(req.Executor))
 	b.setStatus(ctx, StatusRunning, fmt.Sprintf("running on %s (attempt %d)", req.Executor, req.Attempt), time.Time{})
 	return nil

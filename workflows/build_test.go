@@ -816,3 +816,31 @@ func attemptsOf(st BuildState) []attemptWant {
 	}
 	return out
 }
+
+// TestBuildRecordsTheAttemptCredentialHash: the claim's credential hash is
+// recorded on its attempt (the API checks credentials against it); a claim
+// whose hash is not a hex SHA-256 is refused.
+func TestBuildRecordsTheAttemptCredentialHash(t *testing.T) {
+	t.Parallel()
+	hash := activities.CredentialHash("the-credential")
+	claimWith := func(h string) buildStep {
+		return func(bh *buildHarness, in activities.RunBuildInput) {
+			rec := claimRecord{Attempt: in.Attempt, Executor: "exec-a"}
+			bh.env.UpdateWorkflow(UpdateClaim, "", &testsuite.TestUpdateCallback{
+				OnReject:   func(err error) { rec.Err = err; bh.addClaim(rec) },
+				OnComplete: func(_ any, err error) { rec.Err = err; bh.addClaim(rec) },
+			}, ClaimRequest{Attempt: in.Attempt, Executor: "exec-a", Dispatch: in.Dispatch, CredentialHash: h})
+		}
+	}
+	h := newBuildHarness(t, attemptPlan{
+		steps:  []buildStep{claimWith("not-a-hash"), claimWith(hash)},
+		result: succeeded("exec-a"),
+	})
+	grantAt(h, time.Minute)
+	st := h.run(buildInput())
+	require.Len(t, h.claims, 2)
+	require.ErrorContains(t, h.claims[0].Err, "credential hash is not a hex SHA-256")
+	require.NoError(t, h.claims[1].Err)
+	require.Len(t, st.Attempts, 1)
+	require.Equal(t, hash, st.Attempts[0].CredentialHash)
+}

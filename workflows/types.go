@@ -363,6 +363,10 @@ type Attempt struct {
 	Start    time.Time `json:"start,omitzero"`
 	End      time.Time `json:"end,omitzero"`
 	Outcome  string    `json:"outcome,omitempty"`
+	// CredentialHash is the hash of the claiming executor's credential for
+	// this attempt (ClaimRequest.CredentialHash; "" for older executors).
+	// The API never shows it.
+	CredentialHash string `json:"credential_hash,omitempty"`
 }
 
 // StepOutcome is one step's result as the build records it.

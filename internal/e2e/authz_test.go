@@ -35,7 +35,7 @@ tokens:
   - {user: olga, token: %s}
   - {user: ren, token: %s, roles: [app-team]}
   - {user: alice, token: %s}
-  - {user: root, token: %s, privileges: [manage-pipelines, manage-secrets, define-queues, manage-executors, read-secrets]}
+  - {user: root, token: %s, privileges: [manage-pipelines, manage-secrets, define-queues, manage-executors, read-secrets, read-scm-tokens]}
 `, tokens["mallory"], tokens["olga"], tokens["ren"], tokens["alice"], tokens["root"])})
 	ctx := e.Context()
 	client := func(user string) *api.Client {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-ci/sluice/api"
 	"github.com/sluice-ci/sluice/internal/testenv"
+	"github.com/sluice-ci/sluice/logstore"
 	"github.com/sluice-ci/sluice/workflows"
 )
 
@@ -181,13 +182,130 @@ jobs:
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, http.StatusConflict, ae.Status)
 	require.Contains(t, ae.Message, "is not on attempt 2")
-	got, err := e.API.ResolveSecrets(ctx, api.ResolveSecretsRequest{Build: build, Attempt: 1, Names: []string{"LISTED"}})
-	require.NoError(t, err)
-	require.Equal(t, map[string]string{"LISTED": "value-of-LISTED"}, got.Values)
+	// The right names and attempt are not enough either: only the executor
+	// holding the attempt's credential gets them (TestAttemptCredential).
+	_, err = e.API.ResolveSecrets(ctx, api.ResolveSecretsRequest{Build: build, Attempt: 1, Names: []string{"LISTED"}})
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, http.StatusForbidden, ae.Status)
+	require.Contains(t, ae.Message, "secrets need the attempt's credential")
 
 	gate.Open()
 	require.Equal(t, workflows.StatusSuccess, e.WaitEvent(started.ID, time.Minute).Status)
 	_, err = e.API.ResolveSecrets(ctx, api.ResolveSecretsRequest{Build: build, Attempt: 1, Names: []string{"LISTED"}})
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, http.StatusConflict, ae.Status, "an ended build gets nothing")
+}
+
+// TestAttemptCredentialScopesSecretsAndLogs: a build runs on an executor
+// process; another holder of a read-secrets token (as every worker in
+// compose is) can neither resolve the build's secrets nor write, inject
+// into or cut short its logs, while the build itself gets its secret and
+// its complete log (review findings 5 and 7).
+func TestAttemptCredentialScopesSecretsAndLogs(t *testing.T) {
+	t.Parallel()
+	const rootToken, workerToken, malloryToken = "root-token-0123456789", "worker-token-0123456789", "mallory-token-0123456789"
+	e := server.NewEnv(t, testenv.Options{Token: rootToken, Tokens: `
+tokens:
+  - {user: root, token: ` + rootToken + `, privileges: [manage-pipelines, manage-secrets, read-secrets, read-scm-tokens, manage-executors, define-queues]}
+  - {user: worker, token: ` + workerToken + `, privileges: [read-secrets]}
+  - {user: mallory, token: ` + malloryToken + `, privileges: [read-secrets]}
+`})
+	ctx := e.Context()
+	e.StartExecutor(testenv.ExecutorOptions{Name: "cred-1", Env: []string{"SLUICE_TOKEN=" + workerToken}})
+	e.WaitExecutorLive("cred-1")
+	gate := testenv.NewGate(t)
+	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": fmt.Sprintf(`
+shared: {image: alpine}
+jobs:
+  main:
+    requires: [~commit]
+    secrets: [LISTED]
+    steps:
+      - check: '[ "$LISTED" = value-of-LISTED ] && echo secret arrived'
+      - hold: 'echo before; %s; echo after'
+`, gate.Wait())})
+	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "cred", Repo: repo.Dir})
+	require.NoError(t, err)
+	_, err = e.API.SetSecret(ctx, "cred", "LISTED", api.SetSecretRequest{Value: "value-of-LISTED"})
+	require.NoError(t, err)
+	started, err := e.API.StartEvent(ctx, "cred", api.StartEventRequest{Type: "commit", Branch: "main"})
+	require.NoError(t, err)
+	build := "cred/main/" + strings.TrimPrefix(started.ID, "cred/")
+	var b api.Build
+	e.WaitFor("the build to run its hold step", time.Minute, func() bool {
+		b, err = e.API.GetBuild(ctx, build)
+		if err != nil || b.Status != workflows.StatusRunning || b.LogKey == "" {
+			return false
+		}
+		steps, err := e.Logs.Steps(b.LogKey)
+		return err == nil && len(steps) == 2
+	})
+	require.Equal(t, "cred-1", b.Executor)
+
+	mallory := api.NewClient(e.APIURL)
+	mallory.Token = malloryToken
+	var ae *api.Error
+	for _, c := range []string{"", "guessed-credential"} {
+		_, err = mallory.ResolveSecrets(ctx, api.ResolveSecretsRequest{Build: build, Attempt: 1, Names: []string{"LISTED"}, Credential: c})
+		require.ErrorAs(t, err, &ae)
+		require.Equal(t, http.StatusForbidden, ae.Status, "credential %q: %s", c, ae.Message)
+		require.Contains(t, ae.Message, "build "+build+" attempt 1")
+	}
+	// Writing the build's log: appending, injecting a step, finishing (cutting
+	// the running step's log short).
+	write := func(token, url string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader("All checks passed.\n"))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/octet-stream")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer func() { _ = resp.Body.Close() }()
+		var body bytes.Buffer
+		_, _ = body.ReadFrom(resp.Body)
+		return resp.StatusCode, body.String()
+	}
+	for _, token := range []string{malloryToken, workerToken, rootToken} {
+		for _, url := range []string{
+			logstore.LogsURL(e.APIURL, b.LogKey, "hold") + "?offset=0",
+			logstore.LogsURL(e.APIURL, b.LogKey, "audit") + "?offset=0",
+			logstore.LogsURL(e.APIURL, b.LogKey, "hold") + "/finish",
+		} {
+			status, body := write(token, url)
+			require.Equal(t, http.StatusForbidden, status, "%s: %s", url, body)
+			require.Contains(t, body, "log writes need the attempt's credential")
+		}
+	}
+	status, body := write(malloryToken, logstore.LogsURL(e.APIURL, "cred/nothing/1/1", "x")+"?offset=0")
+	require.Equal(t, http.StatusNotFound, status, "no log for a build that does not exist: %s", body)
+
+	gate.Open()
+	require.Equal(t, workflows.StatusSuccess, e.WaitEvent(started.ID, time.Minute).Status)
+	status, body = write(malloryToken, logstore.LogsURL(e.APIURL, b.LogKey, "teardown")+"?offset=0")
+	require.Equal(t, http.StatusForbidden, status, "an ended build's log: %s", body)
+
+	// The build got its secret and its whole log, nothing else.
+	e.WaitFor("the logs to be complete", time.Minute, func() bool {
+		steps, err := e.Logs.Steps(b.LogKey)
+		if err != nil {
+			return false
+		}
+		for _, s := range steps {
+			if !s.Complete {
+				return false
+			}
+		}
+		return len(steps) == 2
+	})
+	steps, err := e.Logs.Steps(b.LogKey)
+	require.NoError(t, err)
+	require.Equal(t, []string{"check", "hold"}, []string{steps[0].Name, steps[1].Name})
+	check, err := e.Logs.Read(b.LogKey, "check", 0, 0)
+	require.NoError(t, err)
+	require.Contains(t, string(check.Data), "secret arrived\n")
+	require.NotContains(t, string(check.Data), "All checks passed")
+	hold, err := e.Logs.Read(b.LogKey, "hold", 0, 0)
+	require.NoError(t, err)
+	require.Equal(t, "before\nafter\n", string(hold.Data))
 }

@@ -184,7 +184,7 @@ func (s *Server) NewEnv(t testing.TB, opts Options) *Env {
 	e.API.Token = e.token
 	cfg.APIURL = srv.URL
 
-	local := func(key string) runner.LogSink { return e.Logs.Sink(key) }
+	local := func(key, _ string) runner.LogSink { return e.Logs.Sink(key) }
 	if !opts.NoController {
 		e.run(ctx, func(ctx context.Context) error {
 			return workers.RunController(ctx, workers.Options{Client: e.Client, Config: cfg, Logger: e.Logger, Logs: local, Name: "controller", PipelineTokens: secrets.PipelineTokens()})

@@ -139,7 +139,7 @@ func (b *bench) newStack(ctx context.Context, name string, opts stackOptions) (*
 		go func() {
 			done <- workers.RunController(cctx, workers.Options{
 				Client: s.Client, Config: s.cfg, Logger: b.log, Name: "controller",
-				Logs: func(key string) runner.LogSink { return store.Sink(key) },
+				Logs: func(key, _ string) runner.LogSink { return store.Sink(key) },
 			})
 		}()
 		s.stopController = func() {

@@ -1,0 +1,246 @@
+package api_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/mocks"
+
+	"github.com/sluice-ci/sluice/activities"
+	"github.com/sluice-ci/sluice/api"
+	"github.com/sluice-ci/sluice/logstore"
+	"github.com/sluice-ci/sluice/queue"
+	"github.com/sluice-ci/sluice/workflows"
+)
+
+// Two attempts' credentials: attempt 1 was lost, attempt 2 runs.
+const (
+	credential1 = "credential-of-attempt-1-0123456789abcdef"
+	credential2 = "credential-of-attempt-2-0123456789abcdef"
+)
+
+var attemptRef = workflows.BuildRef{Pipeline: "app", Job: "deploy", Event: 7}
+
+// attemptState is build app/deploy/7 in status, its job listing LISTED,
+// on attempt 2 after attempt 1 was lost (hash: whether the claims carried
+// credential hashes).
+func attemptState(status workflows.Status, hash bool) workflows.BuildState {
+	st := workflows.BuildState{
+		ID: attemptRef.String(), Build: attemptRef, Status: status, Queue: "default",
+		Secrets: []string{"LISTED"}, SecretsListed: true,
+		Attempts: []workflows.Attempt{
+			{Number: 1, Executor: "exec-old", Outcome: "lost: exec-old stopped heartbeating"},
+			{Number: 2, Executor: "exec-a"},
+		},
+	}
+	if hash {
+		st.Attempts[0].CredentialHash = activities.CredentialHash(credential1)
+		st.Attempts[1].CredentialHash = activities.CredentialHash(credential2)
+	}
+	return st
+}
+
+// serveBuild makes c answer GetBuild for attemptRef with st, times times.
+func serveBuild(t *testing.T, c *mocks.Client, st workflows.BuildState, times int) {
+	t.Helper()
+	wid := attemptRef.WorkflowID()
+	exec := enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	if st.Status.Final() {
+		exec = enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
+	}
+	c.On("DescribeWorkflowExecution", mock.Anything, wid, "").Return(&workflowservice.DescribeWorkflowExecutionResponse{
+		WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{Status: exec},
+	}, nil).Times(times)
+	if exec == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		c.On("QueryWorkflow", mock.Anything, wid, "", workflows.QueryBuild).Return(encode(t, st), nil).Times(times)
+		return
+	}
+	run := mocks.NewWorkflowRun(t)
+	run.On("Get", mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+		p, err := converter.GetDefaultDataConverter().ToPayload(st)
+		require.NoError(t, err)
+		require.NoError(t, converter.GetDefaultDataConverter().FromPayload(p, args.Get(1)))
+	}).Return(nil).Times(times)
+	c.On("GetWorkflow", mock.Anything, wid, "").Return(run).Times(times)
+}
+
+// readSecretsOnly is a token with read-secrets and nothing else.
+func readSecretsOnly(*http.Request) (queue.Identity, error) {
+	return queue.Identity{User: "exec-pool", Privileges: []string{api.PrivilegeReadSecrets}}, nil
+}
+
+func withCredential(c string) http.Header {
+	if c == "" {
+		return nil
+	}
+	return http.Header{logstore.AttemptCredentialHeader: {c}}
+}
+
+// TestResolveNeedsTheAttemptCredential: a read-secrets token is not enough
+// to resolve a running build's secrets: the caller must present the
+// credential whose hash the build recorded for its current attempt
+// (review finding 5: any read-secrets token resolved any running build's
+// secrets).
+func TestResolveNeedsTheAttemptCredential(t *testing.T) {
+	t.Parallel()
+	secrets, _, err := api.OpenSecretStore(t.TempDir(), "k")
+	require.NoError(t, err)
+	_, err = secrets.Set(queue.Identity{User: "ann"}, "app", "LISTED", api.SetSecretRequest{Value: "listed-value"}, testNow)
+	require.NoError(t, err)
+	body := `{"build":"app/deploy/7","names":["LISTED"]}`
+
+	cases := []struct {
+		name, credential, body string
+		status                 int
+		want                   string
+	}{
+		{"no credential", "", body, http.StatusForbidden, "build app/deploy/7 attempt 2: secrets need the attempt's credential (header X-Sluice-Attempt-Credential)"},
+		{"a wrong credential", "guessed-credential", body, http.StatusForbidden, "build app/deploy/7 attempt 2: the attempt credential presented is not the one of the executor that claimed it (exec-a); secrets refused"},
+		{"the previous attempt's credential", credential1, body, http.StatusForbidden, "is not the one of the executor that claimed it"},
+		{"the previous attempt asking as itself", credential1, `{"build":"app/deploy/7","names":["LISTED"],"attempt":1}`, http.StatusConflict, "is not on attempt 1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newMockClient(t)
+			serveBuild(t, c, attemptState(workflows.StatusRunning, true), 1)
+			h := newHandler(t, api.Deps{Service: newService(t, c), Secrets: secrets, Authenticate: readSecretsOnly})
+			rec := call(t, h, http.MethodPost, "/api/v1/secrets/resolve", tc.body, withCredential(tc.credential))
+			require.Contains(t, errorOf(t, rec, tc.status), tc.want)
+			require.NotContains(t, rec.Body.String(), "listed-value")
+		})
+	}
+
+	t.Run("the current attempt's credential", func(t *testing.T) {
+		t.Parallel()
+		c := newMockClient(t)
+		serveBuild(t, c, attemptState(workflows.StatusRunning, true), 1)
+		h := newHandler(t, api.Deps{Service: newService(t, c), Secrets: secrets, Authenticate: readSecretsOnly})
+		got := decodeBody[api.ResolveSecretsResponse](t, call(t, h, http.MethodPost, "/api/v1/secrets/resolve",
+			`{"build":"app/deploy/7","names":["LISTED"],"attempt":2}`, withCredential(credential2)), http.StatusOK)
+		require.Equal(t, map[string]string{"LISTED": "listed-value"}, got.Values)
+	})
+	t.Run("an attempt claimed by an older executor keeps the old rule", func(t *testing.T) {
+		t.Parallel()
+		c := newMockClient(t)
+		serveBuild(t, c, attemptState(workflows.StatusRunning, false), 1)
+		h := newHandler(t, api.Deps{Service: newService(t, c), Secrets: secrets, Authenticate: readSecretsOnly})
+		got := decodeBody[api.ResolveSecretsResponse](t, call(t, h, http.MethodPost, "/api/v1/secrets/resolve", body, nil), http.StatusOK)
+		require.Equal(t, map[string]string{"LISTED": "listed-value"}, got.Values)
+	})
+	t.Run("the API never shows the hashes", func(t *testing.T) {
+		t.Parallel()
+		c := newMockClient(t)
+		serveBuild(t, c, attemptState(workflows.StatusRunning, true), 1)
+		h := newHandler(t, api.Deps{Service: newService(t, c)})
+		rec := call(t, h, http.MethodGet, "/api/v1/builds/app%2Fdeploy%2F7", "", nil)
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+		require.NotContains(t, rec.Body.String(), activities.CredentialHash(credential2))
+		require.NotContains(t, rec.Body.String(), "credential_hash")
+	})
+}
+
+// TestLogWritesNeedTheAttemptCredential: only the executor holding an
+// attempt's credential may append to or finish that attempt's logs, while
+// the attempt is the build's latest; after the build ended it may finish
+// its own logs, nobody else may write, and a closed log stays closed
+// (review finding 7: any token could inject into or truncate any log).
+func TestLogWritesNeedTheAttemptCredential(t *testing.T) {
+	t.Parallel()
+	store, err := logstore.Open(t.TempDir())
+	require.NoError(t, err)
+	c := newMockClient(t)
+	h := newHandler(t, api.Deps{Service: newService(t, c), Logs: store, Authenticate: readSecretsOnly})
+	const current = "/api/v1/builds/app%2Fdeploy%2F7%2F2/logs/"
+	post := func(path, credential string) (int, string) {
+		t.Helper()
+		rec := call(t, h, http.MethodPost, path, "x\n", http.Header{
+			"Content-Type": {"application/octet-stream"}, logstore.AttemptCredentialHeader: {credential},
+		})
+		return rec.Code, rec.Body.String()
+	}
+
+	// Running on attempt 2: every refusal queries the build again.
+	serveBuild(t, c, attemptState(workflows.StatusRunning, true), 7)
+	for _, tc := range []struct{ what, path, credential, want string }{
+		{"append without credential", current + "unit?offset=0", "", "log writes need the attempt's credential"},
+		{"finish without credential", current + "unit/finish", "", "log writes need the attempt's credential"},
+		{"inject a step", current + "audit?offset=0", "guessed", "is not the one of the executor that claimed it (exec-a); log writes refused"},
+		{"the previous attempt's credential", current + "unit/finish", credential1, "is not the one of the executor"},
+	} {
+		status, body := post(tc.path, tc.credential)
+		require.Equal(t, http.StatusForbidden, status, "%s: %s", tc.what, body)
+		require.Contains(t, body, tc.want, tc.what)
+	}
+	_, err = store.Steps("app/deploy/7/2")
+	require.ErrorIs(t, err, logstore.ErrNotFound, "nothing was written")
+	// The lost attempt's executor cannot write its old log any more.
+	status, body := post("/api/v1/builds/app%2Fdeploy%2F7%2F1/logs/unit?offset=0", credential1)
+	require.Equal(t, http.StatusConflict, status, body)
+	require.Contains(t, body, "build app/deploy/7 is on attempt 2: the logs of attempt 1 take no more writes")
+	// The holder writes; its next writes are checked from the cache.
+	status, body = post(current+"unit?offset=0", credential2)
+	require.Equal(t, http.StatusOK, status, body)
+	status, body = post(current+"unit?offset=2", credential2)
+	require.Equal(t, http.StatusOK, status, body)
+	status, body = post(current+"unit/finish", credential2)
+	require.Equal(t, http.StatusOK, status, body)
+	// A log of an attempt that does not exist.
+	status, body = post("/api/v1/builds/app%2Fdeploy%2F7%2F3/logs/unit?offset=0", credential2)
+	require.Equal(t, http.StatusNotFound, status, body)
+	require.Contains(t, body, "build app/deploy/7 has no attempt 3")
+	// Reads need no credential.
+	rec := call(t, h, http.MethodGet, current+"unit", "", nil)
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	require.Contains(t, rec.Body.String(), `"data":"eAp4Cg=="`) // base64 of "x\nx\n"
+
+	// A build that does not exist has no logs to write.
+	c.On("DescribeWorkflowExecution", mock.Anything, "build/nope/a/1", "").Return(nil, serviceerror.NewNotFound("workflow not found")).Once()
+	status, body = post("/api/v1/builds/nope%2Fa%2F1%2F1/logs/x?offset=0", credential2)
+	require.Equal(t, http.StatusNotFound, status, body)
+	status, body = post("/api/v1/builds/nope%2Fa%2F1/logs/x?offset=0", credential2)
+	require.Equal(t, http.StatusBadRequest, status, body)
+	require.Contains(t, body, "not a build attempt's log")
+}
+
+// TestEndedBuildLogs: after the build ended, the holder of its last attempt
+// may still finish writing its own logs (they ship after the result), but
+// not reopen a closed one; nobody else may write.
+func TestEndedBuildLogs(t *testing.T) {
+	t.Parallel()
+	store, err := logstore.Open(t.TempDir())
+	require.NoError(t, err)
+	require.NoError(t, store.Append("app/deploy/7/2", "done", []byte("all of it\n")))
+	require.NoError(t, store.Finish("app/deploy/7/2", "done"))
+	c := newMockClient(t)
+	serveBuild(t, c, attemptState(workflows.StatusSuccess, true), 3)
+	h := newHandler(t, api.Deps{Service: newService(t, c), Logs: store, Authenticate: readSecretsOnly})
+	post := func(path, credential string) (int, string) {
+		t.Helper()
+		rec := call(t, h, http.MethodPost, "/api/v1/builds/app%2Fdeploy%2F7%2F2/logs/"+path, "late\n", http.Header{
+			"Content-Type": {"application/octet-stream"}, logstore.AttemptCredentialHeader: {credential},
+		})
+		return rec.Code, rec.Body.String()
+	}
+	status, body := post("done/finish", "")
+	require.Equal(t, http.StatusForbidden, status, body)
+	status, body = post("done?offset=0", "guessed")
+	require.Equal(t, http.StatusForbidden, status, body)
+	// The holder: a closed log stays closed, an open one takes its tail.
+	status, body = post("done?offset=10", credential2)
+	require.Equal(t, http.StatusConflict, status, body)
+	require.Contains(t, body, `"complete":true`)
+	status, body = post("teardown?offset=0", credential2)
+	require.Equal(t, http.StatusOK, status, body)
+	chunk, err := store.Read("app/deploy/7/2", "done", 0, 0)
+	require.NoError(t, err)
+	require.Equal(t, "all of it\n", string(chunk.Data))
+	require.True(t, chunk.Complete)
+}
