@@ -122,6 +122,8 @@ func (e *eventRun) awaitApproval(ctx workflow.Context) (bool, EventState) {
 	e.state.Approval = &Approval{Required: why}
 	e.state.Status = StatusBlocked
 	e.state.Reason = fmt.Sprintf("waiting for approval: %s; a pipeline admin runs: sluice event approve %s", why, e.in.Event)
+	// Lists show the event waiting.
+	_ = workflow.UpsertTypedSearchAttributes(ctx, SAStatus.ValueSet(string(StatusBlocked)))
 	// Nothing of this event runs until it is approved: later events need
 	// not wait for it.
 	e.enqueue(ctx)
@@ -134,5 +136,6 @@ func (e *eventRun) awaitApproval(ctx workflow.Context) (bool, EventState) {
 		return false, e.end(ctx, StatusAborted, fmt.Sprintf("not approved within %d days: %s", ApprovalWait/(24*time.Hour), why))
 	}
 	e.state.Status, e.state.Reason = StatusRunning, ""
+	_ = workflow.UpsertTypedSearchAttributes(ctx, SAStatus.ValueSet(string(StatusRunning)))
 	return true, EventState{}
 }

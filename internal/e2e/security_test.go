@@ -340,6 +340,10 @@ jobs:
 	require.NotNil(t, ev.Approval)
 	require.Empty(t, ev.Approval.ApprovedBy)
 	require.Empty(t, ev.Builds, "nothing runs before the approval")
+	listed, err := e.API.ListEvents(ctx, "app", 10)
+	require.NoError(t, err)
+	require.Len(t, listed, 1)
+	require.Equal(t, workflows.StatusBlocked, listed[0].Status, "the event list shows it waiting")
 
 	mallory := api.NewClient(e.APIURL)
 	mallory.Token = malloryToken
