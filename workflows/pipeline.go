@@ -436,15 +436,15 @@ func (p *pipelineRun) launchEvent(ctx workflow.Context, r StartEventRequest) lau
 	} else {
 		p.st.Lanes.Hold(ref.Number, workflow.Now(ctx).Add(eventHold))
 	}
+	if r.Identity == nil && (r.Trigger.Kind == TriggerPR || r.Trigger.Kind == TriggerPRClosed) {
+		// A pull request nobody started by hand runs a stranger's code:
+		// it acts for the unprivileged pull-request identity, never for
+		// the owner (data only: no command changes, so no version).
+		pr := PullRequestIdentity()
+		r.Identity = &pr
+	}
 	if !p.legacy {
-		switch {
-		case r.Identity == nil && (r.Trigger.Kind == TriggerPR || r.Trigger.Kind == TriggerPRClosed):
-			// A pull request nobody started by hand runs a stranger's
-			// code: it acts for the unprivileged pull-request identity,
-			// never for the owner.
-			pr := PullRequestIdentity()
-			r.Identity = &pr
-		case r.Identity == nil && p.cfg.Owner != nil:
+		if r.Identity == nil && p.cfg.Owner != nil {
 			// Nobody started it by hand: it acts for the pipeline's owner.
 			owner := *p.cfg.Owner
 			r.Identity = &owner
