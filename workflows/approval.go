@@ -37,6 +37,18 @@ func PullRequestIdentity() queue.Identity {
 	return queue.Identity{User: PullRequestUser, Roles: []string{PullRequestRole}}
 }
 
+// SignalPRSuperseded carries a PRSuperseded from a pipeline to a pull
+// request's event when a newer commit of the pull request, or its close,
+// arrives: an event still waiting for approval ends.
+const SignalPRSuperseded = "pr-superseded"
+
+// PRSuperseded says why a pull request's event was superseded.
+type PRSuperseded struct {
+	// Closed: the pull request was closed (else a newer commit arrived).
+	Closed bool   `json:"closed,omitempty"`
+	Reason string `json:"reason"`
+}
+
 // ApprovalWait bounds how long an event waits for approval before it ends
 // ABORTED (a newer commit of the pull request usually replaces it sooner).
 const ApprovalWait = 7 * 24 * time.Hour
@@ -127,11 +139,26 @@ func (e *eventRun) awaitApproval(ctx workflow.Context) (bool, EventState) {
 	// Nothing of this event runs until it is approved: later events need
 	// not wait for it.
 	e.enqueue(ctx)
-	approved, err := workflow.AwaitWithTimeout(ctx, ApprovalWait, func() bool { return e.state.Approval.ApprovedBy != "" })
+	var superseded *PRSuperseded
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		var msg PRSuperseded
+		if workflow.GetSignalChannel(ctx, SignalPRSuperseded).Receive(ctx, &msg) {
+			superseded = &msg
+		}
+	})
+	approved, err := workflow.AwaitWithTimeout(ctx, ApprovalWait, func() bool {
+		return e.state.Approval.ApprovedBy != "" || superseded != nil
+	})
 	switch {
 	case err != nil || ctx.Err() != nil:
 		e.cancelled = true
 		return false, e.end(ctx, StatusAborted, "event cancelled while waiting for approval")
+	case superseded != nil && e.state.Approval.ApprovedBy == "":
+		status := StatusCollapsed
+		if superseded.Closed {
+			status = StatusAborted
+		}
+		return false, e.end(ctx, status, fmt.Sprintf("not approved before it was superseded: %s", superseded.Reason))
 	case !approved:
 		return false, e.end(ctx, StatusAborted, fmt.Sprintf("not approved within %d days: %s", ApprovalWait/(24*time.Hour), why))
 	}

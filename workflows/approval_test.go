@@ -160,6 +160,40 @@ func TestEventPullRequestApproval(t *testing.T) {
 		require.Equal(t, "event cancelled while waiting for approval", st.Reason)
 		require.Empty(t, h.builds)
 	})
+	t.Run("a newer commit ends the wait", func(t *testing.T) {
+		t.Parallel()
+		h := newEventHarness(t, restrictedSpec)
+		at(h.env, time.Hour, func() {
+			h.env.SignalWorkflow(SignalPRSuperseded, PRSuperseded{Reason: "superseded by bbbbbbbbbbbb (event 2)"})
+		})
+		late := updateAt(h.env, 2*time.Hour, UpdateApproveEvent, ApproveRequest{User: "alice"})
+		st := h.run(prInput(fork))
+		require.Equal(t, StatusCollapsed, st.Status)
+		require.Equal(t, "not approved before it was superseded: superseded by bbbbbbbbbbbb (event 2)", st.Reason)
+		require.Equal(t, wfT0.Add(time.Hour), st.EndTime)
+		require.False(t, late.Accepted, "the ended event takes no approval")
+		require.Empty(t, h.builds)
+	})
+	t.Run("a superseded notice that came before the wait ends it at once", func(t *testing.T) {
+		t.Parallel()
+		h := newEventHarness(t, restrictedSpec)
+		h.env.RegisterDelayedCallback(func() {
+			h.env.SignalWorkflow(SignalPRSuperseded, PRSuperseded{Closed: true, Reason: "pull request #7 was closed"})
+		}, 0)
+		st := h.run(prInput(fork))
+		require.Equal(t, StatusAborted, st.Status)
+		require.Equal(t, "not approved before it was superseded: pull request #7 was closed", st.Reason)
+		require.Empty(t, h.builds)
+	})
+	t.Run("a notice to an event that does not wait changes nothing", func(t *testing.T) {
+		t.Parallel()
+		h := newEventHarness(t, restrictedSpec)
+		at(h.env, 30*time.Second, func() {
+			h.env.SignalWorkflow(SignalPRSuperseded, PRSuperseded{Reason: "superseded by bbbbbbbbbbbb (event 2)"})
+		})
+		st := h.run(prInput(Trigger{Kind: TriggerPR, Branch: "main", PR: 7, SHA: eventSHA}))
+		require.Equal(t, StatusSuccess, st.Status, st.Reason)
+	})
 	t.Run("not approved in time", func(t *testing.T) {
 		t.Parallel()
 		h := newEventHarness(t, restrictedSpec)

@@ -794,6 +794,11 @@ func TestPipelinePullRequests(t *testing.T) {
 		{Kind: LaneCancel, Reason: "pull request #1 was closed"},
 	}, msgs[a2.WorkflowID()])
 	require.Equal(t, []LaneMessage{grantMsg}, msgs[other.WorkflowID()])
+	// The previous event of the pull request hears it was superseded (it
+	// ends if it still waits for approval); another pull request's does not.
+	require.Equal(t, []any{PRSuperseded{Reason: superseded}}, h.rec.issuedTo("event/app/1", SignalPRSuperseded))
+	require.Equal(t, []any{PRSuperseded{Closed: true, Reason: "pull request #1 was closed"}}, h.rec.issuedTo("event/app/2", SignalPRSuperseded))
+	require.Empty(t, h.rec.issuedTo("event/app/3", SignalPRSuperseded))
 }
 
 // TestPipelineLongBacklog: a long backlog of one job with collapse off waits

@@ -386,10 +386,24 @@ jobs:
 	require.Equal(t, workflows.StatusSuccess, ev.Status, "%+v", ev)
 	require.Nil(t, ev.Approval)
 
-	// A waiting event can be cancelled.
+	// A newer commit of a waiting pull request ends the older event's wait.
 	res = deliverPR(t, e, secret, repo, 11, head, "mallory/app", "fork-restricted-2")
+	older := res.Events[0].ID
+	e.WaitFor("the fork event to wait", time.Minute, func() bool {
+		ev, err = e.API.GetEvent(ctx, older)
+		return err == nil && ev.Status == workflows.StatusBlocked
+	})
+	repo.Git("checkout", "-q", "feature")
+	newer := repo.Commit(map[string]string{"more": "1"}, "fork pushes again")
+	repo.Git("checkout", "-q", "main")
+	res = deliverPR(t, e, secret, repo, 11, newer, "mallory/app", "fork-restricted-3")
 	id = res.Events[0].ID
-	e.WaitFor("the second fork event to wait", time.Minute, func() bool {
+	ev = e.WaitEvent(older, time.Minute)
+	require.Equal(t, workflows.StatusCollapsed, ev.Status)
+	require.Contains(t, ev.Reason, "not approved before it was superseded: superseded by "+newer[:12])
+
+	// A waiting event can be cancelled.
+	e.WaitFor("the newer fork event to wait", time.Minute, func() bool {
 		ev, err = e.API.GetEvent(ctx, id)
 		return err == nil && ev.Status == workflows.StatusBlocked
 	})
