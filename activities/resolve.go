@@ -55,6 +55,11 @@ type ResolveEventInput struct {
 	// the commit must be on: a push names a commit of its branch, never one
 	// reachable only from a pull request.
 	OnBranch string `json:"on_branch,omitempty"`
+	// BaseRef, set for a pull request's events, is the branch it targets:
+	// the spec at that branch's head decides the security-relevant
+	// settings (queues, secrets, cpu/ram, chainPR, restrictPR), never the
+	// pull request's own spec (see pipeline.ApplyBase).
+	BaseRef string `json:"base_ref,omitempty"`
 }
 
 // ResolveEventResult is the event's commit, its spec and the known queues.
@@ -69,6 +74,8 @@ type ResolveEventResult struct {
 	// StatusesOff says why none are posted.
 	Statuses    *scm.StatusTarget `json:"statuses,omitempty"`
 	StatusesOff string            `json:"statuses_off,omitempty"`
+	// BaseSHA is the commit of BaseRef whose spec gave the settings.
+	BaseSHA string `json:"base_sha,omitempty"`
 }
 
 // ResolveMaxAttempts bounds ResolveEvent's attempts (the event workflow's
@@ -145,6 +152,15 @@ func (a *Activities) ResolveEvent(ctx context.Context, in ResolveEventInput) (Re
 		out.SpecError = fmt.Sprintf("%s at %s is invalid:\n%v", SpecFile, short(sha), err)
 		return out, nil
 	}
+	if in.BaseRef != "" {
+		base, baseSHA, why, err := a.baseSpec(ctx, repo, in)
+		if err != nil || why != "" {
+			out.SpecError = why
+			return out, err
+		}
+		out.BaseSHA = baseSHA
+		spec = pipeline.ApplyBase(spec, base)
+	}
 	out.Spec = spec
 	out.ChangedFiles = in.ChangedFiles
 	if in.WantChanges && out.ChangedFiles == nil {
@@ -163,6 +179,42 @@ func (a *Activities) ResolveEvent(ctx context.Context, in ResolveEventInput) (Re
 		out.Queues = qs
 	}
 	return out, nil
+}
+
+// baseSpec reads and parses the spec at the head of a pull request's base
+// branch. A branch or spec that cannot be found or parsed is not an activity
+// error: why says why the event cannot run (it never falls back to the pull
+// request's own settings).
+func (a *Activities) baseSpec(ctx context.Context, repo scm.Repo, in ResolveEventInput) (*pipeline.Spec, string, string, error) {
+	fail := func(format string, args ...any) (*pipeline.Spec, string, string, error) {
+		return nil, "", "a pull request runs with the settings of its base branch's spec, which cannot be read: " + fmt.Sprintf(format, args...), nil
+	}
+	ref := in.BaseRef
+	if scm.Kind(in.Repo) == scm.KindDir {
+		ref = "" // a plain directory has no branches: its current content
+	}
+	sha, err := repo.Resolve(ctx, ref)
+	switch {
+	case errors.Is(err, scm.ErrNotFound) || errors.Is(err, scm.ErrInvalidArgument):
+		return fail("branch %q of %s: %v", in.BaseRef, in.Repo, err)
+	case err != nil:
+		return nil, "", "", fmt.Errorf("resolve base branch %q in %s: %w", in.BaseRef, in.Repo, err)
+	}
+	data, err := repo.ReadFile(ctx, sha, SpecFile)
+	switch {
+	case errors.Is(err, scm.ErrNotFound):
+		return fail("%s not found on branch %s at %s", SpecFile, in.BaseRef, short(sha))
+	case err != nil:
+		return nil, "", "", fmt.Errorf("read %s of base branch %s at %s: %w", SpecFile, in.BaseRef, short(sha), err)
+	}
+	base, err := pipeline.ParseWithOptions(data, pipeline.Options{Pipeline: in.Pipeline})
+	if err != nil {
+		return fail("%s on branch %s at %s is invalid:\n%v", SpecFile, in.BaseRef, short(sha), err)
+	}
+	if _, err := base.RestrictPR(); err != nil {
+		return fail("%s on branch %s at %s: %v", SpecFile, in.BaseRef, short(sha), err)
+	}
+	return base, sha, "", nil
 }
 
 // repoError keeps transient errors retryable; a missing repository or commit

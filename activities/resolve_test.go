@@ -198,3 +198,65 @@ func TestResolveEventQueues(t *testing.T) {
 		require.False(t, app.NonRetryable())
 	})
 }
+
+func TestResolveEventPullRequestTakesBaseSettings(t *testing.T) {
+	t.Parallel()
+	r := setupRepo(t)
+	const baseSpec = `jobs:
+  main:
+    image: alpine
+    requires: [~pr]
+    annotations: {screwdriver.cd/executor: pr-pool}
+    secrets: [NPM_TOKEN]
+    steps:
+      - test: echo hello
+`
+	const headSpec = `annotations: {screwdriver.cd/chainPR: true}
+jobs:
+  main:
+    image: alpine
+    requires: [~pr]
+    annotations: {screwdriver.cd/executor: release-q}
+    secrets: [NPM_TOKEN, DEPLOY_KEY]
+    steps:
+      - pwn: env
+`
+	git(t, r.dir, "checkout", "-q", "-b", "target", r.second)
+	writeFiles(t, r.dir, map[string]string{"screwdriver.yaml": baseSpec})
+	git(t, r.dir, "commit", "-q", "-am", "base spec")
+	target := git(t, r.dir, "rev-parse", "HEAD")
+	git(t, r.dir, "checkout", "-q", "-b", "pr-head")
+	writeFiles(t, r.dir, map[string]string{"screwdriver.yaml": headSpec})
+	git(t, r.dir, "commit", "-q", "-am", "the pull request asks for more")
+	head := git(t, r.dir, "rev-parse", "HEAD")
+	git(t, r.dir, "checkout", "-q", "main")
+
+	h := setup(t)
+	out, err := h.resolve(t, activities.ResolveEventInput{Pipeline: "app", Repo: r.dir, SHA: head, BaseRef: "target"})
+	require.NoError(t, err)
+	require.Empty(t, out.SpecError)
+	require.Equal(t, head, out.SHA)
+	require.Equal(t, target, out.BaseSHA)
+	job := out.Spec.Jobs["main"]
+	require.Equal(t, "pwn", job.Permutations[0].Commands[0].Name, "the steps come from the head")
+	require.Equal(t, "pr-pool", job.Settings.Executor, "the queue comes from the base")
+	require.Equal(t, []string{"NPM_TOKEN"}, job.Permutations[0].Secrets, "the secrets come from the base")
+	require.False(t, out.Spec.ChainPR(), "chainPR comes from the base")
+
+	// Without a base (any other event) the head's own settings hold.
+	out, err = h.resolve(t, activities.ResolveEventInput{Pipeline: "app", Repo: r.dir, SHA: head})
+	require.NoError(t, err)
+	require.Equal(t, "release-q", out.Spec.Jobs["main"].Settings.Executor)
+
+	for _, tc := range []struct{ base, want string }{
+		{base: "broken", want: "screwdriver.yaml on branch broken at " + r.broken[:12] + " is invalid"},
+		{base: "nospec", want: "screwdriver.yaml not found on branch nospec at " + r.none[:12]},
+		{base: "no-such-branch", want: `branch "no-such-branch" of ` + r.dir},
+	} {
+		out, err := h.resolve(t, activities.ResolveEventInput{Pipeline: "app", Repo: r.dir, SHA: head, BaseRef: tc.base})
+		require.NoError(t, err, "a base spec that cannot be read fails the event, not the activity")
+		require.Nil(t, out.Spec, "never the head's settings instead")
+		require.Contains(t, out.SpecError, "a pull request runs with the settings of its base branch's spec, which cannot be read: ")
+		require.Contains(t, out.SpecError, tc.want)
+	}
+}

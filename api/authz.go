@@ -97,6 +97,7 @@ func (h *handler) routes() []Route {
 		rt("POST /api/v1/events/{pipeline}/{n}/cancel", pipelineAdmin(pipelineOfEvent), h.cancelEvent),
 		rt("POST /api/v1/events/{pipeline}/{n}/restart", pipelineAdmin(pipelineOfEvent), h.restartEvent),
 		rt("POST /api/v1/events/{pipeline}/{n}/rerun", pipelineAdmin(pipelineOfEvent), h.rerunEvent),
+		rt("POST /api/v1/events/{pipeline}/{n}/approve", pipelineAdmin(pipelineOfEvent), h.approveEvent),
 
 		rt("GET /api/v1/builds", authenticated, h.listBuilds),
 		rt("GET /api/v1/builds/{id}", authenticated, h.getBuild),

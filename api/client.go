@@ -183,6 +183,20 @@ func (c *Client) CancelEvent(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodPost, p+"/cancel", nil, nil)
 }
 
+// ApproveEvent approves an event that waits for approval
+// (screwdriver.cd/restrictPR): its builds start.
+func (c *Client) ApproveEvent(ctx context.Context, id string) (Approval, error) {
+	var out struct {
+		Approval Approval `json:"approval"`
+	}
+	p, err := eventPath(id)
+	if err != nil {
+		return out.Approval, err
+	}
+	err = c.do(ctx, http.MethodPost, p+"/approve", nil, &out)
+	return out.Approval, err
+}
+
 // RestartEvent starts a new event from a job of an earlier one.
 func (c *Client) RestartEvent(ctx context.Context, id string, req RestartEventRequest) (EventStarted, error) {
 	var ev EventStarted

@@ -402,6 +402,25 @@ func (h *handler) cancelEvent(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, map[string]string{"cancelled": ref.String()})
 }
 
+func (h *handler) approveEvent(w http.ResponseWriter, r *http.Request) {
+	ref, err := eventRef(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	id, err := h.identity(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	a, err := h.svc.ApproveEvent(r.Context(), id, ref)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"approved": ref.String(), "approval": a})
+}
+
 func (h *handler) rerunEvent(w http.ResponseWriter, r *http.Request) {
 	ref, err := eventRef(r)
 	if err != nil {

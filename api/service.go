@@ -566,6 +566,7 @@ func (s *Service) GetEvent(ctx context.Context, ref workflows.EventRef) (Event, 
 		Trigger: st.Trigger, StartFrom: st.StartFrom, StartJobs: st.StartJobs, Rerun: st.Rerun, Parent: st.Parent,
 		ActsFor: st.ActsFor, Succeeded: st.Succeeded, Jobs: st.Jobs, Builds: builds,
 		Warnings: st.Warnings, StartTime: st.StartTime, EndTime: st.EndTime, Statuses: st.Statuses,
+		BaseSHA: st.BaseSHA, Approval: st.Approval,
 	}, nil
 }
 
@@ -697,6 +698,49 @@ func (s *Service) ListEvents(ctx context.Context, name string, limit int) ([]Eve
 // CancelEvent cancels every build of the event.
 func (s *Service) CancelEvent(ctx context.Context, ref workflows.EventRef) error {
 	return translate(s.Client.CancelWorkflow(ctx, ref.WorkflowID(), ""), "event "+ref.String())
+}
+
+// ApproveEvent lets an event that waits for approval
+// (screwdriver.cd/restrictPR) start its builds, recording id as who
+// approved it. An event that does not wait for approval is a conflict.
+func (s *Service) ApproveEvent(ctx context.Context, id queue.Identity, ref workflows.EventRef) (workflows.Approval, error) {
+	var out workflows.Approval
+	st, err := s.eventState(ctx, ref)
+	if err != nil {
+		return out, err
+	}
+	if st.Approval == nil || st.Approval.ApprovedBy != "" || st.Status.Final() {
+		why := fmt.Sprintf("it is %s and needs no approval", st.Status)
+		switch {
+		case st.Approval != nil && st.Approval.ApprovedBy != "":
+			why = st.Approval.ApprovedBy + " approved it already"
+		case st.Status.Final():
+			why = fmt.Sprintf("it ended %s", st.Status)
+		}
+		return out, fmt.Errorf("%w: event %s is not waiting for approval: %s", ErrConflict, ref, why)
+	}
+	err = s.update(ctx, ref.WorkflowID(), workflows.UpdateApproveEvent, workflows.ApproveRequest{User: id.User}, &out)
+	var done *serviceerror.NotFound
+	switch {
+	case err == nil:
+		return out, nil
+	case errors.As(err, &done) || strings.Contains(err.Error(), "not waiting for approval") ||
+		strings.Contains(err.Error(), "already completed"):
+		// It ended, or someone approved it, since it was read.
+		return out, fmt.Errorf("%w: event %s is not waiting for approval: %s", ErrConflict, ref, rootCause(err))
+	}
+	return out, updateError(err, "event "+ref.String())
+}
+
+// rootCause is the innermost message of err.
+func rootCause(err error) string {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err.Error()
+		}
+		err = next
+	}
 }
 
 // RestartEvent starts a new event from one or more jobs, reusing the

@@ -130,6 +130,10 @@ type EventStarted struct {
 	Duplicate bool   `json:"duplicate,omitempty"`
 }
 
+// Approval is an event's approval (screwdriver.cd/restrictPR): why it
+// waits, and who approved it.
+type Approval = workflows.Approval
+
 // Event is an event with its builds.
 type Event struct {
 	ID        string            `json:"id"`
@@ -156,6 +160,12 @@ type Event struct {
 	// Statuses is where the event's commit statuses go, or why none
 	// ("off: ...").
 	Statuses string `json:"statuses,omitempty"`
+	// BaseSHA is, for a pull request's event, the base branch commit whose
+	// spec gave the security-relevant settings.
+	BaseSHA string `json:"base_sha,omitempty"`
+	// Approval is set when the event waits, or waited, for approval
+	// (screwdriver.cd/restrictPR): why, and who approved it.
+	Approval *Approval `json:"approval,omitempty"`
 }
 
 // Build is a build as lists and events show it.

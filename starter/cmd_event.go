@@ -20,12 +20,12 @@ const waitInterval = time.Second
 func (a *app) eventCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "event",
-		Short: "Start, list, show, watch, cancel and restart events",
+		Short: "Start, list, show, watch, approve, cancel and restart events",
 		Long: `An event is one trigger of a pipeline at one commit; it runs the pipeline's jobs
 as a graph, one build per job. EVENT is written <pipeline>/<number>, e.g. myapp/12.`,
 	}
 	cmd.AddCommand(a.eventStartCmd(), a.eventListCmd(), a.eventShowCmd(), a.eventWatchCmd(),
-		a.eventCancelCmd(), a.eventRestartCmd(), a.eventRerunCmd())
+		a.eventApproveCmd(), a.eventCancelCmd(), a.eventRestartCmd(), a.eventRerunCmd())
 	return cmd
 }
 
@@ -220,6 +220,14 @@ func writeEvent(w io.Writer, ev api.Event, now time.Time) error {
 	f.Add("sha", cliout.Or(ev.SHA, cliout.Dash))
 	f.Add("trigger", e.Trigger.String())
 	f.Add("acts for", ev.ActsFor)
+	f.Add("base sha", ev.BaseSHA)
+	if ap := ev.Approval; ap != nil {
+		if ap.ApprovedBy != "" {
+			f.Add("approved by", fmt.Sprintf("%s, %s (%s)", ap.ApprovedBy, cliout.Timestamp(ap.ApprovedAt, now), ap.Required))
+		} else {
+			f.Add("approval", "needed: "+ap.Required)
+		}
+	}
 	if len(ev.StartJobs) > 0 {
 		f.Add("start from", strings.Join(ev.StartJobs, ", "))
 	} else {
@@ -352,6 +360,32 @@ func (a *app) typicalDuration(ctx context.Context, c *api.Client, pipeline, job 
 		}
 	}
 	return cliout.Typical(ds)
+}
+
+func (a *app) eventApproveCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "approve EVENT",
+		Short: "Approve a pull request's event that waits for approval",
+		Long: `Approve an event that waits for approval: a pull request's event held back by
+its pipeline's screwdriver.cd/restrictPR annotation (read from the base branch's
+spec). Its builds start, and you are recorded as who approved it. Read the pull
+request's changes first: its steps run with the pipeline's queues and secrets
+for its jobs. Only a pipeline admin may approve; approving an event that does
+not wait for approval is an error.`,
+		Example: "  sluice event approve myapp/12",
+		Args:    args("EVENT"),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			id, err := eventArg(argv[0])
+			if err != nil {
+				return err
+			}
+			ap, err := a.client().ApproveEvent(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			return a.done(map[string]any{"approved": id, "approval": ap}, "approved event %s", id)
+		},
+	}
 }
 
 func (a *app) eventCancelCmd() *cobra.Command {

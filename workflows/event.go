@@ -47,6 +47,9 @@ type eventRun struct {
 	notified bool
 	// statuses is the event's commit status reporter (nil: none).
 	statuses *eventStatuses
+	// prBase: a pull request's event that takes its settings from the
+	// base branch's spec and may wait for approval (changePRBase).
+	prBase bool
 }
 
 type startedBuild struct {
@@ -79,8 +82,14 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 	if err := workflow.SetQueryHandler(ctx, QueryEvent, func() (EventState, error) { return e.snapshot(), nil }); err != nil {
 		return e.state, fmt.Errorf("register event query: %w", err)
 	}
+	if err := e.registerApprove(ctx); err != nil {
+		return e.state, fmt.Errorf("register approve update: %w", err)
+	}
 	for _, j := range in.ParentSucceeded {
 		e.succeeded[j] = true
+	}
+	if e.prEvent() {
+		e.prBase = workflow.GetVersion(ctx, changePRBase, workflow.DefaultVersion, 1) >= 1
 	}
 
 	res, err := e.resolve(ctx)
@@ -91,7 +100,7 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 		}
 		return e.end(ctx, StatusFailure, fmt.Sprintf("cannot read the pipeline's repository: %s", rootMessage(err))), nil
 	}
-	e.state.SHA = res.SHA
+	e.state.SHA, e.state.BaseSHA = res.SHA, res.BaseSHA
 	_ = workflow.UpsertTypedSearchAttributes(ctx, SASHA.ValueSet(res.SHA))
 	if workflow.GetVersion(ctx, changeCommitStatuses, workflow.DefaultVersion, 1) >= 1 {
 		e.statusesResolved(ctx, res)
@@ -123,6 +132,11 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 	if !e.legacy {
 		// Deleting a queue is refused while a running event can reach it.
 		_ = workflow.UpsertTypedSearchAttributes(ctx, SAQueues.ValueSet(reach))
+	}
+	if e.prBase {
+		if ok, st := e.awaitApproval(ctx); !ok {
+			return st, nil
+		}
 	}
 	e.startStatuses(ctx, starts)
 
@@ -171,6 +185,11 @@ func (e *eventRun) resolve(ctx workflow.Context) (activities.ResolveEventResult,
 	in := activities.ResolveEventInput{
 		Pipeline: e.in.Event.Pipeline, Repo: e.in.Config.Repo, Ref: ref, SHA: t.SHA, Before: t.Before,
 		ChangedFiles: t.ChangedFiles, WantChanges: t.Kind == TriggerCommit, Statuses: e.in.Config.Statuses,
+	}
+	if e.prBase {
+		// The pull request's steps come from its head; where and with
+		// what they run comes from the branch it targets.
+		in.BaseRef = eventBranch(e.in.Config, t)
 	}
 	if t.Kind == TriggerCommit && t.SHA != "" && t.DeliveryID != "" && e.in.Parent == 0 {
 		// A push names a commit of its branch: never one reachable only

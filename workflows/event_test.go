@@ -615,7 +615,7 @@ jobs:
 			name:        "pull request",
 			trigger:     Trigger{Kind: TriggerPR, Branch: "main", PR: 12},
 			wantRan:     []string{"pr"},
-			wantResolve: activities.ResolveEventInput{Pipeline: "app", Repo: "/src/app", Ref: "refs/pull/12/head"},
+			wantResolve: activities.ResolveEventInput{Pipeline: "app", Repo: "/src/app", Ref: "refs/pull/12/head", BaseRef: "main"},
 		},
 		{
 			name:        "tag",

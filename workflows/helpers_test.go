@@ -57,6 +57,10 @@ type recorder struct {
 	signals  []sentSignal
 	actOpts  map[string][]workflow.ActivityOptions
 	children []string
+	// issued are the external signals the workflow issued, including
+	// those the test environment delivers to its own child workflows
+	// (which never reach the SignalExternalWorkflow mock).
+	issued []sentSignal
 	// fail, when set, makes matching external signals fail.
 	fail func(workflowID, name string) error
 }
@@ -142,6 +146,27 @@ func (o *recordingOutbound) ExecuteActivity(ctx workflow.Context, activityType s
 	o.rec.actOpts[activityType] = append(o.rec.actOpts[activityType], workflow.GetActivityOptions(ctx))
 	o.rec.mu.Unlock()
 	return o.Next.ExecuteActivity(ctx, activityType, args...)
+}
+
+func (o *recordingOutbound) SignalExternalWorkflow(ctx workflow.Context, workflowID, runID, signalName string, arg any) workflow.Future {
+	o.rec.mu.Lock()
+	o.rec.issued = append(o.rec.issued, sentSignal{WorkflowID: workflowID, Name: signalName, Arg: arg})
+	o.rec.mu.Unlock()
+	return o.Next.SignalExternalWorkflow(ctx, workflowID, runID, signalName, arg)
+}
+
+// issuedTo returns the signals named name the workflow issued to
+// workflowID, in order.
+func (r *recorder) issuedTo(workflowID, name string) []any {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []any
+	for _, s := range r.issued {
+		if s.WorkflowID == workflowID && s.Name == name {
+			out = append(out, s.Arg)
+		}
+	}
+	return out
 }
 
 func (o *recordingOutbound) ExecuteChildWorkflow(ctx workflow.Context, childWorkflowType string, args ...any) workflow.ChildWorkflowFuture {

@@ -42,6 +42,10 @@ const changeBlockerReason = "blocker-reason"
 // changeLaneBound: a pipeline refuses builds past MaxLaneBuilds.
 const changeLaneBound = "lane-bound"
 
+// changeSupersedeWaiting: a pull request's newer event (or its close) tells
+// the previous one, which may wait for approval, that it was superseded.
+const changeSupersedeWaiting = "supersede-waiting"
+
 // MaxLaneBuilds bounds the builds a pipeline's lanes hold (waiting, granted
 // or running): the lanes are carried through continue-as-new, whose input
 // Temporal caps at 2 MiB; at this bound it stays under 1 MiB
@@ -77,6 +81,9 @@ var ErrPipelineDeleted = errors.New("pipeline deleted")
 type pendingSignal struct {
 	build BuildRef
 	f     workflow.Future
+	// event: a signal to an event workflow (SignalPRSuperseded), not to a
+	// build's lane; its failure (the event ended) frees nothing.
+	event bool
 }
 
 type pipelineRun struct {
@@ -365,7 +372,9 @@ func (p *pipelineRun) reap(ctx workflow.Context, now time.Time) []LaneEffect {
 			kept = append(kept, ps)
 			continue
 		}
-		if err := ps.f.Get(ctx, nil); err != nil {
+		if err := ps.f.Get(ctx, nil); err != nil && ps.event {
+			workflow.GetLogger(ctx).Debug("event_signal_failed", "error", err) // the event ended: nothing waits
+		} else if err != nil {
 			workflow.GetLogger(ctx).Info("lane_signal_failed", "build", ps.build.String(), "error", err)
 			var gone *temporal.UnknownExternalWorkflowExecutionError
 			if p.legacy || errors.As(err, &gone) {
@@ -441,6 +450,13 @@ func (p *pipelineRun) launchEvent(ctx workflow.Context, r StartEventRequest) lau
 	} else {
 		p.st.Lanes.Hold(ref.Number, workflow.Now(ctx).Add(eventHold))
 	}
+	if r.Identity == nil && (r.Trigger.Kind == TriggerPR || r.Trigger.Kind == TriggerPRClosed) {
+		// A pull request nobody started by hand runs a stranger's code:
+		// it acts for the unprivileged pull-request identity, never for
+		// the owner (data only: no command changes, so no version).
+		pr := PullRequestIdentity()
+		r.Identity = &pr
+	}
 	if !p.legacy {
 		if r.Identity == nil && p.cfg.Owner != nil {
 			// Nobody started it by hand: it acts for the pipeline's owner.
@@ -458,6 +474,7 @@ func (p *pipelineRun) launchEvent(ctx workflow.Context, r StartEventRequest) lau
 				p.releaseOlderPRHolds = workflow.GetVersion(ctx, changeReleaseOlderPRHolds, workflow.DefaultVersion, 1) != workflow.DefaultVersion
 			}
 			p.send(ctx, p.supersedePR(r.Trigger, ref.Number))
+			p.supersedeWaiting(ctx, r.Trigger, st, known, ref.Number)
 		}
 	}
 	if id := r.Trigger.DeliveryID; id != "" {
@@ -592,6 +609,25 @@ func (p *pipelineRun) supersedePR(t Trigger, event int) []LaneEffect {
 }
 
 // supersededBy is the reason a pull request's older builds end with.
+// supersedeWaiting tells the pull request's previous event that a newer
+// commit or the close replaced it: if it still waits for approval, it ends
+// (an approval would only start builds superseded at once).
+func (p *pipelineRun) supersedeWaiting(ctx workflow.Context, t Trigger, prev PRState, known bool, event int) {
+	if !known || prev.Event >= event || t.PR <= 0 || (t.Kind != TriggerPR && t.Kind != TriggerPRClosed) {
+		return
+	}
+	if workflow.GetVersion(ctx, changeSupersedeWaiting, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	why := supersededBy(t, event)
+	if t.Kind == TriggerPRClosed {
+		why = fmt.Sprintf("pull request #%d was closed", t.PR)
+	}
+	target := EventRef{Pipeline: p.cfg.Name, Number: prev.Event}.WorkflowID()
+	p.pending = append(p.pending, pendingSignal{event: true, f: workflow.SignalExternalWorkflow(ctx, target, "", SignalPRSuperseded,
+		PRSuperseded{Closed: t.Kind == TriggerPRClosed, Reason: why})})
+}
+
 func supersededBy(t Trigger, event int) string {
 	if t.SHA != "" {
 		return fmt.Sprintf("superseded by %s (event %d)", short(t.SHA), event)

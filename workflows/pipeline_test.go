@@ -138,11 +138,16 @@ func TestPipelineStartEventNumbersEvents(t *testing.T) {
 	require.Len(t, h.events, 3)
 	for i, ev := range h.events {
 		n := i + 1
+		var id *queue.Identity
+		if reqs[i].Trigger.Kind == TriggerPR {
+			pr := PullRequestIdentity() // a webhook's pull request
+			id = &pr
+		}
 		require.Equal(t, EventRef{Pipeline: "app", Number: n}.WorkflowID(), ev.WorkflowID)
 		require.Equal(t, EventInput{
 			Event: EventRef{Pipeline: "app", Number: n}, Config: appConfig, Trigger: reqs[i].Trigger,
 			StartFrom: reqs[i].StartFrom, Force: reqs[i].Force, Parent: reqs[i].Parent,
-			ParentSucceeded: reqs[i].ParentSucceeded, Creator: reqs[i].Creator,
+			ParentSucceeded: reqs[i].ParentSucceeded, Creator: reqs[i].Creator, Identity: id,
 		}, ev.Input)
 	}
 	require.Equal(t, []string{"event/app/1", "event/app/2", "event/app/3"}, h.rec.children)
@@ -733,12 +738,19 @@ func TestPipelineOwnerActsForUnattendedEvents(t *testing.T) {
 	h.startEvent(time.Minute, StartEventRequest{Trigger: Trigger{Kind: TriggerCommit, DeliveryID: "webhook-1"}})
 	h.startEvent(2*time.Minute, StartEventRequest{Trigger: Trigger{Kind: TriggerManual}, Identity: ann})
 	h.signal(3*time.Minute, SignalStartEvent, StartEventRequest{Trigger: Trigger{Kind: TriggerPeriodic}, StartFrom: "nightly"})
+	h.startEvent(4*time.Minute, StartEventRequest{Trigger: Trigger{Kind: TriggerPR, PR: 7, Branch: "main", DeliveryID: "webhook-2"}})
+	h.startEvent(5*time.Minute, StartEventRequest{Trigger: Trigger{Kind: TriggerPRClosed, PR: 7, Branch: "main", DeliveryID: "webhook-3"}})
+	h.startEvent(6*time.Minute, StartEventRequest{Trigger: Trigger{Kind: TriggerPR, PR: 8, Branch: "main"}, Identity: ann})
 	h.deleteAt(time.Hour)
 	h.run(PipelineInput{Config: cfg})
-	require.Len(t, h.events, 3)
+	require.Len(t, h.events, 6)
 	require.Equal(t, owner, h.events[0].Input.Identity, "a webhook acts for the owner")
 	require.Equal(t, ann, h.events[1].Input.Identity, "a person acts for themselves")
 	require.Equal(t, owner, h.events[2].Input.Identity, "a schedule acts for the owner")
+	pr := PullRequestIdentity()
+	require.Equal(t, &pr, h.events[3].Input.Identity, "a pull request nobody started by hand acts for the pull-request identity, never for the owner")
+	require.Equal(t, &pr, h.events[4].Input.Identity, "so does its close")
+	require.Equal(t, ann, h.events[5].Input.Identity, "a person who starts a pull request's event acts for themselves")
 }
 
 func TestPipelinePullRequests(t *testing.T) {
@@ -780,6 +792,11 @@ func TestPipelinePullRequests(t *testing.T) {
 		{Kind: LaneCancel, Reason: "pull request #1 was closed"},
 	}, msgs[a2.WorkflowID()])
 	require.Equal(t, []LaneMessage{grantMsg}, msgs[other.WorkflowID()])
+	// The previous event of the pull request hears it was superseded (it
+	// ends if it still waits for approval); another pull request's does not.
+	require.Equal(t, []any{PRSuperseded{Reason: superseded}}, h.rec.issuedTo("event/app/1", SignalPRSuperseded))
+	require.Equal(t, []any{PRSuperseded{Closed: true, Reason: "pull request #1 was closed"}}, h.rec.issuedTo("event/app/2", SignalPRSuperseded))
+	require.Empty(t, h.rec.issuedTo("event/app/3", SignalPRSuperseded))
 }
 
 // TestPipelineLongBacklog: a long backlog of one job with collapse off waits

@@ -324,6 +324,12 @@ type EventState struct {
 	// Statuses is where the event's commit statuses go ("github:o/r"), or
 	// why it posts none ("off: ...").
 	Statuses string `json:"statuses,omitempty"`
+	// BaseSHA is, for a pull request's event, the commit of its base
+	// branch whose spec gave the security-relevant settings.
+	BaseSHA string `json:"base_sha,omitempty"`
+	// Approval is set when the event had to wait for approval
+	// (screwdriver.cd/restrictPR): why, and who approved it.
+	Approval *Approval `json:"approval,omitempty"`
 }
 
 // BuildInput starts a BuildWorkflow: everything an executor needs to run it.

@@ -63,6 +63,7 @@ tokens:
 		"POST /api/v1/events/{pipeline}/{n}/cancel":                  {"POST", "/api/v1/events/app/999/cancel", ""},
 		"POST /api/v1/events/{pipeline}/{n}/restart":                 {"POST", "/api/v1/events/app/999/restart", `{}`},
 		"POST /api/v1/events/{pipeline}/{n}/rerun":                   {"POST", "/api/v1/events/app/999/rerun", `{}`},
+		"POST /api/v1/events/{pipeline}/{n}/approve":                 {"POST", "/api/v1/events/app/999/approve", ""},
 		"GET /api/v1/builds":                                         {"GET", "/api/v1/builds?pipeline=app", ""},
 		"GET /api/v1/builds/{id}":                                    {"GET", "/api/v1/builds/app%2Fmain%2F999", ""},
 		"POST /api/v1/builds/{id}/cancel":                            {"POST", "/api/v1/builds/app%2Fmain%2F999/cancel", ""},

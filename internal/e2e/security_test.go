@@ -309,3 +309,225 @@ jobs:
 	require.NoError(t, err)
 	require.Equal(t, "before\nafter\n", string(hold.Data))
 }
+
+// deliverPR sends a signed GitHub pull_request delivery for repo: the pull
+// request's head is headSHA in headRepo ("acme/<name>" is the pipeline's
+// own repository, anything else a fork), its base is main.
+func deliverPR(t *testing.T, e *testenv.Env, secret string, repo *testenv.Repo, number int, headSHA, headRepo, delivery string) api.WebhookResult {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{
+		"action": "opened", "number": number,
+		"pull_request": map[string]any{
+			"number": number,
+			"head":   map[string]any{"ref": "feature", "sha": headSHA, "repo": map[string]any{"full_name": headRepo, "clone_url": repo.Dir}},
+			"base":   map[string]any{"ref": "main", "repo": map[string]any{"full_name": "acme/app", "clone_url": repo.Dir}},
+		},
+		"repository": map[string]any{"full_name": "acme/app", "clone_url": repo.Dir, "default_branch": "main"},
+		"sender":     map[string]any{"login": "mallory"},
+	})
+	require.NoError(t, err)
+	req, err := http.NewRequestWithContext(e.Context(), http.MethodPost, e.APIURL+"/webhooks/github", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("X-GitHub-Event", "pull_request")
+	req.Header.Set("X-GitHub-Delivery", delivery)
+	req.Header.Set("Content-Type", "application/json")
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(body)
+	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	var res api.WebhookResult
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&res))
+	require.Equal(t, http.StatusAccepted, resp.StatusCode, "%+v", res)
+	require.Len(t, res.Events, 1, "%+v", res)
+	return res
+}
+
+// TestPullRequestRunsWithTheBaseSpecSettings (review finding 1): a pull
+// request whose spec names a restricted queue and asks for a secret its
+// job does not get on the base branch runs on the base spec's queue, acts
+// for the pull-request identity, and gets no such secret; its steps are
+// its own.
+func TestPullRequestRunsWithTheBaseSpecSettings(t *testing.T) {
+	t.Parallel()
+	const (
+		secret     = "pr-base-webhook-secret"
+		aliceToken = "alice-token-prbase-0123"
+	)
+	e := server.NewEnv(t, testenv.Options{LocalExecutor: true, GitHubSecret: secret, Token: aliceToken, Tokens: `
+tokens:
+  - {user: alice, token: ` + aliceToken + `, roles: [release], privileges: [define-queues]}
+`})
+	ctx := e.Context()
+	_, err := e.API.CreateQueue(ctx, api.QueueRequest{Name: "release-q", Rules: []string{"run-on=any,max-parallel=2"}, UseRoles: []string{"release"}})
+	require.NoError(t, err)
+	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": `
+shared: {image: alpine}
+jobs:
+  check:
+    requires: [~pr]
+    secrets: [PR_OK]
+    steps: [{show: 'echo "pr=${PR_OK:+set}"'}]
+`})
+	_, err = e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "app", Repo: repo.Dir})
+	require.NoError(t, err)
+	for _, name := range []string{"PR_OK", "DEPLOY_KEY"} {
+		_, err := e.API.SetSecret(ctx, "app", name, api.SetSecretRequest{Value: "value-of-" + name, AllowInPR: true})
+		require.NoError(t, err)
+	}
+	repo.Git("checkout", "-q", "-b", "feature")
+	head := repo.Commit(map[string]string{"screwdriver.yaml": `
+annotations: {screwdriver.cd/chainPR: true}
+shared: {image: alpine}
+jobs:
+  check:
+    requires: [~pr]
+    annotations: {screwdriver.cd/executor: release-q}
+    secrets: [PR_OK, DEPLOY_KEY]
+    steps: [{show: 'echo "head-step pr=${PR_OK:+set} deploy=${DEPLOY_KEY:+set}"'}]
+`}, "the pull request asks for the release queue and the deploy key")
+	repo.Git("checkout", "-q", "main")
+
+	res := deliverPR(t, e, secret, repo, 5, head, "acme/app", "pr-base-1")
+	ev := e.WaitEvent(res.Events[0].ID, 2*time.Minute)
+	require.Equal(t, workflows.StatusSuccess, ev.Status, "%+v", ev)
+	require.Equal(t, workflows.PullRequestUser, ev.ActsFor, "a webhook's pull request acts for the pull-request identity, not the owner")
+	require.Equal(t, strings.TrimSpace(repo.Git("rev-parse", "main")), ev.BaseSHA)
+	b := buildOf(t, ev, "check")
+	require.Equal(t, "default", b.Queue, "the base spec names no queue: the pipeline's default, not the head's release-q")
+	got, err := e.API.GetBuild(ctx, b.ID)
+	require.NoError(t, err)
+	require.Equal(t, []string{"PR_OK"}, got.Secrets)
+	chunk, err := e.API.ReadLog(ctx, got.LogKey, "show", 0, 1<<16)
+	require.NoError(t, err)
+	require.Contains(t, string(chunk.Data), "\nhead-step pr=set deploy=\n", "the head's steps run, without the secret the base does not give the job")
+	require.Contains(t, strings.Join(ev.Warnings, "\n"), "job check: secrets DEPLOY_KEY are not given to the pull request")
+
+	// An event that never waited for approval cannot be approved.
+	_, err = e.API.ApproveEvent(ctx, ev.ID)
+	var ae *api.Error
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, http.StatusConflict, ae.Status)
+	require.Contains(t, ae.Message, "is not waiting for approval")
+}
+
+// TestForkPullRequestWaitsForApproval: with screwdriver.cd/restrictPR: fork
+// on the base branch, a fork's pull request starts no build until a
+// pipeline admin approves it; an outsider may not approve; once approved
+// it runs and records who approved it. A branch pull request runs at once.
+func TestForkPullRequestWaitsForApproval(t *testing.T) {
+	t.Parallel()
+	const (
+		secret       = "restrict-pr-webhook-secret"
+		aliceToken   = "alice-token-restrict-0123"
+		malloryToken = "mallory-token-restrict-0123"
+	)
+	e := server.NewEnv(t, testenv.Options{LocalExecutor: true, GitHubSecret: secret, Token: aliceToken, Tokens: `
+tokens:
+  - {user: alice, token: ` + aliceToken + `}
+  - {user: mallory, token: ` + malloryToken + `}
+`})
+	ctx := e.Context()
+	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": `
+annotations: {screwdriver.cd/restrictPR: fork}
+shared: {image: alpine}
+jobs:
+  check: {requires: [~pr], steps: [{c: 'echo checked'}]}
+`})
+	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "app", Repo: repo.Dir})
+	require.NoError(t, err)
+	repo.Git("checkout", "-q", "-b", "feature")
+	// The fork's head lifts the restriction for itself: the base decides.
+	head := repo.Commit(map[string]string{"screwdriver.yaml": `
+annotations: {screwdriver.cd/restrictPR: none}
+shared: {image: alpine}
+jobs:
+  check: {requires: [~pr], steps: [{c: 'echo fork code'}]}
+`}, "fork change")
+	repo.Git("checkout", "-q", "main")
+
+	res := deliverPR(t, e, secret, repo, 9, head, "mallory/app", "fork-restricted-1")
+	id := res.Events[0].ID
+	var ev api.Event
+	e.WaitFor("the fork's event to wait for approval", time.Minute, func() bool {
+		ev, err = e.API.GetEvent(ctx, id)
+		return err == nil && ev.Status == workflows.StatusBlocked
+	})
+	require.Equal(t, "waiting for approval: pull request #9 from a fork (screwdriver.cd/restrictPR: fork); a pipeline admin runs: sluice event approve "+id, ev.Reason)
+	require.NotNil(t, ev.Approval)
+	require.Empty(t, ev.Approval.ApprovedBy)
+	require.Empty(t, ev.Builds, "nothing runs before the approval")
+	listed, err := e.API.ListEvents(ctx, "app", 10)
+	require.NoError(t, err)
+	require.Len(t, listed, 1)
+	require.Equal(t, workflows.StatusBlocked, listed[0].Status, "the event list shows it waiting")
+
+	mallory := api.NewClient(e.APIURL)
+	mallory.Token = malloryToken
+	_, err = mallory.ApproveEvent(ctx, id)
+	var ae *api.Error
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, http.StatusForbidden, ae.Status, "an outsider may not approve")
+	_, stderr, code := sluice(t, []string{"SLUICE_API_URL=" + e.APIURL, "SLUICE_TOKEN=" + malloryToken}, "event", "approve", id)
+	require.NotEqual(t, 0, code)
+	require.Contains(t, stderr, `user "mallory" is not an admin of pipeline app`)
+	ev, err = e.API.GetEvent(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusBlocked, ev.Status, "the refused approves changed nothing")
+
+	asAlice := []string{"SLUICE_API_URL=" + e.APIURL, "SLUICE_TOKEN=" + aliceToken}
+	out, stderr, code := sluice(t, asAlice, "event", "show", id)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "approval")
+	require.Contains(t, out, "needed: pull request #9 from a fork (screwdriver.cd/restrictPR: fork)")
+	out, stderr, code = sluice(t, asAlice, "event", "approve", id)
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, "approved event "+id+"\n", out)
+	ev = e.WaitEvent(id, 2*time.Minute)
+	require.Equal(t, workflows.StatusSuccess, ev.Status, "%+v", ev)
+	require.Equal(t, "alice", ev.Approval.ApprovedBy)
+	require.False(t, ev.Approval.ApprovedAt.IsZero())
+	require.Len(t, ev.Builds, 1)
+
+	out, _, code = sluice(t, asAlice, "event", "show", id, "-o", "json")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, `"approved_by": "alice"`)
+	_, err = e.API.ApproveEvent(ctx, id)
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, http.StatusConflict, ae.Status, "approving twice is a conflict")
+	require.Contains(t, ae.Message, "is not waiting for approval: alice approved it already")
+
+	// A pull request from a branch of the repository is not restricted.
+	res = deliverPR(t, e, secret, repo, 10, head, "acme/app", "branch-1")
+	ev = e.WaitEvent(res.Events[0].ID, 2*time.Minute)
+	require.Equal(t, workflows.StatusSuccess, ev.Status, "%+v", ev)
+	require.Nil(t, ev.Approval)
+
+	// A newer commit of a waiting pull request ends the older event's wait.
+	res = deliverPR(t, e, secret, repo, 11, head, "mallory/app", "fork-restricted-2")
+	older := res.Events[0].ID
+	e.WaitFor("the fork event to wait", time.Minute, func() bool {
+		ev, err = e.API.GetEvent(ctx, older)
+		return err == nil && ev.Status == workflows.StatusBlocked
+	})
+	repo.Git("checkout", "-q", "feature")
+	newer := repo.Commit(map[string]string{"more": "1"}, "fork pushes again")
+	repo.Git("checkout", "-q", "main")
+	res = deliverPR(t, e, secret, repo, 11, newer, "mallory/app", "fork-restricted-3")
+	id = res.Events[0].ID
+	ev = e.WaitEvent(older, time.Minute)
+	require.Equal(t, workflows.StatusCollapsed, ev.Status)
+	require.Contains(t, ev.Reason, "not approved before it was superseded: superseded by "+newer[:12])
+
+	// A waiting event can be cancelled.
+	e.WaitFor("the newer fork event to wait", time.Minute, func() bool {
+		ev, err = e.API.GetEvent(ctx, id)
+		return err == nil && ev.Status == workflows.StatusBlocked
+	})
+	require.NoError(t, e.API.CancelEvent(ctx, id))
+	ev = e.WaitEvent(id, time.Minute)
+	require.Equal(t, workflows.StatusAborted, ev.Status)
+	require.Equal(t, "event cancelled while waiting for approval", ev.Reason)
+	require.Empty(t, ev.Builds)
+}
