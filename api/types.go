@@ -189,6 +189,11 @@ type Build struct {
 	// recorded; builds started before sluice recorded them have none).
 	Secrets       []string `json:"secrets,omitempty"`
 	SecretsListed bool     `json:"-"`
+	// Cause says, for machines, why an ended build ended (succeeded,
+	// failed, cancelled, superseded, executor-lost, timed-out, refused);
+	// CauseInfo its details (the full record only).
+	Cause     workflows.Cause      `json:"cause,omitempty"`
+	CauseInfo *workflows.CauseInfo `json:"cause_info,omitempty"`
 }
 
 // QueueRequest is the body of POST /api/v1/queues and PUT /api/v1/queues/{name}.
