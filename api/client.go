@@ -220,7 +220,7 @@ func (c *Client) RerunEvent(ctx context.Context, id string, req RerunEventReques
 // ListBuilds lists builds matching the filter.
 func (c *Client) ListBuilds(ctx context.Context, f BuildFilter) ([]Build, error) {
 	q := url.Values{}
-	for k, v := range map[string]string{"pipeline": f.Pipeline, "job": f.Job, "event": f.Event, "queue": f.Queue, "status": string(f.Status)} {
+	for k, v := range map[string]string{"pipeline": f.Pipeline, "job": f.Job, "event": f.Event, "queue": f.Queue, "status": string(f.Status), "cause": string(f.Cause)} {
 		if v != "" {
 			q.Set(k, v)
 		}

@@ -492,9 +492,9 @@ func (h *handler) listBuilds(w http.ResponseWriter, r *http.Request) {
 	}
 	for key := range q {
 		switch key {
-		case "pipeline", "job", "status", "event", "queue", "pr", "limit":
+		case "pipeline", "job", "status", "cause", "event", "queue", "pr", "limit":
 		default:
-			h.fail(w, r, invalid("unknown query parameter %q (want pipeline, job, status, event, queue, pr, limit)", key))
+			h.fail(w, r, invalid("unknown query parameter %q (want pipeline, job, status, cause, event, queue, pr, limit)", key))
 			return
 		}
 	}
@@ -505,7 +505,7 @@ func (h *handler) listBuilds(w http.ResponseWriter, r *http.Request) {
 	}
 	f := BuildFilter{
 		Pipeline: q.Get("pipeline"), Job: q.Get("job"), Event: q.Get("event"), Queue: q.Get("queue"),
-		Status: workflows.Status(strings.ToUpper(q.Get("status"))), PR: pr, Limit: limit,
+		Status: workflows.Status(strings.ToUpper(q.Get("status"))), Cause: workflows.Cause(strings.ToLower(q.Get("cause"))), PR: pr, Limit: limit,
 	}
 	bs, err := h.svc.ListBuilds(r.Context(), f)
 	if err != nil {
@@ -546,7 +546,12 @@ func (h *handler) cancelBuild(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	if err := h.svc.CancelBuild(r.Context(), ref); err != nil {
+	id, err := h.identity(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if err := h.svc.CancelBuild(r.Context(), id, ref); err != nil {
 		h.fail(w, r, err)
 		return
 	}

@@ -220,7 +220,7 @@ func TestListBuildsQueryParams(t *testing.T) {
 	tests := []struct {
 		name, query, want string
 	}{
-		{name: "unknown key", query: "pipline=app", want: `unknown query parameter "pipline" (want pipeline, job, status, event, queue, pr, limit)`},
+		{name: "unknown key", query: "pipline=app", want: `unknown query parameter "pipline" (want pipeline, job, status, cause, event, queue, pr, limit)`},
 		{name: "bad status", query: "status=broken", want: `status "BROKEN": want one of CREATED, QUEUED`},
 		{name: "limit not a number", query: "limit=ten", want: `query parameter limit="ten": want a non-negative number`},
 		{name: "limit negative", query: "limit=-1", want: `query parameter limit="-1"`},

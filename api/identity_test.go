@@ -65,3 +65,24 @@ func TestRestartAndRerunActForTheCaller(t *testing.T) {
 		})
 	}
 }
+
+// A cancel names who cancelled, so the build's end cause can say it: the
+// API signals the build with the caller before it cancels the workflow.
+func TestCancelBuildNamesTheCaller(t *testing.T) {
+	t.Parallel()
+	tc := newMockClient(t)
+	ref := workflows.BuildRef{Pipeline: "app", Job: "test", Event: 3}
+	var order []string
+	tc.On("SignalWorkflow", mock.Anything, ref.WorkflowID(), "", workflows.SignalCancelledBy, workflows.CancelledBy{User: "dana"}).
+		Run(func(mock.Arguments) { order = append(order, "signal") }).Return(nil).Once()
+	tc.On("CancelWorkflow", mock.Anything, ref.WorkflowID(), "").
+		Run(func(mock.Arguments) { order = append(order, "cancel") }).Return(nil).Once()
+	dana := queue.Identity{User: "dana"}
+	h := newHandler(t, api.Deps{
+		Service:      newService(t, tc),
+		Authenticate: func(*http.Request) (queue.Identity, error) { return dana, nil },
+		PipelineOf:   ownedBy("dana"),
+	})
+	decodeBody[map[string]string](t, call(t, h, http.MethodPost, "/api/v1/builds/app%2Ftest%2F3/cancel", "", nil), http.StatusAccepted)
+	require.Equal(t, []string{"signal", "cancel"}, order)
+}

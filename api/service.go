@@ -827,9 +827,20 @@ func (s *Service) startFrom(ctx context.Context, id queue.Identity, ref workflow
 type BuildFilter struct {
 	Pipeline, Job, Event, Queue string
 	Status                      workflows.Status
+	// Cause keeps the ended builds that ended for that cause.
+	Cause workflows.Cause
 	// PR keeps the builds of one pull request.
 	PR    int
 	Limit int
+}
+
+// causeNames lists the causes for error messages.
+func causeNames() string {
+	names := make([]string, 0, len(workflows.Causes()))
+	for _, c := range workflows.Causes() {
+		names = append(names, string(c))
+	}
+	return strings.Join(names, ", ")
 }
 
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "") + "'" }
@@ -857,6 +868,12 @@ func (s *Service) ListBuilds(ctx context.Context, f BuildFilter) ([]Build, error
 			return nil, invalid("status %q: want one of CREATED, QUEUED, BLOCKED, FROZEN, RUNNING, SUCCESS, FAILURE, ABORTED, COLLAPSED", f.Status)
 		}
 		add(workflows.SAStatus.GetName(), string(f.Status))
+	}
+	if f.Cause != "" {
+		if !f.Cause.Valid() {
+			return nil, invalid("cause %q: want one of %s", f.Cause, causeNames())
+		}
+		add(workflows.SACause.GetName(), string(f.Cause))
 	}
 	if f.Limit <= 0 {
 		f.Limit = 50
@@ -887,6 +904,7 @@ func buildFromVisibility(ex *workflowpb.WorkflowExecutionInfo) (Build, bool) {
 		Queue:      saString(sa, workflows.SAQueue.GetName()),
 		Executor:   saString(sa, workflows.SAExecutor.GetName()),
 		SHA:        saString(sa, workflows.SASHA.GetName()),
+		Cause:      workflows.Cause(saString(sa, workflows.SACause.GetName())),
 		CreateTime: ex.GetStartTime().AsTime(),
 	}
 	if p, err := strconv.Atoi(saString(sa, workflows.SAPriority.GetName())); err == nil {
@@ -934,7 +952,7 @@ func (s *Service) GetBuild(ctx context.Context, ref workflows.BuildRef) (Build, 
 		Reason: st.Reason, Queue: st.Queue, Priority: st.Priority, Executor: st.Executor, SHA: st.SHA,
 		Attempts: len(st.Attempts), CreateTime: st.CreateTime, QueuedTime: st.QueuedTime, StartTime: st.StartTime,
 		EndTime: st.EndTime, WaitUntil: st.WaitUntil, CollapsedInto: st.CollapsedInto, AttemptList: st.Attempts, Steps: st.Steps,
-		Fork: st.Fork, Secrets: st.Secrets, SecretsListed: st.SecretsListed,
+		Fork: st.Fork, Secrets: st.Secrets, SecretsListed: st.SecretsListed, Cause: st.Cause, CauseInfo: st.CauseInfo,
 	}
 	// The attempts' credential hashes stay in the API (attempt credentials).
 	for i := range b.AttemptList {
@@ -957,7 +975,18 @@ func (s *Service) GetBuild(ctx context.Context, ref workflows.BuildRef) (Build, 
 
 // CancelBuild cancels a build: a waiting one ends at once, a running one's
 // processes are killed.
-func (s *Service) CancelBuild(ctx context.Context, ref workflows.BuildRef) error {
+func (s *Service) CancelBuild(ctx context.Context, id queue.Identity, ref workflows.BuildRef) error {
+	// Who cancels goes first, so the build's end cause can name them; a
+	// build that already ended ignores it (its cancel then fails below
+	// with the build's own answer). With authentication off nobody is
+	// named.
+	if id.User != "" && id.User != queue.SystemUser {
+		err := s.Client.SignalWorkflow(ctx, ref.WorkflowID(), "", workflows.SignalCancelledBy, workflows.CancelledBy{User: id.User})
+		var nf *serviceerror.NotFound
+		if err != nil && !errors.As(err, &nf) {
+			s.Logger.WarnContext(ctx, "cancel_by_signal_failed", "build", ref.String(), "error", err)
+		}
+	}
 	return translate(s.Client.CancelWorkflow(ctx, ref.WorkflowID(), ""), "build "+ref.String())
 }
 

@@ -199,6 +199,11 @@ type Build struct {
 	// recorded; builds started before sluice recorded them have none).
 	Secrets       []string `json:"secrets,omitempty"`
 	SecretsListed bool     `json:"-"`
+	// Cause says, for machines, why an ended build ended (succeeded,
+	// failed, cancelled, superseded, executor-lost, timed-out, refused);
+	// CauseInfo its details (the full record only).
+	Cause     workflows.Cause      `json:"cause,omitempty"`
+	CauseInfo *workflows.CauseInfo `json:"cause_info,omitempty"`
 	// credentials are the credential hashes of AttemptList's attempts, in
 	// its order ("" or missing: claimed by an older executor); never shown.
 	credentials []string

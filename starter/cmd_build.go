@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -32,12 +33,13 @@ written <pipeline>/<job>/<event>[.<permutation>], e.g. myapp/test/12.`,
 
 func (a *app) buildListCmd() *cobra.Command {
 	var f api.BuildFilter
-	var status string
+	var status, cause string
 	cmd := &cobra.Command{
-		Use:   "list [--pipeline P] [--job J] [--status S] [--event E] [--queue Q] [--limit N]",
+		Use:   "list [--pipeline P] [--job J] [--status S] [--cause C] [--event E] [--queue Q] [--limit N]",
 		Short: "List builds, newest first",
 		Example: `  sluice build list --pipeline myapp
   sluice build list --status queued --queue gpu
+  sluice build list --cause executor-lost --pipeline myapp
   sluice build list --event myapp/12 -o json`,
 		Args: args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -53,6 +55,13 @@ func (a *app) buildListCmd() *cobra.Command {
 					return err
 				}
 				f.Status = workflows.Status(s)
+			}
+			if cause != "" {
+				c := workflows.Cause(strings.ToLower(cause))
+				if !c.Valid() {
+					return fmt.Errorf("--cause %q: want %s", cause, cliout.JoinOr(causeNames()))
+				}
+				f.Cause = c
 			}
 			if f.Event != "" {
 				id, err := cliout.EventID("--event", f.Event)
@@ -92,6 +101,7 @@ func (a *app) buildListCmd() *cobra.Command {
 	fl.StringVar(&f.Pipeline, "pipeline", "", "only builds of this pipeline")
 	fl.StringVar(&f.Job, "job", "", "only builds of this job")
 	fl.StringVar(&status, "status", "", "only builds with this status: "+cliout.JoinOr(cliout.BuildStatuses))
+	fl.StringVar(&cause, "cause", "", "only ended builds with this end cause: "+cliout.JoinOr(causeNames()))
 	fl.StringVar(&f.Event, "event", "", "only builds of this event (<pipeline>/<number>)")
 	fl.StringVar(&f.Queue, "queue", "", "only builds on this queue")
 	fl.IntVar(&f.PR, "pr", 0, "only builds of this pull request (their jobs read PR-<n>:<job>)")
@@ -135,6 +145,9 @@ func writeBuild(w io.Writer, b api.Build, now time.Time) error {
 		}
 	} else {
 		f.Add("reason", b.Reason)
+	}
+	if b.Cause != "" {
+		f.Add("cause", causeText(b.Cause, b.CauseInfo))
 	}
 	f.Add("queue", b.Queue)
 	if b.Priority > 0 {
@@ -341,4 +354,41 @@ func (s *apiLogs) Read(ctx context.Context, key, step string, offset int64) (cli
 		return cliout.LogChunk{}, err
 	}
 	return cliout.LogChunk{Data: ch.Data, NextOffset: ch.NextOffset, Size: ch.Size, Complete: ch.Complete}, nil
+}
+
+// causeNames lists the end causes, for flags and messages.
+func causeNames() []string {
+	out := make([]string, 0, len(workflows.Causes()))
+	for _, c := range workflows.Causes() {
+		out = append(out, string(c))
+	}
+	return out
+}
+
+// causeText is an end cause with its details: "failed (step test, exit
+// code 2)".
+func causeText(c workflows.Cause, info *workflows.CauseInfo) string {
+	if info == nil {
+		return string(c)
+	}
+	var parts []string
+	if info.Step != "" {
+		parts = append(parts, "step "+info.Step)
+	}
+	if info.ExitCode != 0 {
+		parts = append(parts, "exit code "+strconv.Itoa(info.ExitCode))
+	}
+	if info.By != "" {
+		parts = append(parts, "by "+info.By)
+	}
+	if info.Build != "" {
+		parts = append(parts, "by build "+info.Build)
+	}
+	if info.Executor != "" {
+		parts = append(parts, fmt.Sprintf("executor %s, attempt %d", info.Executor, info.Attempt))
+	}
+	if len(parts) == 0 {
+		return string(c)
+	}
+	return string(c) + " (" + strings.Join(parts, ", ") + ")"
 }

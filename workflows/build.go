@@ -65,6 +65,9 @@ type build struct {
 	frozenWhy   string
 	// legacy: a run recorded before changeLaneOrder.
 	legacy bool
+	// byCh carries who cancels the build (SignalCancelledBy, sent by the
+	// API right before it cancels the workflow); read when it ends.
+	byCh workflow.ReceiveChannel
 	// statusSent are the commit status signals sent (the build waits for
 	// them before it closes: the server drops a closed sender's signals).
 	statusSent []workflow.Future
@@ -90,11 +93,12 @@ func BuildWorkflow(ctx workflow.Context, in BuildInput) (BuildState, error) {
 		return b.state, fmt.Errorf("register claim update: %w", err)
 	}
 	laneCh := workflow.GetSignalChannel(ctx, SignalLane)
+	b.byCh = workflow.GetSignalChannel(ctx, SignalCancelledBy)
 
 	if in.Virtual {
 		now := workflow.Now(ctx)
 		b.state.StartTime, b.state.QueuedTime = now, now
-		return b.finish(ctx, StatusSuccess, "virtual job: nothing to run"), nil
+		return b.finish(ctx, StatusSuccess, "virtual job: nothing to run", CauseSucceeded, nil), nil
 	}
 
 	// 1. Wait for the lane's grant. The event hands the build to its
@@ -108,7 +112,7 @@ func BuildWorkflow(ctx workflow.Context, in BuildInput) (BuildState, error) {
 		sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) { b.cancel = true })
 		sel.Select(ctx)
 		if b.cancel {
-			return b.finish(ctx, StatusAborted, "cancelled while "+strings.ToLower(string(b.state.Status))), nil
+			return b.finish(ctx, StatusAborted, "cancelled while "+strings.ToLower(string(b.state.Status)), CauseCancelled, b.cancelledBy()), nil
 		}
 		switch msg.Kind {
 		case LaneStatus:
@@ -118,16 +122,16 @@ func BuildWorkflow(ctx workflow.Context, in BuildInput) (BuildState, error) {
 		case LaneCollapse:
 			b.inLane = false // the lane already dropped it
 			b.state.CollapsedInto = msg.Into
-			return b.finish(ctx, StatusCollapsed, msg.Reason), nil
+			return b.finish(ctx, StatusCollapsed, msg.Reason, CauseSuperseded, &CauseInfo{Build: msg.Into}), nil
 		case LaneAbort:
 			b.inLane = false
-			return b.finish(ctx, StatusAborted, msg.Reason), nil
+			return b.finish(ctx, StatusAborted, msg.Reason, CauseCancelled, nil), nil
 		case LaneCancel:
 			// Granted, then superseded before it dispatched: the lane holds
 			// it until it hears of its end.
-			return b.finish(ctx, StatusCollapsed, msg.Reason), nil
+			return b.finish(ctx, StatusCollapsed, msg.Reason, CauseSuperseded, nil), nil
 		case LaneFail:
-			return b.finish(ctx, StatusFailure, msg.Reason), nil
+			return b.finish(ctx, StatusFailure, msg.Reason, CauseRefused, nil), nil
 		}
 	}
 
@@ -197,26 +201,32 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 			if b.supersede != "" && res.Status == runner.StatusAborted {
 				reason = b.supersede
 			}
-			return b.finish(ctx, statusOf(res.Status), reason)
+			cause, info := resultCause(res)
+			if b.supersede != "" && res.Status == runner.StatusAborted {
+				cause, info = CauseSuperseded, nil
+			} else if cause == CauseCancelled {
+				info = b.cancelledBy()
+			}
+			return b.finish(ctx, statusOf(res.Status), reason, cause, info)
 		}
 		switch {
 		case b.collapse != "" && !b.claimed:
-			return b.finish(ctx, StatusCollapsed, b.collapse)
+			return b.finish(ctx, StatusCollapsed, b.collapse, CauseSuperseded, &CauseInfo{Build: b.state.CollapsedInto})
 		case b.supersede != "" && !b.claimed:
-			return b.finish(ctx, StatusCollapsed, b.supersede)
+			return b.finish(ctx, StatusCollapsed, b.supersede, CauseSuperseded, nil)
 		case b.abort != "" && !b.claimed:
-			return b.finish(ctx, StatusAborted, b.abort)
+			return b.finish(ctx, StatusAborted, b.abort, CauseCancelled, nil)
 		case b.fail != "" && !b.claimed:
-			return b.finish(ctx, StatusFailure, b.fail)
+			return b.finish(ctx, StatusFailure, b.fail, CauseRefused, nil)
 		case b.supersede != "":
 			b.recordAttempt(ctx, b.state.Executor, "aborted")
-			return b.finish(ctx, StatusAborted, b.supersede)
+			return b.finish(ctx, StatusAborted, b.supersede, CauseSuperseded, nil)
 		case b.cancel:
 			if b.claimed {
 				b.recordAttempt(ctx, b.state.Executor, "aborted")
-				return b.finish(ctx, StatusAborted, "cancelled while running on "+b.state.Executor)
+				return b.finish(ctx, StatusAborted, "cancelled while running on "+b.state.Executor, CauseCancelled, b.cancelledBy())
 			}
-			return b.finish(ctx, StatusAborted, "cancelled while queued on "+in.Queue)
+			return b.finish(ctx, StatusAborted, "cancelled while queued on "+in.Queue, CauseCancelled, b.cancelledBy())
 		case activities.IsDeclined(actErr), activities.IsSuperseded(actErr) && !b.claimed:
 			if !b.frozenUntil.IsZero() {
 				continue // the claim fell inside a freeze window: wait for its end
@@ -273,7 +283,9 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 		b.count(ctx, "sluice_executor_losses", reason)
 		b.lost++
 		if b.lost >= in.Dispatch.MaxAttempts {
-			return b.finish(ctx, StatusFailure, fmt.Sprintf("gave up after %d attempts: %s", len(b.state.Attempts), b.attemptSummary()))
+			last := b.state.Attempts[len(b.state.Attempts)-1]
+			return b.finish(ctx, StatusFailure, fmt.Sprintf("gave up after %d attempts: %s", len(b.state.Attempts), b.attemptSummary()),
+				CauseExecutorLost, &CauseInfo{Executor: last.Executor, Attempt: last.Number})
 		}
 		b.nextAttempt(ctx)
 	}
@@ -333,20 +345,20 @@ func (b *build) waitFrozen(ctx workflow.Context, laneCh workflow.ReceiveChannel)
 		sel.Select(ctx)
 		switch {
 		case b.cancel:
-			return b.finish(ctx, StatusAborted, "cancelled while frozen"), true
+			return b.finish(ctx, StatusAborted, "cancelled while frozen", CauseCancelled, b.cancelledBy()), true
 		case fired:
 			return BuildState{}, false
 		case gotMsg:
 			b.onLaneMessage(ctx, msg)
 			switch {
 			case b.collapse != "":
-				return b.finish(ctx, StatusCollapsed, b.collapse), true
+				return b.finish(ctx, StatusCollapsed, b.collapse, CauseSuperseded, &CauseInfo{Build: b.state.CollapsedInto}), true
 			case b.supersede != "":
-				return b.finish(ctx, StatusCollapsed, b.supersede), true
+				return b.finish(ctx, StatusCollapsed, b.supersede, CauseSuperseded, nil), true
 			case b.abort != "":
-				return b.finish(ctx, StatusAborted, b.abort), true
+				return b.finish(ctx, StatusAborted, b.abort, CauseCancelled, nil), true
 			case b.fail != "":
-				return b.finish(ctx, StatusFailure, b.fail), true
+				return b.finish(ctx, StatusFailure, b.fail, CauseRefused, nil), true
 			}
 		}
 	}
@@ -453,7 +465,12 @@ func (b *build) setStatus(ctx workflow.Context, s Status, reason string, until t
 	changed := b.state.Status != s
 	b.state.Status, b.state.Reason, b.state.WaitUntil = s, reason, until
 	if changed {
-		_ = workflow.UpsertTypedSearchAttributes(ctx, SAStatus.ValueSet(string(s)))
+		updates := []temporal.SearchAttributeUpdate{SAStatus.ValueSet(string(s))}
+		if s.Final() && b.state.Cause != "" {
+			// In the same upsert as the final status: no extra command.
+			updates = append(updates, SACause.ValueSet(string(b.state.Cause)))
+		}
+		_ = workflow.UpsertTypedSearchAttributes(ctx, updates...)
 	}
 	// The memo lets list views show reasons and times from one visibility call.
 	_ = workflow.UpsertMemo(ctx, map[string]any{MemoBuild: b.summary()})
@@ -486,11 +503,14 @@ func (b *build) summary() BuildSummary {
 	}
 }
 
-// finish records the outcome and frees the build's place in its lane.
-func (b *build) finish(ctx workflow.Context, s Status, reason string) BuildState {
+// finish records the outcome and its cause and frees the build's place in
+// its lane.
+func (b *build) finish(ctx workflow.Context, s Status, reason string, cause Cause, info *CauseInfo) BuildState {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	b.state.EndTime = workflow.Now(dctx)
+	b.state.Cause, b.state.CauseInfo = cause, info
 	b.setStatus(dctx, s, reason, time.Time{})
+	workflow.GetMetricsHandler(dctx).WithTags(map[string]string{"queue": b.in.Queue, "cause": string(cause)}).Counter("sluice_builds_ended").Inc(1)
 	if b.inLane {
 		b.inLane = false
 		err := workflow.SignalExternalWorkflow(dctx, PipelineWorkflowID(b.in.Build.Pipeline), "", SignalBuildDone,
@@ -505,6 +525,50 @@ func (b *build) finish(ctx workflow.Context, s Status, reason string) BuildState
 	// Let an executor's claim that raced the end see a final state.
 	_ = workflow.Await(dctx, func() bool { return workflow.AllHandlersFinished(dctx) })
 	return b.state
+}
+
+// resultCause is the cause of an attempt that ran to its end: the step
+// that failed or ran out of time, with its exit code.
+func resultCause(res activities.RunBuildResult) (Cause, *CauseInfo) {
+	var failed *activities.StepResult
+	for i := range res.Steps {
+		if s := &res.Steps[i]; !s.Skipped && s.ExitCode != 0 {
+			failed = s
+			break
+		}
+	}
+	info := func() *CauseInfo {
+		if failed == nil {
+			return nil
+		}
+		return &CauseInfo{Step: failed.Name, ExitCode: failed.ExitCode}
+	}
+	switch res.Status {
+	case runner.StatusSuccess:
+		return CauseSucceeded, nil
+	case runner.StatusAborted:
+		return CauseCancelled, nil
+	case runner.StatusTimeout:
+		return CauseTimedOut, info()
+	default:
+		return CauseFailed, info()
+	}
+}
+
+// cancelledBy names who cancelled the build, when the API said.
+func (b *build) cancelledBy() *CauseInfo {
+	by := ""
+	for b.byCh != nil {
+		var msg CancelledBy
+		if !b.byCh.ReceiveAsync(&msg) {
+			break
+		}
+		by = msg.User
+	}
+	if by == "" {
+		return nil
+	}
+	return &CauseInfo{By: by}
 }
 
 func statusOf(s runner.Status) Status {

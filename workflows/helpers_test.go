@@ -2,12 +2,16 @@ package workflows
 
 import (
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
@@ -54,6 +58,7 @@ type sentSignal struct {
 // not report: external signals and the options of scheduled activities.
 type recorder struct {
 	mu       sync.Mutex
+	counters map[string]int64
 	signals  []sentSignal
 	actOpts  map[string][]workflow.ActivityOptions
 	children []string
@@ -63,6 +68,54 @@ type recorder struct {
 	issued []sentSignal
 	// fail, when set, makes matching external signals fail.
 	fail func(workflowID, name string) error
+}
+
+// countingHandler records the counters workflows increment, by name and
+// tags ("name{k=v,...}"); gauges and timers are dropped.
+type countingHandler struct {
+	rec  *recorder
+	tags map[string]string
+}
+
+func (h countingHandler) WithTags(tags map[string]string) client.MetricsHandler {
+	merged := maps.Clone(h.tags)
+	if merged == nil {
+		merged = map[string]string{}
+	}
+	maps.Copy(merged, tags)
+	return countingHandler{rec: h.rec, tags: merged}
+}
+
+func (h countingHandler) Counter(name string) client.MetricsCounter {
+	keys := slices.Sorted(maps.Keys(h.tags))
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, k+"="+h.tags[k])
+	}
+	key := name + "{" + strings.Join(parts, ",") + "}"
+	return counterFunc(func(n int64) {
+		h.rec.mu.Lock()
+		defer h.rec.mu.Unlock()
+		if h.rec.counters == nil {
+			h.rec.counters = map[string]int64{}
+		}
+		h.rec.counters[key] += n
+	})
+}
+
+type counterFunc func(int64)
+
+func (f counterFunc) Inc(n int64) { f(n) }
+
+func (countingHandler) Gauge(string) client.MetricsGauge { return client.MetricsNopHandler.Gauge("") }
+
+func (countingHandler) Timer(string) client.MetricsTimer { return client.MetricsNopHandler.Timer("") }
+
+// counter returns a counter's value ("name{k=v,...}").
+func (r *recorder) counter(key string) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.counters[key]
 }
 
 func (r *recorder) addSignal(s sentSignal) {
@@ -183,11 +236,12 @@ func newEnv(t *testing.T, register ...func(*testsuite.TestWorkflowEnvironment)) 
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+	rec := &recorder{}
+	s.SetMetricsHandler(countingHandler{rec: rec})
 
 	env := s.NewTestWorkflowEnvironment()
 	env.SetStartTime(wfT0)
 	env.SetTestTimeout(20 * time.Second)
-	rec := &recorder{}
 	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{rec.interceptor()}})
 	for _, r := range register {
 		r(env)

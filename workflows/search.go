@@ -9,14 +9,16 @@ import (
 // controllers. They make pipelines, events and builds findable in the Web UI:
 // e.g. `SluicePipeline = "myapp" AND SluiceStatus = "QUEUED"`.
 var (
-	SAPipeline     = temporal.NewSearchAttributeKeyKeyword("SluicePipeline")
-	SAJob          = temporal.NewSearchAttributeKeyKeyword("SluiceJob")
-	SAEvent        = temporal.NewSearchAttributeKeyKeyword("SluiceEvent")
-	SASHA          = temporal.NewSearchAttributeKeyKeyword("SluiceSHA")
-	SABranch       = temporal.NewSearchAttributeKeyKeyword("SluiceBranch")
-	SAStatus       = temporal.NewSearchAttributeKeyKeyword("SluiceStatus")
-	SAQueue        = temporal.NewSearchAttributeKeyKeyword("SluiceQueue")
-	SAExecutor     = temporal.NewSearchAttributeKeyKeyword("SluiceExecutor")
+	SAPipeline = temporal.NewSearchAttributeKeyKeyword("SluicePipeline")
+	SAJob      = temporal.NewSearchAttributeKeyKeyword("SluiceJob")
+	SAEvent    = temporal.NewSearchAttributeKeyKeyword("SluiceEvent")
+	SASHA      = temporal.NewSearchAttributeKeyKeyword("SluiceSHA")
+	SABranch   = temporal.NewSearchAttributeKeyKeyword("SluiceBranch")
+	SAStatus   = temporal.NewSearchAttributeKeyKeyword("SluiceStatus")
+	SAQueue    = temporal.NewSearchAttributeKeyKeyword("SluiceQueue")
+	SAExecutor = temporal.NewSearchAttributeKeyKeyword("SluiceExecutor")
+	// SACause is, on an ended build, why it ended (a Cause).
+	SACause        = temporal.NewSearchAttributeKeyKeyword("SluiceCause")
 	SAPriority     = temporal.NewSearchAttributeKeyInt64("SluicePriority")
 	SADispatchedAt = temporal.NewSearchAttributeKeyTime("SluiceDispatchedAt")
 	// SASubscriptions lists, on a pipeline workflow, the remote jobs
@@ -40,6 +42,7 @@ func SearchAttributes() map[string]enumspb.IndexedValueType {
 		SAStatus.GetName():        enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 		SAQueue.GetName():         enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 		SAExecutor.GetName():      enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		SACause.GetName():         enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 		SAPriority.GetName():      enumspb.INDEXED_VALUE_TYPE_INT,
 		SADispatchedAt.GetName():  enumspb.INDEXED_VALUE_TYPE_DATETIME,
 		SASubscriptions.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST,

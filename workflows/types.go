@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"slices"
 	"time"
 
 	"github.com/sluice-ci/sluice/pipeline"
@@ -26,6 +27,10 @@ const (
 	// SignalPeriodicDone tells a PeriodicWorkflow that the build its fire
 	// started has ended (so the schedule's overlap policy applies to it).
 	SignalPeriodicDone = "periodic-done"
+
+	// SignalCancelledBy carries a CancelledBy to a build the API is about
+	// to cancel, so its end cause names who cancelled it.
+	SignalCancelledBy = "cancelled-by"
 
 	// UpdateStartEvent starts an event and returns its number.
 	UpdateStartEvent = "start-event"
@@ -409,6 +414,68 @@ type BuildState struct {
 	// a build started before the names were recorded.
 	Secrets       []string `json:"secrets,omitempty"`
 	SecretsListed bool     `json:"secrets_listed,omitempty"`
+	// Cause says, for machines, why the build ended (with Reason for
+	// people); CauseInfo holds its details. Empty while the build runs, and
+	// on builds that ended before causes were recorded.
+	Cause     Cause      `json:"cause,omitempty"`
+	CauseInfo *CauseInfo `json:"cause_info,omitempty"`
+}
+
+// CancelledBy names the person who cancelled a build.
+type CancelledBy struct {
+	User string `json:"user"`
+}
+
+// Cause is the machine-readable reason a build ended.
+type Cause string
+
+// Causes. Only CauseExecutorLost is retried automatically (a new attempt on
+// another dispatch); every other cause is final.
+const (
+	// CauseSucceeded: every step passed (or a virtual job had none).
+	CauseSucceeded Cause = "succeeded"
+	// CauseFailed: a step failed (CauseInfo.Step, CauseInfo.ExitCode) or
+	// could not start.
+	CauseFailed Cause = "failed"
+	// CauseCancelled: a person cancelled it or its event (CauseInfo.By
+	// when known), or sluice ended it (its pipeline deleted, its pull
+	// request closed).
+	CauseCancelled Cause = "cancelled"
+	// CauseSuperseded: a newer build of the job took its place
+	// (CauseInfo.Build): collapsed while waiting, or a newer commit of its
+	// pull request.
+	CauseSuperseded Cause = "superseded"
+	// CauseExecutorLost: the executors that took it were lost too many
+	// times (CauseInfo.Executor and CauseInfo.Attempt: the last one).
+	CauseExecutorLost Cause = "executor-lost"
+	// CauseTimedOut: the job's timeout expired (CauseInfo.Step).
+	CauseTimedOut Cause = "timed-out"
+	// CauseRefused: sluice would not run it: its queue was deleted, its
+	// lane was full, or its event may not use the queue.
+	CauseRefused Cause = "refused"
+)
+
+// Causes lists every cause, for validation and metrics.
+func Causes() []Cause {
+	return []Cause{CauseSucceeded, CauseFailed, CauseCancelled, CauseSuperseded, CauseExecutorLost, CauseTimedOut, CauseRefused}
+}
+
+// Valid reports whether c is a known cause.
+func (c Cause) Valid() bool { return slices.Contains(Causes(), c) }
+
+// CauseInfo holds a cause's details; each field is set only for the
+// causes that name it.
+type CauseInfo struct {
+	// Step is the step that failed or timed out; ExitCode its exit code.
+	Step     string `json:"step,omitempty"`
+	ExitCode int    `json:"exit_code,omitempty"`
+	// By is who cancelled the build, when known.
+	By string `json:"by,omitempty"`
+	// Build is the build that superseded this one.
+	Build string `json:"build,omitempty"`
+	// Executor and Attempt are the last lost attempt's.
+	Executor string `json:"executor,omitempty"`
+	Attempt  int    `json:"attempt,omitempty"`
 }
 
 // MemoNextEvent is the memo key, on a deleted pipeline's last run, of the
