@@ -105,7 +105,7 @@ func TestAgentApplyStartsAndStopsQueueWorkers(t *testing.T) {
 	require.NoError(t, ag.apply(workflows.MemberView{State: queue.StateActive, Slots: map[string]workflows.SlotGrant{"gpu": {Allowed: 0, Why: "rule 2 is active"}}}))
 	require.Eventually(t, func() bool { a, _ := f.polls(tq); return a == 0 }, 10*time.Second, 5*time.Millisecond,
 		"without slots the worker stops and its poll ends")
-	ok, why := ag.Accepting("gpu")
+	ok, why := ag.Accepting("gpu", false)
 	require.False(t, ok)
 	require.Equal(t, "exec-a is not in queue gpu's active rule: rule 2 is active", why)
 }
