@@ -97,7 +97,7 @@ func evaluate(q Queue, members []Member, now time.Time, liveness time.Duration, 
 	plan := Plan{Queue: q.Name, RuleIndex: NoRule, Members: []string{}, Allowed: make(map[string]int, len(sorted)), Untrusted: untrusted}
 	for _, m := range sorted {
 		plan.Allowed[m.Name] = 0
-		if m.Live(now, liveness) && (!untrusted || q.allowsUntrusted(m)) {
+		if m.Live(now, liveness) && (!untrusted || q.AllowsUntrusted(m)) {
 			plan.Busy += max(0, m.Running[q.Name])
 		}
 	}
@@ -173,8 +173,10 @@ func untrustedPrefix(untrusted bool) string {
 	return ""
 }
 
-// allowsUntrusted reports whether some rule of q lets m run untrusted builds.
-func (q Queue) allowsUntrusted(m Member) bool {
+// AllowsUntrusted reports whether some rule of q selects m and lets it run
+// untrusted builds (m is a container executor, or the rule has
+// UntrustedOnHost); liveness and state are not considered.
+func (q Queue) AllowsUntrusted(m Member) bool {
 	for _, r := range q.Rules {
 		if r.Selects(m, q.Name) && mayRunUntrusted(r, m) {
 			return true

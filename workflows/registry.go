@@ -293,7 +293,7 @@ func (r *registry) heartbeat(ctx workflow.Context, hb Heartbeat) (MemberView, er
 // false when no rule of q lets m run them at all (then it must not poll
 // the untrusted task queue), so the plan is not even computed.
 func (r *registry) untrustedGrant(q queue.Queue, m queue.Member, members []queue.Member, now time.Time) (SlotGrant, bool) {
-	if !m.Isolated() && !slices.ContainsFunc(q.Rules, func(r queue.Rule) bool { return r.UntrustedOnHost }) {
+	if !q.AllowsUntrusted(m) {
 		return SlotGrant{Why: fmt.Sprintf("%s: %s", m.Name, queue.UntrustedReason)}, false
 	}
 	plan := queue.EvaluateUntrusted(q, members, now, r.liveness)
