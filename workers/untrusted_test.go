@@ -149,7 +149,7 @@ func TestAgentAcceptingUntrusted(t *testing.T) {
 	active := queue.Member{Name: "exec-a", State: queue.StateActive}
 	tests := []struct {
 		name      string
-		untrusted int                 // the member's untrusted allowance
+		untrusted int                  // the member's untrusted allowance
 		registry  *workflows.SlotGrant // the registry's untrusted grant now; nil: not asked
 		ok        bool
 		why       string
