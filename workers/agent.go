@@ -332,7 +332,7 @@ func (ag *Agent) sizeWorkerLocked(name string, qw *queueWorker) error {
 			if untrusted {
 				sup.side = 1
 			}
-			w, err := ag.startWorker(name, tq, sup, ag.pollers())
+			w, err := ag.startWorker(name, tq, sup, ag.pollers(qw))
 			if err != nil {
 				return err
 			}
@@ -347,13 +347,14 @@ func (ag *Agent) sizeWorkerLocked(name string, qw *queueWorker) error {
 	return nil
 }
 
-// pollers is how many long polls each queue worker keeps open. Each holds
-// one of the member's slots for the queue while it waits, so a member that
-// may poll a queue's two task queues (a container executor) keeps one per
-// task queue: with two, the first task queue's polls could hold every slot
-// of a two-slot rule and the other would never poll while it is idle.
-func (ag *Agent) pollers() int {
-	if ag.opts.Member.Isolated() {
+// pollers is how many long polls each worker of the queue keeps open. Each
+// holds one of the member's slots for the queue while it waits, so a member
+// that may poll the queue's two task queues (a container executor, or a
+// rule with untrusted-on-host) keeps one per task queue: with two, one task
+// queue's polls could hold both slots of a two-slot rule, and the other
+// would poll only after they came back empty (see turns).
+func (ag *Agent) pollers(qw *queueWorker) int {
+	if ag.opts.Member.Isolated() || qw.untrusted.gate.Limit() > 0 {
 		return 1
 	}
 	return 2
