@@ -332,7 +332,7 @@ func (ag *Agent) sizeWorkerLocked(name string, qw *queueWorker) error {
 			if untrusted {
 				sup.side = 1
 			}
-			w, err := ag.startWorker(name, tq, sup, ag.pollers(qw))
+			w, err := ag.startWorker(name, tq, sup)
 			if err != nil {
 				return err
 			}
@@ -347,20 +347,12 @@ func (ag *Agent) sizeWorkerLocked(name string, qw *queueWorker) error {
 	return nil
 }
 
-// pollers is how many long polls each worker of the queue keeps open. Each
-// holds one of the member's slots for the queue while it waits, so a member
-// that may poll the queue's two task queues (a container executor, or a
-// rule with untrusted-on-host) keeps one per task queue: with two, one task
-// queue's polls could hold both slots of a two-slot rule, and the other
-// would poll only after they came back empty (see turns).
-func (ag *Agent) pollers(qw *queueWorker) int {
-	if ag.opts.Member.Isolated() || qw.untrusted.gate.Limit() > 0 {
-		return 1
-	}
-	return 2
-}
-
-func (ag *Agent) startWorker(name, taskQueue string, slots worker.SlotSupplier, pollers int) (worker.Worker, error) {
+// startWorker starts a worker of one of the queue's task queues. It keeps
+// one long poll open: each poll holds one of the member's slots for the
+// queue while it waits, so with two pollers one task queue's idle polls
+// could hold both slots of a two-slot rule, and the other task queue would
+// poll only once they came back empty (see turns).
+func (ag *Agent) startWorker(name, taskQueue string, slots worker.SlotSupplier) (worker.Worker, error) {
 	fixed := func() worker.SlotSupplier {
 		s, _ := worker.NewFixedSizeSlotSupplier(1)
 		return s
@@ -378,7 +370,7 @@ func (ag *Agent) startWorker(name, taskQueue string, slots worker.SlotSupplier, 
 	w := worker.New(ag.opts.Client, taskQueue, worker.Options{
 		Identity:                         ag.Name(),
 		Tuner:                            tuner,
-		MaxConcurrentActivityTaskPollers: pollers,
+		MaxConcurrentActivityTaskPollers: 1,
 		// A stopping executor interrupts its builds at once; this is how
 		// long it waits for them to kill their processes (SIGTERM, then
 		// SIGKILL after the kill grace), remove their containers and hand
