@@ -210,6 +210,10 @@ type Queue struct {
 	Why         string   `json:"why"`
 	Slots       int      `json:"slots"`
 	Busy        int      `json:"busy"`
+	// UntrustedWhy says where pull requests from forks run now (see
+	// queue.EvaluateUntrusted): only on container executors, unless a
+	// rule has untrusted-on-host=true.
+	UntrustedWhy string `json:"untrusted_why"`
 }
 
 // QueueStatus is GET /api/v1/queues/{name}/status.

@@ -242,6 +242,7 @@ func writeQueueStatus(w io.Writer, st api.QueueStatus) error {
 	f.Add("use roles", roles)
 	f.Add("active rule", activeRule(st.Queue))
 	f.Add("why", st.Why)
+	f.Add("untrusted", st.UntrustedWhy)
 	f.Add("slots", fmt.Sprintf("%d (%d busy)", st.Slots, st.Busy))
 	f.Add("backlog", cliout.Plural(st.Backlog, "build")+" waiting for a slot")
 	f.Add("in lanes", cliout.Plural(st.Waiting, "build")+" blocked, frozen, delayed or created")

@@ -210,6 +210,9 @@ jobs:
 	require.Equal(t, workflows.StatusQueued, got.Status, "%+v", got)
 	require.Zero(t, got.Attempts, "%+v", got)
 	require.Contains(t, got.Reason, "pull requests from forks run only on container executors")
+	st, err := e.API.QueueStatus(ctx, "default")
+	require.NoError(t, err)
+	require.Contains(t, st.UntrustedWhy, "no live member for any rule", "queue status says where forks' builds may run")
 
 	// A container executor serving the queue runs it.
 	testenv.Podman(t)
@@ -222,6 +225,9 @@ jobs:
 	require.Equal(t, "pod-1", got.Executor, "%+v", got)
 	require.Len(t, got.AttemptList, 1, "no attempt ran anywhere else: %+v", got.AttemptList)
 	require.Equal(t, "ran\n", readStepLog(t, e, got.ID, 1, "peek"))
+	st, err = e.API.QueueStatus(ctx, "default")
+	require.NoError(t, err)
+	require.Contains(t, st.UntrustedWhy, "pod-1")
 	es, err = e.API.ListExecutors(ctx)
 	require.NoError(t, err)
 	for _, x := range es {
