@@ -109,8 +109,9 @@ type Executor interface {
 	// Name is the executor's registry name.
 	Name() string
 	// Accepting reports whether a new build of the queue may start here; the
-	// string says why not.
-	Accepting(queueName string) (bool, string)
+	// string says why not. untrusted: the build came from the queue's
+	// untrusted task queue (a pull request from a fork).
+	Accepting(queueName string, untrusted bool) (bool, string)
 	// Begin counts a running build of the queue until the returned func is called.
 	Begin(queueName string) (end func())
 }

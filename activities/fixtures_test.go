@@ -151,7 +151,7 @@ type fakeExecutor struct {
 
 func (e *fakeExecutor) Name() string { return "exec-t" }
 
-func (e *fakeExecutor) Accepting(queueName string) (bool, string) {
+func (e *fakeExecutor) Accepting(queueName string, _ bool) (bool, string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.asked = append(e.asked, queueName)

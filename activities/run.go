@@ -92,8 +92,8 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 	info := activity.GetInfo(ctx)
 	name := a.Executor.Name()
 	res := RunBuildResult{Executor: name, LogKey: LogKey(in.BuildID, in.Attempt)}
-	queueName := strings.TrimPrefix(info.TaskQueue, "queue/")
-	if ok, why := a.Executor.Accepting(queueName); !ok {
+	queueName, untrusted, _ := SplitTaskQueue(info.TaskQueue)
+	if ok, why := a.Executor.Accepting(queueName, untrusted); !ok {
 		return res, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("executor %s declined build %s: %s", name, in.BuildID, why), ErrTypeDeclined, nil)
 	}

@@ -53,6 +53,7 @@ func (s *Service) queueView(q queue.Queue, members []queue.Member, now time.Time
 	v := Queue{
 		Name: q.Name, Description: q.Description, UseRoles: q.UseRoles, ActiveRule: plan.RuleIndex,
 		Why: plan.Why, Slots: plan.Slots, Busy: plan.Busy,
+		UntrustedWhy: queue.EvaluateUntrusted(q, members, now, s.Liveness).Why,
 	}
 	for _, r := range q.Rules {
 		v.Rules = append(v.Rules, r.String())

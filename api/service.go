@@ -914,7 +914,7 @@ func buildFromVisibility(ex *workflowpb.WorkflowExecutionInfo) (Build, bool) {
 		var sum workflows.BuildSummary
 		if converter.GetDefaultDataConverter().FromPayload(f, &sum) == nil {
 			b.Reason, b.Attempts, b.QueuedTime, b.StartTime, b.EndTime = sum.Reason, sum.Attempts, sum.QueuedTime, sum.StartTime, sum.EndTime
-			b.WaitUntil, b.CollapsedInto = sum.WaitUntil, sum.CollapsedInto
+			b.WaitUntil, b.CollapsedInto, b.Fork = sum.WaitUntil, sum.CollapsedInto, sum.Fork
 			if sum.Executor != "" {
 				b.Executor = sum.Executor
 			}
@@ -1014,6 +1014,11 @@ func (s *Service) liveReasons(ctx context.Context, builds []*Build) error {
 			continue
 		}
 		plan := queue.Evaluate(q, members, now, s.Liveness)
+		if b.Fork {
+			// A pull request from a fork waits for a container executor
+			// (its queue's untrusted task queue).
+			plan = queue.EvaluateUntrusted(q, members, now, s.Liveness)
+		}
 		ahead, err := s.count(ctx, fmt.Sprintf(
 			"WorkflowType = 'BuildWorkflow' AND ExecutionStatus = 'Running' AND %s = %s AND %s = 'QUEUED' AND (%s < %d OR (%s = %d AND %s < '%s'))",
 			workflows.SAQueue.GetName(), quote(b.Queue), workflows.SAStatus.GetName(),

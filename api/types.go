@@ -228,6 +228,10 @@ type Queue struct {
 	Why         string   `json:"why"`
 	Slots       int      `json:"slots"`
 	Busy        int      `json:"busy"`
+	// UntrustedWhy says where pull requests from forks run now (see
+	// queue.EvaluateUntrusted): only on container executors, unless a
+	// rule has untrusted-on-host=true.
+	UntrustedWhy string `json:"untrusted_why"`
 }
 
 // QueueStatus is GET /api/v1/queues/{name}/status.
@@ -265,12 +269,20 @@ type Executor struct {
 	Live     bool              `json:"live"`
 	LastSeen time.Time         `json:"last_seen"`
 	Running  map[string]int    `json:"running,omitempty"`
+	// Runtime is where the member's builds run: "host" or "container" (see
+	// queue.Member.Runtime); pull requests from forks go only to container
+	// executors.
+	Runtime string `json:"runtime"`
 }
 
 func executorOf(m queue.Member, now time.Time, liveness time.Duration) Executor {
+	rt := m.Runtime
+	if rt == "" {
+		rt = queue.RuntimeHost // a member from before runtimes were reported
+	}
 	return Executor{
 		Name: m.Name, Role: string(m.Role), Host: m.Host, Labels: m.Labels, Queues: m.Queues,
-		State: string(m.State), Live: m.Live(now, liveness), LastSeen: m.LastSeen, Running: m.Running,
+		State: string(m.State), Live: m.Live(now, liveness), LastSeen: m.LastSeen, Running: m.Running, Runtime: rt,
 	}
 }
 

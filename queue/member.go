@@ -30,6 +30,17 @@ const (
 	StateDraining MemberState = "draining"
 )
 
+// Runtimes a member reports (Member.Runtime): where its builds' steps run.
+const (
+	// RuntimeHost members run steps as their own user on their host: a step
+	// can read the member's environment and data directory. Controllers
+	// count as host.
+	RuntimeHost = "host"
+	// RuntimeContainer members run each build in a container of the job's
+	// image (docker or podman).
+	RuntimeContainer = "container"
+)
+
 // AllQueues in Member.Queues means the member serves every queue.
 const AllQueues = "*"
 
@@ -58,6 +69,17 @@ type Member struct {
 	LastSeen time.Time `json:"last_seen"`
 	// Running counts the builds running on the member, per queue name.
 	Running map[string]int `json:"running,omitempty"`
+	// Runtime is RuntimeHost or RuntimeContainer; empty (a member from
+	// before runtimes were reported) counts as host.
+	Runtime string `json:"runtime,omitempty"`
+}
+
+// Isolated reports whether m may run untrusted code (a pull request from a
+// fork) on any rule: it is an executor whose builds run in containers.
+// Controllers and host-runtime executors are not: a step there can read the
+// member's credentials.
+func (m Member) Isolated() bool {
+	return m.Role == RoleExecutor && m.Runtime == RuntimeContainer
 }
 
 // Live reports whether m was seen within timeout before now: LastSeen is set

@@ -47,6 +47,9 @@ type Plan struct {
 	Busy int `json:"busy"`
 	// Why explains the decision in one line for people.
 	Why string `json:"why"`
+	// Untrusted marks the plan of the queue's untrusted builds (pull
+	// requests from forks), made by EvaluateUntrusted.
+	Untrusted bool `json:"untrusted,omitempty"`
 }
 
 // Active reports whether some rule is active, that is whether the queue can
@@ -64,15 +67,37 @@ func (p Plan) Active() bool { return p.RuleIndex != NoRule }
 // and time comes only from now. It does not validate q; a rule whose
 // MaxParallel is below 1 yields no slots.
 func Evaluate(q Queue, members []Member, now time.Time, liveness time.Duration) Plan {
+	return evaluate(q, members, now, liveness, false)
+}
+
+// UntrustedReason is why a pull request from a fork waits while no member
+// may run it; WaitReason puts it first.
+const UntrustedReason = "pull requests from forks run only on container executors"
+
+// EvaluateUntrusted is Evaluate for the queue's untrusted builds (pull
+// requests from forks): a rule selects only the members that may run a
+// stranger's code, that is container executors (Member.Isolated), plus its
+// controllers and host-runtime executors when the rule has UntrustedOnHost.
+// So the default queue's controller fallback never applies to them, and
+// while no such member is live the plan has no active rule: the builds wait.
+// Busy counts the queue's builds on live members that some rule allows.
+func EvaluateUntrusted(q Queue, members []Member, now time.Time, liveness time.Duration) Plan {
+	return evaluate(q, members, now, liveness, true)
+}
+
+// mayRunUntrusted reports whether rule r lets m run untrusted builds.
+func mayRunUntrusted(r Rule, m Member) bool { return m.Isolated() || r.UntrustedOnHost }
+
+func evaluate(q Queue, members []Member, now time.Time, liveness time.Duration, untrusted bool) Plan {
 	sorted := slices.Clone(members)
 	slices.SortStableFunc(sorted, func(a, b Member) int {
 		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Role, b.Role), cmp.Compare(a.Host, b.Host))
 	})
 
-	plan := Plan{Queue: q.Name, RuleIndex: NoRule, Members: []string{}, Allowed: make(map[string]int, len(sorted))}
+	plan := Plan{Queue: q.Name, RuleIndex: NoRule, Members: []string{}, Allowed: make(map[string]int, len(sorted)), Untrusted: untrusted}
 	for _, m := range sorted {
 		plan.Allowed[m.Name] = 0
-		if m.Live(now, liveness) {
+		if m.Live(now, liveness) && (!untrusted || q.AllowsUntrusted(m)) {
 			plan.Busy += max(0, m.Running[q.Name])
 		}
 	}
@@ -83,6 +108,10 @@ func Evaluate(q Queue, members []Member, now time.Time, liveness time.Duration) 
 		var notes []string
 		for _, m := range sorted {
 			if !r.Selects(m, q.Name) {
+				continue
+			}
+			if untrusted && !mayRunUntrusted(r, m) {
+				notes = append(notes, hostNote(m))
 				continue
 			}
 			live := m.Live(now, liveness)
@@ -102,7 +131,7 @@ func Evaluate(q Queue, members []Member, now time.Time, liveness time.Duration) 
 		}
 		if len(active) == 0 {
 			if len(notes) == 0 {
-				notes = []string{nobodyNote(r, q.Name)}
+				notes = []string{nobodyNote(r, q.Name, untrusted)}
 			}
 			skipped = append(skipped, fmt.Sprintf("rule %d has no live member (%s)", i+1, list(notes)))
 			continue
@@ -123,7 +152,7 @@ func Evaluate(q Queue, members []Member, now time.Time, liveness time.Duration) 
 		if len(skipped) > 0 {
 			what = strings.Join(skipped, ", ") + ", falling back to " + what
 		}
-		plan.Why = what
+		plan.Why = untrustedPrefix(untrusted) + what
 		return plan
 	}
 
@@ -133,7 +162,34 @@ func Evaluate(q Queue, members []Member, now time.Time, liveness time.Duration) 
 	default:
 		plan.Why = "no live member for any rule: " + strings.Join(skipped, ", ")
 	}
+	plan.Why = untrustedPrefix(untrusted) + plan.Why
 	return plan
+}
+
+func untrustedPrefix(untrusted bool) string {
+	if untrusted {
+		return "pull requests from forks: "
+	}
+	return ""
+}
+
+// AllowsUntrusted reports whether some rule of q selects m and lets it run
+// untrusted builds (m is a container executor, or the rule has
+// UntrustedOnHost); liveness and state are not considered.
+func (q Queue) AllowsUntrusted(m Member) bool {
+	for _, r := range q.Rules {
+		if r.Selects(m, q.Name) && mayRunUntrusted(r, m) {
+			return true
+		}
+	}
+	return false
+}
+
+func hostNote(m Member) string {
+	if m.Role == RoleController {
+		return m.Name + " is a controller"
+	}
+	return m.Name + " runs builds on the host"
 }
 
 // WaitReason explains in one line why a build of queue q is not running yet,
@@ -145,9 +201,21 @@ func Evaluate(q Queue, members []Member, now time.Time, liveness time.Duration) 
 //
 // When the plan runs on a fallback rule the text says so, since that often
 // explains a longer wait. Negative counts are treated as zero.
+//
+// For a plan of EvaluateUntrusted with no active rule the text starts with
+// UntrustedReason:
+//
+//	pull requests from forks run only on container executors: none is live on queue default (rules: executors; controller)
 func WaitReason(q Queue, plan Plan, busy int, ahead int) string {
 	busy, ahead = max(0, busy), max(0, ahead)
 	name := queueLabel(q.Name)
+	if !plan.Active() && plan.Untrusted {
+		rules := make([]string, len(q.Rules))
+		for i, r := range q.Rules {
+			rules[i] = r.summary()
+		}
+		return fmt.Sprintf("%s: none is live on queue %s (rules: %s)", untrustedReason(q), name, strings.Join(rules, "; "))
+	}
 	if !plan.Active() {
 		if len(q.Rules) == 0 {
 			return fmt.Sprintf("no live member of queue %s (it has no rules)", name)
@@ -175,6 +243,17 @@ func WaitReason(q Queue, plan Plan, busy int, ahead int) string {
 	return s
 }
 
+// untrustedReason is UntrustedReason, naming the queue's opt-in when a
+// rule has one.
+func untrustedReason(q Queue) string {
+	for _, r := range q.Rules {
+		if r.UntrustedOnHost {
+			return UntrustedReason + " and on rules with untrusted-on-host=true"
+		}
+	}
+	return UntrustedReason
+}
+
 // queueLabel quotes a queue name only when it holds a space, so the common
 // case reads "queue gpu" and the rare one stays unambiguous.
 func queueLabel(name string) string {
@@ -191,8 +270,18 @@ func deadNote(m Member, now time.Time) string {
 	return fmt.Sprintf("%s last seen %s ago", m.Name, now.Sub(m.LastSeen).Round(time.Second))
 }
 
-func nobodyNote(r Rule, queue string) string {
+func nobodyNote(r Rule, queue string, untrusted bool) string {
 	var s string
+	switch {
+	case untrusted && !r.UntrustedOnHost && r.RunOn != RunOnController:
+		s = "no container executor serves queue " + queueLabel(queue)
+		if len(r.Labels) > 0 {
+			s += " with labels " + r.labelList()
+		}
+		return s
+	case untrusted && !r.UntrustedOnHost:
+		return "controllers take no pull requests from forks"
+	}
 	switch r.RunOn {
 	case RunOnController:
 		s = "no controller registered"

@@ -61,6 +61,11 @@ type Rule struct {
 	// Labels, when set, restrict the rule to members carrying every one of
 	// these labels with the same value.
 	Labels map[string]string `json:"labels,omitempty"`
+	// UntrustedOnHost lets the rule's controllers and host-runtime
+	// executors run pull requests from forks too. Without it those builds
+	// go only to the rule's container executors (see EvaluateUntrusted): a
+	// step on the host can read the member's credentials.
+	UntrustedOnHost bool `json:"untrusted_on_host,omitempty"`
 }
 
 // Rule keys in the CLI form ParseRule reads and Rule.String writes.
@@ -69,9 +74,10 @@ const (
 	keyMaxParallel = "max-parallel"
 	keyMinGap      = "min-gap"
 	keyLabels      = "labels"
+	keyUntrusted   = "untrusted-on-host"
 )
 
-const ruleForm = "run-on=controller|executors|any[,max-parallel=N][,min-gap=DURATION][,labels=KEY=VALUE]..."
+const ruleForm = "run-on=controller|executors|any[,max-parallel=N][,min-gap=DURATION][,labels=KEY=VALUE]...[,untrusted-on-host=true]"
 
 // ParseRule parses the CLI form of a rule:
 //
@@ -79,7 +85,8 @@ const ruleForm = "run-on=controller|executors|any[,max-parallel=N][,min-gap=DURA
 //
 // run-on is required; max-parallel defaults to DefaultMaxParallel and min-gap
 // to zero. labels may repeat, one KEY=VALUE each; a member qualifies only when
-// it carries every listed label. Spaces around entries are ignored. Every
+// it carries every listed label. untrusted-on-host=true (or false, the
+// default) sets UntrustedOnHost. Spaces around entries are ignored. Every
 // problem in the input is reported at once, each naming the key and the
 // value, and the error wraps ErrInvalidRule. A rule with no labels has a nil
 // Labels map.
@@ -105,7 +112,7 @@ func ParseRule(s string) (Rule, error) {
 			bad("entry %q has no value; want key=value", entry)
 			continue
 		}
-		if key == keyRunOn || key == keyMaxParallel || key == keyMinGap {
+		if key == keyRunOn || key == keyMaxParallel || key == keyMinGap || key == keyUntrusted {
 			if seen[key] {
 				bad("%s given twice (%s=%s again)", key, key, value)
 				continue
@@ -156,8 +163,16 @@ func ParseRule(s string) (Rule, error) {
 				r.Labels = map[string]string{}
 			}
 			r.Labels[lk] = lv
+		case keyUntrusted:
+			switch value {
+			case "true":
+				r.UntrustedOnHost = true
+			case "false":
+			default:
+				bad("untrusted-on-host=%q must be true or false", value)
+			}
 		default:
-			bad("unknown key %q in %q (known keys: run-on, max-parallel, min-gap, labels)", key, entry)
+			bad("unknown key %q in %q (known keys: run-on, max-parallel, min-gap, labels, untrusted-on-host)", key, entry)
 		}
 	}
 	if !seen[keyRunOn] {
@@ -169,13 +184,17 @@ func ParseRule(s string) (Rule, error) {
 	return r, nil
 }
 
-// String writes r in the CLI form ParseRule reads, with every key present and
-// labels sorted by key, so ParseRule(r.String()) returns r for every valid r.
+// String writes r in the CLI form ParseRule reads, with every key present
+// (untrusted-on-host only when true), labels sorted by key, so
+// ParseRule(r.String()) returns r for every valid r.
 func (r Rule) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s=%s,%s=%d,%s=%s", keyRunOn, r.RunOn, keyMaxParallel, r.MaxParallel, keyMinGap, r.MinGap)
 	for _, k := range slices.Sorted(maps.Keys(r.Labels)) {
 		fmt.Fprintf(&b, ",%s=%s=%s", keyLabels, k, r.Labels[k])
+	}
+	if r.UntrustedOnHost {
+		fmt.Fprintf(&b, ",%s=true", keyUntrusted)
 	}
 	return b.String()
 }
@@ -267,6 +286,9 @@ func (r Rule) detail() string {
 	}
 	if len(r.Labels) > 0 {
 		s += ", labels " + r.labelList()
+	}
+	if r.UntrustedOnHost {
+		s += ", untrusted-on-host"
 	}
 	return s
 }

@@ -101,11 +101,11 @@ func TestParseRuleErrors(t *testing.T) {
 	}{
 		{
 			name: "empty", input: "",
-			wantErr: `parse rule "": rule is empty; want run-on=controller|executors|any[,max-parallel=N][,min-gap=DURATION][,labels=KEY=VALUE]...`,
+			wantErr: `parse rule "": rule is empty; want run-on=controller|executors|any[,max-parallel=N][,min-gap=DURATION][,labels=KEY=VALUE]...[,untrusted-on-host=true]`,
 		},
 		{
 			name: "blank", input: "  ",
-			wantErr: `parse rule "  ": rule is empty; want run-on=controller|executors|any[,max-parallel=N][,min-gap=DURATION][,labels=KEY=VALUE]...`,
+			wantErr: `parse rule "  ": rule is empty; want run-on=controller|executors|any[,max-parallel=N][,min-gap=DURATION][,labels=KEY=VALUE]...[,untrusted-on-host=true]`,
 		},
 		{name: "missing run-on", input: "max-parallel=2", wantErr: `parse rule "max-parallel=2": run-on is required (controller, executors or any)`},
 		{
@@ -178,12 +178,12 @@ func TestParseRuleErrors(t *testing.T) {
 		},
 		{
 			name: "unknown key", input: "run-on=any,maxparallel=2",
-			wantErr: `parse rule "run-on=any,maxparallel=2": unknown key "maxparallel" in "maxparallel=2" (known keys: run-on, max-parallel, min-gap, labels)`,
+			wantErr: `parse rule "run-on=any,maxparallel=2": unknown key "maxparallel" in "maxparallel=2" (known keys: run-on, max-parallel, min-gap, labels, untrusted-on-host)`,
 		},
 		{
 			name: "unknown key twice", input: "run-on=any,color=red,color=blue",
-			wantErr: `parse rule "run-on=any,color=red,color=blue": unknown key "color" in "color=red" (known keys: run-on, max-parallel, min-gap, labels); ` +
-				`unknown key "color" in "color=blue" (known keys: run-on, max-parallel, min-gap, labels)`,
+			wantErr: `parse rule "run-on=any,color=red,color=blue": unknown key "color" in "color=red" (known keys: run-on, max-parallel, min-gap, labels, untrusted-on-host); ` +
+				`unknown key "color" in "color=blue" (known keys: run-on, max-parallel, min-gap, labels, untrusted-on-host)`,
 		},
 		{
 			name: "entry without value", input: "run-on",
@@ -203,7 +203,7 @@ func TestParseRuleErrors(t *testing.T) {
 				`run-on="master" must be one of controller, executors, any; ` +
 				`max-parallel must be ≥ 1 (got 0); ` +
 				`min-gap must not be negative (got -1s); ` +
-				`unknown key "color" in "color=red" (known keys: run-on, max-parallel, min-gap, labels)`,
+				`unknown key "color" in "color=red" (known keys: run-on, max-parallel, min-gap, labels, untrusted-on-host)`,
 		},
 	}
 	for _, tt := range tests {

@@ -128,7 +128,12 @@ func StartContainer(ctx context.Context, o ContainerOptions, dir, controlDir str
 		args = append(args, "--label", k+"="+o.Labels[k])
 	}
 	for _, host := range sortedKeys(o.Mounts) {
-		args = append(args, "-v", host+":"+o.Mounts[host])
+		// --mount, not -v: a pull request's workspace path holds a ':'
+		// (build IDs like app/PR-7:test/1), which -v reads as a separator.
+		if strings.Contains(host, ",") || strings.Contains(o.Mounts[host], ",") {
+			return nil, fmt.Errorf("cannot mount %s at %s in a container: the path holds a ','", host, o.Mounts[host])
+		}
+		args = append(args, "--mount", "type=bind,source="+host+",target="+o.Mounts[host])
 	}
 	if o.CPUs != "" {
 		args = append(args, "--cpus", o.CPUs)

@@ -48,9 +48,9 @@ func (a *app) executorListCmd() *cobra.Command {
 					return err
 				}
 				now := time.Now()
-				t := cliout.NewTable(w, "NAME", "ROLE", "HOST", "STATE", "LIVE", "LAST SEEN", "RUNNING", "LABELS", "QUEUES")
+				t := cliout.NewTable(w, "NAME", "ROLE", "RUNTIME", "HOST", "STATE", "LIVE", "LAST SEEN", "RUNNING", "LABELS", "QUEUES")
 				for _, e := range es {
-					t.Row(e.Name, e.Role, cliout.Or(e.Host, cliout.Dash), e.State, yesNo(e.Live), cliout.Ago(e.LastSeen, now),
+					t.Row(e.Name, e.Role, e.Runtime, cliout.Or(e.Host, cliout.Dash), e.State, yesNo(e.Live), cliout.Ago(e.LastSeen, now),
 						cliout.Pairs(cliout.NonZero(e.Running)), cliout.Pairs(e.Labels), cliout.List(e.Queues))
 				}
 				return t.Flush()

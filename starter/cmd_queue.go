@@ -12,10 +12,13 @@ import (
 	"github.com/sluice-ci/sluice/internal/cliout"
 )
 
-const ruleHelp = `A rule is written run-on=controller|executors|any[,max-parallel=N][,min-gap=DURATION][,labels=KEY=VALUE]...:
+const ruleHelp = `A rule is written run-on=controller|executors|any[,max-parallel=N][,min-gap=DURATION][,labels=KEY=VALUE]...[,untrusted-on-host=true]:
 which members run the queue's builds, how many at once on each (default 1),
 how long a slot stays busy after a build ends (default 0s), and which labels
-an executor must carry. The active rule is the first with a live member.`
+an executor must carry. The active rule is the first with a live member.
+Pull requests from forks run only on the rules' container executors (the
+first rule with a live one); untrusted-on-host=true lets the rule's
+controllers and host-runtime executors run them too.`
 
 func (a *app) queueCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -239,6 +242,7 @@ func writeQueueStatus(w io.Writer, st api.QueueStatus) error {
 	f.Add("use roles", roles)
 	f.Add("active rule", activeRule(st.Queue))
 	f.Add("why", st.Why)
+	f.Add("untrusted", st.UntrustedWhy)
 	f.Add("slots", fmt.Sprintf("%d (%d busy)", st.Slots, st.Busy))
 	f.Add("backlog", cliout.Plural(st.Backlog, "build")+" waiting for a slot")
 	f.Add("in lanes", cliout.Plural(st.Waiting, "build")+" blocked, frozen, delayed or created")

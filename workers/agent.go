@@ -45,10 +45,38 @@ type Agent struct {
 	lastErr string
 }
 
+// queueWorker is what the member runs for one queue: a worker for each of
+// the queue's two task queues, its builds (trusted) and its untrusted builds
+// (pull requests from forks, which only members the registry allows poll,
+// see workflows.MemberView.Untrusted). Both share pool, the member's slots
+// for the queue, so the queue's max parallel runs hold across both.
 type queueWorker struct {
-	pool   *queue.SlotPool
+	pool      *queue.SlotPool
+	turns     *turns
+	trusted   taskQueueWorker
+	untrusted taskQueueWorker
+}
+
+// taskQueueWorker polls one task queue of a queue while gate, its own
+// allowance, is above 0.
+type taskQueueWorker struct {
+	gate   *queue.SlotPool
 	worker worker.Worker
 	grant  workflows.SlotGrant
+}
+
+func newQueueWorker() *queueWorker {
+	return &queueWorker{
+		pool: queue.NewSlotPool(nil), turns: newTurns(),
+		trusted: taskQueueWorker{gate: queue.NewSlotPool(nil)}, untrusted: taskQueueWorker{gate: queue.NewSlotPool(nil)},
+	}
+}
+
+func (qw *queueWorker) side(untrusted bool) *taskQueueWorker {
+	if untrusted {
+		return &qw.untrusted
+	}
+	return &qw.trusted
 }
 
 var _ activities.Executor = (*Agent)(nil)
@@ -77,17 +105,32 @@ func (ag *Agent) Name() string { return ag.opts.Member.Name }
 // draining an executor stops new builds at once, and a member that the
 // queue's active rule no longer includes hands the build back (the build
 // workflow dispatches it again without counting an attempt).
-func (ag *Agent) Accepting(queueName string) (bool, string) {
+//
+// untrusted: the build came from the queue's untrusted task queue (a pull
+// request from a fork); it is checked against the member's untrusted grant.
+func (ag *Agent) Accepting(queueName string, untrusted bool) (bool, string) {
 	ag.mu.Lock()
 	qw, state := ag.queues[queueName], ag.state
+	var limit int
+	var why string
+	if qw != nil {
+		sd := qw.side(untrusted)
+		limit, why = sd.gate.Limit(), sd.grant.Why
+	}
 	ag.mu.Unlock()
+	notInRule := func(why string) string {
+		if untrusted {
+			return fmt.Sprintf("%s may not run pull requests from forks of queue %s: %s", ag.Name(), queueName, why)
+		}
+		return fmt.Sprintf("%s is not in queue %s's active rule: %s", ag.Name(), queueName, why)
+	}
 	switch {
 	case qw == nil:
 		return false, fmt.Sprintf("%s does not serve queue %s", ag.Name(), queueName)
 	case state != queue.StateActive:
 		return false, fmt.Sprintf("%s is %s", ag.Name(), state)
-	case qw.pool.Limit() == 0:
-		return false, fmt.Sprintf("%s is not in queue %s's active rule: %s", ag.Name(), queueName, qw.grant.Why)
+	case limit == 0:
+		return false, notInRule(why)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -108,8 +151,12 @@ func (ag *Agent) Accepting(queueName string) (bool, string) {
 	// The active rule may have changed since the last heartbeat (a member
 	// of a preferred rule became live): a poll that was in flight must not
 	// run the build. The next heartbeat stops the poller.
-	if g.Grant.Allowed == 0 {
-		return false, fmt.Sprintf("%s is not in queue %s's active rule: %s", ag.Name(), queueName, g.Grant.Why)
+	grant := g.Grant
+	if untrusted {
+		grant = g.Untrusted
+	}
+	if grant.Allowed == 0 {
+		return false, notInRule(grant.Why)
 	}
 	return true, ""
 }
@@ -222,18 +269,31 @@ func (ag *Agent) apply(view workflows.MemberView) error {
 	for name, g := range view.Slots {
 		qw, ok := ag.queues[name]
 		if !ok {
-			qw = &queueWorker{pool: queue.NewSlotPool(nil)}
+			qw = newQueueWorker()
 			ag.queues[name] = qw
 		}
-		allowed := g.Allowed
+		ug, ok := view.Untrusted[name]
+		if !ok {
+			ug = workflows.SlotGrant{Why: "the registry gives " + ag.Name() + " no pull requests from forks"}
+		}
+		allowed, untrusted := g.Allowed, ug.Allowed
 		if view.State != queue.StateActive {
-			allowed = 0
+			allowed, untrusted = 0, 0
 		}
-		if allowed != qw.pool.Limit() || g.MinGap != qw.pool.MinGap() {
-			ag.log.Info("queue_slots_changed", "queue", name, "slots", allowed, "min_gap", g.MinGap.String(), "why", g.Why)
+		// The member's slots for the queue: the larger allowance, with the
+		// gap of the rule that gives the trusted builds slots.
+		slots, gap := max(allowed, untrusted), g.MinGap
+		if allowed == 0 && untrusted > 0 {
+			gap = ug.MinGap
 		}
-		qw.pool.SetLimit(allowed, g.MinGap)
-		qw.grant = g
+		if slots != qw.pool.Limit() || gap != qw.pool.MinGap() || untrusted != qw.untrusted.gate.Limit() {
+			ag.log.Info("queue_slots_changed", "queue", name, "slots", allowed, "untrusted_slots", untrusted,
+				"min_gap", gap.String(), "why", g.Why, "why_untrusted", ug.Why)
+		}
+		qw.pool.SetLimit(slots, gap)
+		qw.trusted.gate.SetLimit(allowed, 0)
+		qw.untrusted.gate.SetLimit(untrusted, 0)
+		qw.trusted.grant, qw.untrusted.grant = g, ug
 		if err := ag.sizeWorkerLocked(name, qw); err != nil {
 			return err
 		}
@@ -242,6 +302,8 @@ func (ag *Agent) apply(view workflows.MemberView) error {
 		if _, ok := view.Slots[name]; !ok && qw.pool.Limit() != 0 {
 			ag.log.Info("queue_slots_changed", "queue", name, "slots", 0, "why", "queue no longer served or deleted")
 			qw.pool.SetLimit(0, 0)
+			qw.trusted.gate.SetLimit(0, 0)
+			qw.untrusted.gate.SetLimit(0, 0)
 			if err := ag.sizeWorkerLocked(name, qw); err != nil {
 				return err
 			}
@@ -254,31 +316,50 @@ func (ag *Agent) apply(view workflows.MemberView) error {
 // for it. Without slots the worker is stopped once no build runs on it: that
 // cancels its outstanding long polls, which could otherwise still pick up a
 // task the member would have to hand back.
+//
+// Each of the queue's two task queues has its own worker, sized by its own
+// allowance (gate).
 func (ag *Agent) sizeWorkerLocked(name string, qw *queueWorker) error {
-	switch {
-	case qw.pool.Limit() > 0 && qw.worker == nil:
-		w, err := ag.startWorker(name, qw.pool)
-		if err != nil {
-			return err
+	for _, untrusted := range []bool{false, true} {
+		sd := qw.side(untrusted)
+		tq := workflows.QueueTaskQueue(name)
+		if untrusted {
+			tq = workflows.UntrustedTaskQueue(name)
 		}
-		qw.worker = w
-	case qw.pool.Limit() == 0 && qw.worker != nil && ag.running[name] == 0:
-		w := qw.worker
-		qw.worker = nil
-		go w.Stop()
-		ag.log.Info("queue_worker_stopped", "queue", name)
+		switch {
+		case sd.gate.Limit() > 0 && qw.pool.Limit() > 0 && sd.worker == nil:
+			sup := &poolSupplier{pool: qw.pool, gate: sd.gate, turns: qw.turns}
+			if untrusted {
+				sup.side = 1
+			}
+			w, err := ag.startWorker(name, tq, sup)
+			if err != nil {
+				return err
+			}
+			sd.worker = w
+		case (sd.gate.Limit() == 0 || qw.pool.Limit() == 0) && sd.worker != nil && ag.running[name] == 0:
+			w := sd.worker
+			sd.worker = nil
+			go w.Stop()
+			ag.log.Info("queue_worker_stopped", "queue", name, "task_queue", tq)
+		}
 	}
 	return nil
 }
 
-func (ag *Agent) startWorker(name string, pool *queue.SlotPool) (worker.Worker, error) {
+// startWorker starts a worker of one of the queue's task queues. It keeps
+// one long poll open: each poll holds one of the member's slots for the
+// queue while it waits, so with two pollers one task queue's idle polls
+// could hold both slots of a two-slot rule, and the other task queue would
+// poll only once they came back empty (see turns).
+func (ag *Agent) startWorker(name, taskQueue string, slots worker.SlotSupplier) (worker.Worker, error) {
 	fixed := func() worker.SlotSupplier {
 		s, _ := worker.NewFixedSizeSlotSupplier(1)
 		return s
 	}
 	tuner, err := worker.NewCompositeTuner(worker.CompositeTunerOptions{
 		WorkflowSlotSupplier:        fixed(),
-		ActivitySlotSupplier:        &poolSupplier{pool: pool},
+		ActivitySlotSupplier:        slots,
 		LocalActivitySlotSupplier:   fixed(),
 		NexusSlotSupplier:           fixed(),
 		SessionActivitySlotSupplier: fixed(),
@@ -286,10 +367,10 @@ func (ag *Agent) startWorker(name string, pool *queue.SlotPool) (worker.Worker, 
 	if err != nil {
 		return nil, fmt.Errorf("queue %s: build tuner: %w", name, err)
 	}
-	w := worker.New(ag.opts.Client, workflows.QueueTaskQueue(name), worker.Options{
+	w := worker.New(ag.opts.Client, taskQueue, worker.Options{
 		Identity:                         ag.Name(),
 		Tuner:                            tuner,
-		MaxConcurrentActivityTaskPollers: 2,
+		MaxConcurrentActivityTaskPollers: 1,
 		// A stopping executor interrupts its builds at once; this is how
 		// long it waits for them to kill their processes (SIGTERM, then
 		// SIGKILL after the kill grace), remove their containers and hand
@@ -304,23 +385,26 @@ func (ag *Agent) startWorker(name string, pool *queue.SlotPool) (worker.Worker, 
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("queue %s: start worker: %w", name, err)
 	}
-	ag.log.Info("queue_worker_started", "queue", name, "task_queue", workflows.QueueTaskQueue(name))
+	ag.log.Info("queue_worker_started", "queue", name, "task_queue", taskQueue)
 	return w, nil
 }
 
 func (ag *Agent) stop() {
 	ag.mu.Lock()
-	qws := make([]*queueWorker, 0, len(ag.queues))
+	var ws []worker.Worker
 	for _, qw := range ag.queues {
 		qw.pool.SetLimit(0, 0)
-		if qw.worker != nil {
-			qws = append(qws, qw)
+		for _, sd := range []*taskQueueWorker{&qw.trusted, &qw.untrusted} {
+			sd.gate.SetLimit(0, 0)
+			if sd.worker != nil {
+				ws = append(ws, sd.worker)
+			}
 		}
 	}
 	ag.mu.Unlock()
 	var wg sync.WaitGroup
-	for _, qw := range qws {
-		wg.Go(qw.worker.Stop)
+	for _, w := range ws {
+		wg.Go(w.Stop)
 	}
 	wg.Wait()
 }

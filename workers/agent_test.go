@@ -48,10 +48,12 @@ func setupAgent(t *testing.T) (*Agent, *mocks.Client) {
 func withWorker(t *testing.T, ag *Agent, name string, slots int) *fakeWorker {
 	t.Helper()
 	w := &fakeWorker{}
-	pool := queue.NewSlotPool(nil)
-	pool.SetLimit(slots, 0)
+	qw := newQueueWorker()
+	qw.pool.SetLimit(slots, 0)
+	qw.trusted.gate.SetLimit(slots, 0)
+	qw.trusted.worker, qw.trusted.grant = w, workflows.SlotGrant{Allowed: slots}
 	ag.mu.Lock()
-	ag.queues[name] = &queueWorker{pool: pool, worker: w, grant: workflows.SlotGrant{Allowed: slots}}
+	ag.queues[name] = qw
 	ag.mu.Unlock()
 	return w
 }
@@ -155,7 +157,7 @@ func TestAgentAcceptingReasons(t *testing.T) {
 			case tt.qerr != nil:
 				onMemberQuery(tc).Return(nil, tt.qerr).Once()
 			}
-			ok, why := ag.Accepting("gpu")
+			ok, why := ag.Accepting("gpu", false)
 			require.Equal(t, tt.ok, ok)
 			require.Equal(t, tt.why, why)
 		})
@@ -167,11 +169,11 @@ func TestAgentRegistryStateSticksUntilTheNextHeartbeat(t *testing.T) {
 	ag, tc := setupAgent(t)
 	withWorker(t, ag, "gpu", 1)
 	onMemberQuery(tc).Return(memberAnswer(t, queue.Member{Name: "exec-a", State: queue.StateDraining}), nil).Once()
-	ok, why := ag.Accepting("gpu")
+	ok, why := ag.Accepting("gpu", false)
 	require.False(t, ok)
 	require.Equal(t, "exec-a is draining", why)
 	// The agent remembers: no second query (the mock allows only one).
-	ok, why = ag.Accepting("gpu")
+	ok, why = ag.Accepting("gpu", false)
 	require.False(t, ok)
 	require.Equal(t, "exec-a is draining", why)
 }
@@ -187,8 +189,8 @@ func TestAgentApplySizesPools(t *testing.T) {
 	require.Equal(t, 3, pool.Limit())
 	require.Equal(t, 5*time.Second, pool.MinGap())
 	ag.mu.Lock()
-	require.Equal(t, grant, ag.queues["gpu"].grant)
-	require.Same(t, w, ag.queues["gpu"].worker, "a running worker is kept, not replaced")
+	require.Equal(t, grant, ag.queues["gpu"].trusted.grant)
+	require.Same(t, w, ag.queues["gpu"].trusted.worker, "a running worker is kept, not replaced")
 	ag.mu.Unlock()
 	require.Zero(t, w.stopped.Load())
 
@@ -198,7 +200,7 @@ func TestAgentApplySizesPools(t *testing.T) {
 	require.Eventually(t, func() bool { return w.stopped.Load() == 1 }, 5*time.Second, time.Millisecond,
 		"an idle worker without slots stops polling")
 	ag.mu.Lock()
-	require.Nil(t, ag.queues["gpu"].worker)
+	require.Nil(t, ag.queues["gpu"].trusted.worker)
 	require.Equal(t, queue.StateInactive, ag.state)
 	ag.mu.Unlock()
 }
@@ -216,7 +218,8 @@ func TestAgentApplyNewQueueWithoutSlotsStartsNoWorker(t *testing.T) {
 		qw := ag.queues[name]
 		ag.mu.Unlock()
 		require.NotNil(t, qw)
-		require.Nil(t, qw.worker)
+		require.Nil(t, qw.trusted.worker)
+		require.Nil(t, qw.untrusted.worker)
 		require.Zero(t, qw.pool.Limit())
 	}
 	require.Equal(t, time.Minute, poolOf(t, ag, "default").MinGap())

@@ -105,7 +105,7 @@ func TestAgentApplyStartsAndStopsQueueWorkers(t *testing.T) {
 	require.NoError(t, ag.apply(workflows.MemberView{State: queue.StateActive, Slots: map[string]workflows.SlotGrant{"gpu": {Allowed: 0, Why: "rule 2 is active"}}}))
 	require.Eventually(t, func() bool { a, _ := f.polls(tq); return a == 0 }, 10*time.Second, 5*time.Millisecond,
 		"without slots the worker stops and its poll ends")
-	ok, why := ag.Accepting("gpu")
+	ok, why := ag.Accepting("gpu", false)
 	require.False(t, ok)
 	require.Equal(t, "exec-a is not in queue gpu's active rule: rule 2 is active", why)
 }
@@ -139,15 +139,15 @@ func TestAgentQueueWorkersFollowTheView(t *testing.T) {
 	waitPolls(t, f, gpu, 0)
 	waitPolls(t, f, cpu, 0)
 
-	// Active: each slot is one poll at most (two pollers per worker).
+	// Active: one poll per worker (each poll holds a slot while it waits).
 	require.NoError(t, ag.apply(view(queue.StateActive, 2, 1)))
-	waitPolls(t, f, gpu, 2)
+	waitPolls(t, f, gpu, 1)
 	waitPolls(t, f, cpu, 1)
 
 	// cpu leaves the active rule: its worker stops; gpu keeps polling.
 	require.NoError(t, ag.apply(view(queue.StateActive, 2, 0)))
 	waitPolls(t, f, cpu, 0)
-	waitPolls(t, f, gpu, 2)
+	waitPolls(t, f, gpu, 1)
 
 	// Slots again: a new worker starts for cpu.
 	_, before := f.polls(cpu)
@@ -160,4 +160,52 @@ func TestAgentQueueWorkersFollowTheView(t *testing.T) {
 	ag.stop()
 	waitPolls(t, f, gpu, 0)
 	waitPolls(t, f, cpu, 0)
+}
+
+// A container executor polls both task queues of a queue it may run forks'
+// builds of, within one budget: with one slot, one poll is in flight
+// across both. A host executor never polls the untrusted task queue.
+func TestAgentPollsTheUntrustedTaskQueueWithinTheQueuesSlots(t *testing.T) {
+	t.Parallel()
+	f, c := setupFrontend(t)
+	box := NewAgent(AgentOptions{
+		Client: c, Member: queue.Member{Name: "box", Role: queue.RoleExecutor, Runtime: queue.RuntimeContainer},
+		Activities: &activities.Activities{}, Logger: slog.New(slog.DiscardHandler),
+	})
+	t.Cleanup(box.stop)
+	tq, utq := workflows.QueueTaskQueue("gpu"), workflows.UntrustedTaskQueue("gpu")
+	view := func(slots, untrusted int) workflows.MemberView {
+		return workflows.MemberView{
+			State: queue.StateActive, Slots: map[string]workflows.SlotGrant{"gpu": {Allowed: slots}},
+			Untrusted: map[string]workflows.SlotGrant{"gpu": {Allowed: untrusted}},
+		}
+	}
+	require.NoError(t, box.apply(view(1, 1)))
+	require.Eventually(t, func() bool {
+		a, _ := f.polls(tq)
+		b, _ := f.polls(utq)
+		return a+b == 1
+	}, 10*time.Second, 5*time.Millisecond, "one slot: one poll in flight across both task queues")
+	time.Sleep(50 * time.Millisecond)
+	a, _ := f.polls(tq)
+	b, _ := f.polls(utq)
+	require.Equal(t, 1, a+b, "one slot: one poll in flight across both task queues")
+
+	require.NoError(t, box.apply(view(2, 2)))
+	waitPolls(t, f, tq, 1)
+	waitPolls(t, f, utq, 1)
+
+	require.NoError(t, box.apply(view(2, 0)))
+	waitPolls(t, f, utq, 0)
+	waitPolls(t, f, tq, 1)
+
+	host := NewAgent(AgentOptions{
+		Client: c, Member: queue.Member{Name: "host", Role: queue.RoleExecutor, Runtime: queue.RuntimeHost},
+		Activities: &activities.Activities{}, Logger: slog.New(slog.DiscardHandler),
+	})
+	t.Cleanup(host.stop)
+	cpu := workflows.QueueTaskQueue("cpu")
+	require.NoError(t, host.apply(workflows.MemberView{State: queue.StateActive, Slots: map[string]workflows.SlotGrant{"cpu": {Allowed: 2}}}))
+	waitPolls(t, f, cpu, 1)
+	waitPolls(t, f, workflows.UntrustedTaskQueue("cpu"), 0)
 }

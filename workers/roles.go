@@ -116,7 +116,7 @@ func RunController(ctx context.Context, o Options) error {
 	RegisterController(w, acts)
 	agent := NewAgent(AgentOptions{
 		Client:     o.Client,
-		Member:     queue.Member{Name: o.Name, Role: queue.RoleController, Host: hostname(), Queues: []string{queue.AllQueues}},
+		Member:     queue.Member{Name: o.Name, Role: queue.RoleController, Host: hostname(), Queues: []string{queue.AllQueues}, Runtime: queue.RuntimeHost},
 		Interval:   o.Config.MemberHeartbeat,
 		Activities: acts,
 		Logger:     o.Logger,
@@ -186,11 +186,17 @@ func RunExecutor(ctx context.Context, o Options) error {
 	if o.Metrics != nil {
 		acts.Metrics = o.Metrics
 	}
+	// The registry sends pull requests from forks only to members whose
+	// builds run in containers.
+	runtime := queue.RuntimeContainer
+	if rt == runner.RuntimeHost {
+		runtime = queue.RuntimeHost
+	}
 	agent := NewAgent(AgentOptions{
 		Client: o.Client,
 		Member: queue.Member{
 			Name: o.Name, Role: queue.RoleExecutor, Host: hostname(),
-			Labels: labels, Queues: o.Config.ExecutorQueues,
+			Labels: labels, Queues: o.Config.ExecutorQueues, Runtime: runtime,
 		},
 		Interval:   o.Config.MemberHeartbeat,
 		Activities: acts,

@@ -155,7 +155,7 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 		b.setStatus(ctx, StatusQueued, fmt.Sprintf("waiting for a slot on queue %s", in.Queue), time.Time{})
 		actCtx, cancelAct := workflow.WithCancel(ctx)
 		actCtx = workflow.WithActivityOptions(actCtx, workflow.ActivityOptions{
-			TaskQueue:           QueueTaskQueue(in.Queue),
+			TaskQueue:           b.taskQueue(ctx),
 			StartToCloseTimeout: in.Timeout + 10*time.Minute,
 			HeartbeatTimeout:    in.Dispatch.HeartbeatTimeout,
 			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
@@ -499,7 +499,7 @@ func (b *build) summary() BuildSummary {
 	return BuildSummary{
 		Reason: b.state.Reason, Executor: b.state.Executor, Attempts: len(b.state.Attempts),
 		QueuedTime: b.state.QueuedTime, StartTime: b.state.StartTime, EndTime: b.state.EndTime,
-		WaitUntil: b.state.WaitUntil, CollapsedInto: b.state.CollapsedInto,
+		WaitUntil: b.state.WaitUntil, CollapsedInto: b.state.CollapsedInto, Fork: b.state.Fork,
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/sluice-ci/sluice/activities"
 )
 
 // Task queues and fixed workflow IDs.
@@ -37,9 +39,19 @@ func ValidatePipelineName(name string) error {
 // QueueTaskQueue is the Temporal task queue that carries a named queue's builds.
 func QueueTaskQueue(queueName string) string { return queueTaskQueuePrefix + queueName }
 
-// QueueFromTaskQueue reverses QueueTaskQueue.
-func QueueFromTaskQueue(tq string) (string, bool) {
-	return strings.CutPrefix(tq, queueTaskQueuePrefix)
+// UntrustedTaskQueue is the Temporal task queue that carries a named queue's
+// untrusted builds (pull requests from forks): "queue/<name>@untrusted".
+// Only members that may run a stranger's code poll it (container executors,
+// see queue.EvaluateUntrusted). '@' cannot appear in a queue name, so the two
+// task queues of a queue never collide with another queue's.
+func UntrustedTaskQueue(queueName string) string {
+	return queueTaskQueuePrefix + queueName + activities.UntrustedSuffix
+}
+
+// QueueFromTaskQueue reverses QueueTaskQueue and UntrustedTaskQueue: the
+// queue's name and whether tq carries its untrusted builds.
+func QueueFromTaskQueue(tq string) (name string, untrusted, ok bool) {
+	return activities.SplitTaskQueue(tq)
 }
 
 // PipelineWorkflowID is the pipeline entity's workflow ID.

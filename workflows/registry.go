@@ -65,6 +65,13 @@ type MemberView struct {
 	State queue.MemberState `json:"state"`
 	// Slots maps each queue the member serves to its allowance.
 	Slots map[string]SlotGrant `json:"slots"`
+	// Untrusted maps each queue the member serves to its allowance of the
+	// queue's untrusted builds (pull requests from forks, on the queue's
+	// UntrustedTaskQueue; see queue.EvaluateUntrusted). A queue is left out
+	// when the member may not run them (a controller, a host-runtime
+	// executor, unless a rule says untrusted-on-host). Both allowances share
+	// the member's slots for the queue.
+	Untrusted map[string]SlotGrant `json:"untrusted,omitempty"`
 }
 
 // MemberGrant is a member's registry entry and its current grant on one
@@ -72,6 +79,8 @@ type MemberView struct {
 type MemberGrant struct {
 	Member queue.Member `json:"member"`
 	Grant  SlotGrant    `json:"grant"`
+	// Untrusted is the grant for the queue's untrusted builds.
+	Untrusted SlotGrant `json:"untrusted"`
 }
 
 // SlotGrant is how many builds of a queue a member may run, and the gap
@@ -181,7 +190,9 @@ func RegistryWorkflow(ctx workflow.Context, in RegistryInput) error {
 		case !m.Serves(queueName):
 			out.Grant.Why = fmt.Sprintf("%s does not serve queue %s", name, queueName)
 		default:
-			out.Grant = r.grant(q, m.Name, r.members(), workflow.Now(ctx))
+			members, now := r.members(), workflow.Now(ctx)
+			out.Grant = r.grant(q, m.Name, members, now)
+			out.Untrusted, _ = r.untrustedGrant(q, *m, members, now)
 		}
 		return out, nil
 	}); err != nil {
@@ -231,6 +242,11 @@ func (r *registry) validateHeartbeat(_ workflow.Context, hb Heartbeat) error {
 	if m.Role != queue.RoleController && m.Role != queue.RoleExecutor {
 		return fmt.Errorf("member %s: unknown role %q (want controller or executor)", m.Name, m.Role)
 	}
+	switch m.Runtime {
+	case "", queue.RuntimeHost, queue.RuntimeContainer:
+	default:
+		return fmt.Errorf("member %s: unknown runtime %q (want %s or %s)", m.Name, m.Runtime, queue.RuntimeHost, queue.RuntimeContainer)
+	}
 	if old, ok := r.st.Members[m.Name]; ok && old.Role != m.Role {
 		return fmt.Errorf("member name %s is taken by a %s", m.Name, old.Role)
 	}
@@ -244,7 +260,7 @@ func (r *registry) heartbeat(ctx workflow.Context, hb Heartbeat) (MemberView, er
 		m = &queue.Member{Name: hb.Member.Name, Role: hb.Member.Role, State: queue.StateActive}
 		r.st.Members[m.Name] = m
 	}
-	m.Host, m.Labels, m.Queues, m.Running = hb.Member.Host, hb.Member.Labels, hb.Member.Queues, hb.Member.Running
+	m.Host, m.Labels, m.Queues, m.Running, m.Runtime = hb.Member.Host, hb.Member.Labels, hb.Member.Queues, hb.Member.Running, hb.Member.Runtime
 	m.LastSeen = now
 	if m.State == queue.StateDraining && running(m) == 0 {
 		m.State = queue.StateInactive
@@ -263,8 +279,29 @@ func (r *registry) heartbeat(ctx workflow.Context, hb Heartbeat) (MemberView, er
 			continue
 		}
 		view.Slots[q.Name] = r.grant(q, m.Name, members, now)
+		if g, ok := r.untrustedGrant(q, *m, members, now); ok {
+			if view.Untrusted == nil {
+				view.Untrusted = map[string]SlotGrant{}
+			}
+			view.Untrusted[q.Name] = g
+		}
 	}
 	return view, nil
+}
+
+// untrustedGrant is what member m may run of q's untrusted builds now; ok is
+// false when no rule of q lets m run them at all (then it must not poll
+// the untrusted task queue), so the plan is not even computed.
+func (r *registry) untrustedGrant(q queue.Queue, m queue.Member, members []queue.Member, now time.Time) (SlotGrant, bool) {
+	if !q.AllowsUntrusted(m) {
+		return SlotGrant{Why: fmt.Sprintf("%s: %s", m.Name, queue.UntrustedReason)}, false
+	}
+	plan := queue.EvaluateUntrusted(q, members, now, r.liveness)
+	g := SlotGrant{Allowed: plan.Allowed[m.Name], Why: plan.Why}
+	if plan.Active() {
+		g.MinGap = plan.Rule.MinGap
+	}
+	return g, true
 }
 
 // grant is what member may run of queue q now.

@@ -171,6 +171,10 @@ func TestRegistryHeartbeatValidation(t *testing.T) {
 		{name: "no name", hb: Heartbeat{Member: queue.Member{Role: queue.RoleExecutor}}, wantErr: "heartbeat names no member"},
 		{name: "unknown role", hb: Heartbeat{Member: queue.Member{Name: "x", Role: "robot"}}, wantErr: `member x: unknown role "robot"`},
 		{name: "name taken by another role", hb: controller("exec-a"), wantErr: "member name exec-a is taken by a executor"},
+		{
+			name: "unknown runtime", hb: Heartbeat{Member: queue.Member{Name: "x", Role: queue.RoleExecutor, Runtime: "vm"}},
+			wantErr: `member x: unknown runtime "vm" (want host or container)`,
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

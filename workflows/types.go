@@ -496,4 +496,7 @@ type BuildSummary struct {
 	EndTime       time.Time `json:"end_time,omitzero"`
 	WaitUntil     time.Time `json:"wait_until,omitzero"`
 	CollapsedInto string    `json:"collapsed_into,omitempty"`
+	// Fork marks a pull request from a fork, so list views can explain
+	// where it may run (see queue.EvaluateUntrusted).
+	Fork bool `json:"fork,omitempty"`
 }

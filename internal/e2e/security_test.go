@@ -42,6 +42,12 @@ jobs:
 	head := repo.Head()
 	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "forked", Repo: repo.Dir})
 	require.NoError(t, err)
+	// Forks' pull requests run only on container executors unless a rule
+	// opts in; this test is about secrets, so the host executor may run them.
+	_, err = e.API.UpdateQueue(ctx, api.QueueRequest{Name: "default", Rules: []string{
+		"run-on=executors,max-parallel=2,untrusted-on-host=true", "run-on=controller,max-parallel=1",
+	}})
+	require.NoError(t, err)
 	for name, req := range map[string]api.SetSecretRequest{
 		"PLAIN":   {Value: "plain-value"},
 		"PR_OK":   {Value: "pr-value", AllowInPR: true},
@@ -109,6 +115,127 @@ jobs:
 	b, out = logOf(res)
 	require.False(t, b.Fork)
 	require.Contains(t, out, "\nplain= pr=set fork=set\n", "a pull request from a branch of the repository gets --allow-in-pr secrets")
+}
+
+// deliverPullRequest delivers a signed GitHub pull_request "opened" event of
+// repo's head commit from headRepo to the pipeline of repository
+// acme/<name>, and returns the event it started.
+func deliverPullRequest(t *testing.T, e *testenv.Env, secret string, repo *testenv.Repo, name string, number int, headRepo, delivery string) string {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{
+		"action": "opened", "number": number,
+		"pull_request": map[string]any{
+			"number": number,
+			"head":   map[string]any{"ref": "feature", "sha": repo.Head(), "repo": map[string]any{"full_name": headRepo, "clone_url": repo.Dir}},
+			"base":   map[string]any{"ref": "main", "repo": map[string]any{"full_name": "acme/" + name, "clone_url": repo.Dir}},
+		},
+		"repository": map[string]any{"full_name": "acme/" + name, "clone_url": repo.Dir, "default_branch": "main"},
+		"sender":     map[string]any{"login": "mallory"},
+	})
+	require.NoError(t, err)
+	req, err := http.NewRequestWithContext(e.Context(), http.MethodPost, e.APIURL+"/webhooks/github", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("X-GitHub-Event", "pull_request")
+	req.Header.Set("X-GitHub-Delivery", delivery)
+	req.Header.Set("Content-Type", "application/json")
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(body)
+	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	var res api.WebhookResult
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&res))
+	require.Equal(t, http.StatusAccepted, resp.StatusCode, "%+v", res)
+	require.Len(t, res.Events, 1, "%+v", res)
+	return res.Events[0].ID
+}
+
+// TestForkPullRequestRunsOnlyOnContainerExecutors: with only a host-runtime
+// executor and the controller (whose fallback rule the default queue has), a
+// pull request from a fork is never run: its build waits, saying why, while
+// the same pull request from a branch of the repository runs on the host
+// executor. A container executor serving the queue then runs it.
+func TestForkPullRequestRunsOnlyOnContainerExecutors(t *testing.T) {
+	t.Parallel()
+	const hookSecret = "fork-placement-webhook-secret"
+	e := server.NewEnv(t, testenv.Options{LocalExecutor: true, GitHubSecret: hookSecret})
+	ctx := e.Context()
+	// The step would print the executor's credentials on the host.
+	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": fmt.Sprintf(`
+shared: {image: %s}
+jobs:
+  check:
+    requires: [~pr]
+    steps:
+      - peek: 'cat /proc/$PPID/environ >/dev/null 2>&1; echo ran'
+`, testenv.TestImage)})
+	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "placed", Repo: repo.Dir})
+	require.NoError(t, err)
+
+	es, err := e.API.ListExecutors(ctx)
+	require.NoError(t, err)
+	runtimes := map[string]string{}
+	for _, x := range es {
+		runtimes[x.Name] = x.Runtime
+	}
+	require.Equal(t, map[string]string{"local": "host", "controller": "host"}, runtimes, "controllers count as host")
+
+	fork := deliverPullRequest(t, e, hookSecret, repo, "placed", 7, "mallory/placed", "placed-fork-1")
+	var waiting api.Build
+	e.WaitFor("the fork's build to wait for a container executor", time.Minute, func() bool {
+		bs, err := e.API.ListBuilds(ctx, api.BuildFilter{Pipeline: "placed", Event: fork})
+		require.NoError(t, err)
+		for _, b := range bs {
+			if b.Status == workflows.StatusQueued && strings.Contains(b.Reason, "pull requests from forks run only on container executors") {
+				waiting = b
+				return true
+			}
+		}
+		return false
+	})
+	require.Contains(t, waiting.Reason, "queue default", "the reason names the queue")
+	require.True(t, waiting.Fork)
+
+	branch := deliverPullRequest(t, e, hookSecret, repo, "placed", 8, "acme/placed", "placed-branch-1")
+	ev := e.WaitEvent(branch, 2*time.Minute)
+	require.Equal(t, workflows.StatusSuccess, ev.Status, "%+v", ev)
+	b := buildOf(t, ev, "check")
+	require.False(t, b.Fork)
+	require.Equal(t, "local", b.Executor, "a pull request from a branch of the repository runs like a branch build")
+
+	// The fork's build was not run meanwhile, by the host executor nor by
+	// the controller.
+	got, err := e.API.GetBuild(ctx, waiting.ID)
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusQueued, got.Status, "%+v", got)
+	require.Zero(t, got.Attempts, "%+v", got)
+	require.Contains(t, got.Reason, "pull requests from forks run only on container executors")
+	st, err := e.API.QueueStatus(ctx, "default")
+	require.NoError(t, err)
+	require.Contains(t, st.UntrustedWhy, "no live member for any rule", "queue status says where forks' builds may run")
+
+	// A container executor serving the queue runs it.
+	testenv.Podman(t)
+	e.StartExecutor(testenv.ExecutorOptions{Name: "pod-1", Queues: []string{"default"}, Env: []string{"SLUICE_EXECUTOR_RUNTIME=podman"}})
+	ev = e.WaitEvent(fork, 2*time.Minute)
+	require.Equal(t, workflows.StatusSuccess, ev.Status, "%+v", ev)
+	got, err = e.API.GetBuild(ctx, buildOf(t, ev, "check").ID)
+	require.NoError(t, err)
+	require.True(t, got.Fork)
+	require.Equal(t, "pod-1", got.Executor, "%+v", got)
+	require.Len(t, got.AttemptList, 1, "no attempt ran anywhere else: %+v", got.AttemptList)
+	require.Equal(t, "ran\n", readStepLog(t, e, got.ID, 1, "peek"))
+	st, err = e.API.QueueStatus(ctx, "default")
+	require.NoError(t, err)
+	require.Contains(t, st.UntrustedWhy, "pod-1")
+	es, err = e.API.ListExecutors(ctx)
+	require.NoError(t, err)
+	for _, x := range es {
+		if x.Name == "pod-1" {
+			require.Equal(t, "container", x.Runtime)
+		}
+	}
 }
 
 // TestPushOfACommitNotOnItsBranch: a signed push that names a commit which
