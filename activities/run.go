@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluice-ci/sluice/pipeline"
 	"github.com/sluice-ci/sluice/runner"
+	"github.com/sluice-ci/sluice/scm"
 )
 
 // RunBuildInput is everything an executor needs to run one build attempt.
@@ -154,7 +155,7 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 			return a.finish(ctx, runCtx, rep, hb, late, &stopped, info.TaskToken, in, res)
 		}
 		return a.finish(ctx, runCtx, rep, hb, late, &stopped, info.TaskToken, in,
-			fail(res, fmt.Sprintf("check out %s at %s: %v", in.Repo, short(in.SHA), err)))
+			fail(res, fmt.Sprintf("check out %s at %s: %v", scm.RedactURL(in.Repo), short(in.SHA), err)))
 	}
 
 	// Secrets come from the API now that the build is claimed; a missing

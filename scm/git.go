@@ -39,7 +39,9 @@ const (
 
 // gitRepo is a Repo backed by a bare mirror of a git repository.
 type gitRepo struct {
-	location string       // URL or absolute path given to git
+	location string       // URL (with any credentials) or absolute path
+	remote   string       // location as git's command line shows it: no credentials
+	credEnv  []string     // the credentials, handed to git in its environment
 	display  string       // location with any password redacted
 	mirror   string       // cacheDir/git/<hash>-<suffix>.git
 	lockPath string       // cacheDir/git/<hash>-<suffix>.lock
@@ -54,8 +56,14 @@ func openGit(ctx context.Context, location, cache string) (*gitRepo, error) {
 	}
 	name := mirrorName(location)
 	base := filepath.Join(cache, "git")
+	remote, credEnv, err := remoteCredentials(location)
+	if err != nil {
+		return nil, fmt.Errorf("open repository: %w", err)
+	}
 	r := &gitRepo{
 		location: location,
+		remote:   remote,
+		credEnv:  credEnv,
 		display:  redact(location),
 		mirror:   filepath.Join(base, name+".git"),
 		lockPath: filepath.Join(base, name+".lock"),
@@ -146,8 +154,8 @@ func (r *gitRepo) clone(ctx context.Context) error {
 func (r *gitRepo) fetchInto(ctx context.Context, dir string) error {
 	start := time.Now()
 	r.fetches.Add(1)
-	args := append([]string{"fetch", "--quiet", "--prune", "--no-write-fetch-head", r.location}, mirrorRefspecs...)
-	if _, err := runGit(ctx, dir, nil, args...); err != nil {
+	args := append([]string{"fetch", "--quiet", "--prune", "--no-write-fetch-head", r.remote}, mirrorRefspecs...)
+	if _, err := runGitEnv(ctx, dir, nil, r.credEnv, args...); err != nil {
 		return err
 	}
 	stamp := strconv.FormatInt(start.UnixNano(), 10) + "\n"
@@ -196,7 +204,7 @@ func (r *gitRepo) fetchOne(ctx context.Context, src, ref string) error {
 		return err
 	}
 	defer func() { _ = lock.unlock() }()
-	_, err = runGit(ctx, r.mirror, nil, "fetch", "--quiet", "--no-write-fetch-head", r.location, "+"+src+":"+ref)
+	_, err = runGitEnv(ctx, r.mirror, nil, r.credEnv, "fetch", "--quiet", "--no-write-fetch-head", r.remote, "+"+src+":"+ref)
 	return err
 }
 
@@ -268,7 +276,7 @@ func (r *gitRepo) Resolve(ctx context.Context, ref string) (string, error) {
 // resolveHead asks the remote for its HEAD commit (the default branch's tip,
 // or a local repository's detached HEAD) and makes sure the mirror holds it.
 func (r *gitRepo) resolveHead(ctx context.Context, ref string) (string, error) {
-	out, err := runGit(ctx, r.mirror, nil, "ls-remote", "--quiet", r.location, "HEAD")
+	out, err := runGitEnv(ctx, r.mirror, nil, r.credEnv, "ls-remote", "--quiet", r.remote, "HEAD")
 	if err != nil {
 		return "", fmt.Errorf("resolve %q in %s: %w", ref, r.display, err)
 	}
