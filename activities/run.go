@@ -214,6 +214,7 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 	removeContainer := func() {}
 	switch {
 	case a.Runtime == "" || a.Runtime == runner.RuntimeHost:
+		spec.RunAs = a.RunAs
 		if in.Image != "" {
 			why := a.RuntimeWhy
 			if why == "" {
@@ -223,6 +224,7 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 				"sluice: image %s is not used: executor %s runs steps in a shell on its host (%s)\n", in.Image, name, why)}
 		}
 	case in.Image == "":
+		spec.RunAs = a.RunAs
 		spec.Logs = &noticeSink{LogSink: spec.Logs, notice: fmt.Sprintf(
 			"sluice: the job names no image: executor %s runs steps in a shell on its host\n", name)}
 	default:

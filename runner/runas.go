@@ -143,23 +143,38 @@ func (ra *RunAs) may(st *syscall.Stat_t, bit uint32) bool {
 // without following symbolic links. A regular file with several links is
 // left as it is: it is shared with something outside the workspace (a git
 // checkout hard-links the mirror's objects, read-only), which the build
-// must not own.
+// must not own. Children are handed over before their directory: until the
+// end every directory on a path is still the executor's, so a process of
+// the user (another build) cannot swap a directory for a link to elsewhere
+// while the walk is under way.
 func (ra *RunAs) giveTree(dir string) error {
-	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error { //nolint:wrapcheck // the caller names the workspace
+	var paths []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if d.Type().IsRegular() {
 			fi, err := d.Info()
 			if err != nil {
-				return err //nolint:wrapcheck // as above
+				return err //nolint:wrapcheck // the caller names the workspace
 			}
 			if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
 				return nil
 			}
 		}
-		return os.Lchown(p, int(ra.UID), int(ra.GID))
+		paths = append(paths, p)
+		return nil
 	})
+	if err != nil {
+		return err //nolint:wrapcheck // the caller names the workspace
+	}
+	for i := len(paths) - 1; i >= 0; i-- {
+		// The paths' directories are still the executor's (see above).
+		if err := os.Lchown(paths[i], int(ra.UID), int(ra.GID)); err != nil {
+			return err //nolint:wrapcheck // the caller names the workspace
+		}
+	}
+	return nil
 }
 
 // prepareControlDir lets the user reach the control directory without
@@ -173,7 +188,7 @@ func (r *run) prepareControlDir() error {
 	if err := os.Chown(r.ctl, os.Geteuid(), int(ra.GID)); err != nil {
 		return fmt.Errorf("control directory: %w", err)
 	}
-	if err := os.Chmod(r.ctl, 0o710); err != nil {
+	if err := os.Chmod(r.ctl, 0o710); err != nil { //nolint:gosec // the build's group enters it; it lists and creates nothing
 		return fmt.Errorf("control directory: %w", err)
 	}
 	for _, name := range []string{"env", "cwd"} {
