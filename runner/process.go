@@ -41,7 +41,7 @@ type run struct {
 // else a temporary directory removed by cleanup. With Spec.RunAs it also
 // hands the workspace and the shell's files to that user.
 func (r *run) makeControlDir() error {
-	if err := r.makeControlDir1(); err != nil {
+	if err := r.createControlDir(); err != nil {
 		return err
 	}
 	ra := r.spec.RunAs
@@ -70,7 +70,8 @@ func (r *run) makeControlDir() error {
 	return nil
 }
 
-func (r *run) makeControlDir1() error {
+// createControlDir creates the control directory (see makeControlDir).
+func (r *run) createControlDir() error {
 	if r.spec.ControlDir != "" {
 		// The shell runs in the workspace: it is handed absolute paths.
 		ctl, err := filepath.Abs(r.spec.ControlDir)
