@@ -46,6 +46,12 @@ type Activities struct {
 	Runtime string
 	// RuntimeWhy says why Runtime was chosen, for the build log.
 	RuntimeWhy string
+	// RunAs, if set, is the user host builds run as
+	// (SLUICE_EXECUTOR_RUN_AS).
+	RunAs *runner.RunAs
+	// ContainerNetwork, if set, is the network build containers join
+	// (SLUICE_CONTAINER_NETWORK).
+	ContainerNetwork string
 	// GroupRecords is the directory where host builds record their process
 	// groups while they run ("" records nothing); see runner.KillRecordedGroups.
 	GroupRecords string

@@ -138,6 +138,7 @@ func (a *Activities) startContainer(ctx context.Context, in RunBuildInput, dir, 
 		Workdir: src,
 		CPUs:    cpus,
 		Memory:  memory,
+		Network: a.ContainerNetwork,
 	}, src, containerControlDir)
 }
 

@@ -112,7 +112,7 @@ func (a *Activities) ResolveEvent(ctx context.Context, in ResolveEventInput) (Re
 	}
 	repo, err := a.Repos.Open(ctx, in.Repo)
 	if err != nil {
-		return out, repoError(fmt.Errorf("open repository %s: %w", in.Repo, err))
+		return out, repoError(fmt.Errorf("open repository %s: %w", scm.RedactURL(in.Repo), err))
 	}
 	sha := in.SHA
 	if sha == "" || len(sha) < 40 {
@@ -124,7 +124,7 @@ func (a *Activities) ResolveEvent(ctx context.Context, in ResolveEventInput) (Re
 			ref = "" // a plain directory has no branches: use its current content
 		}
 		if sha, err = repo.Resolve(ctx, ref); err != nil {
-			return out, repoError(fmt.Errorf("resolve %q in %s: %w", ref, in.Repo, err))
+			return out, repoError(fmt.Errorf("resolve %q in %s: %w", ref, scm.RedactURL(in.Repo), err))
 		}
 	}
 	out.SHA = sha
@@ -135,14 +135,14 @@ func (a *Activities) ResolveEvent(ctx context.Context, in ResolveEventInput) (Re
 		}
 		if !on {
 			out.SpecError = fmt.Sprintf("commit %s is not on branch %s of %s: a commit event builds commits of its branch (one reachable only from a pull request, or force-pushed away, starts nothing)",
-				short(sha), in.OnBranch, in.Repo)
+				short(sha), in.OnBranch, scm.RedactURL(in.Repo))
 			return out, nil
 		}
 	}
 	data, err := repo.ReadFile(ctx, sha, SpecFile)
 	switch {
 	case errors.Is(err, scm.ErrNotFound):
-		out.SpecError = fmt.Sprintf("%s not found in %s at %s", SpecFile, in.Repo, short(sha))
+		out.SpecError = fmt.Sprintf("%s not found in %s at %s", SpecFile, scm.RedactURL(in.Repo), short(sha))
 		return out, nil
 	case err != nil:
 		return out, repoError(fmt.Errorf("read %s at %s: %w", SpecFile, short(sha), err))
@@ -166,7 +166,7 @@ func (a *Activities) ResolveEvent(ctx context.Context, in ResolveEventInput) (Re
 	if in.WantChanges && out.ChangedFiles == nil {
 		files, err := repo.ChangedFiles(ctx, in.Before, sha)
 		if err != nil {
-			a.Logger.WarnContext(ctx, "changed_files_unavailable", "repo", in.Repo, "sha", sha, "error", err)
+			a.Logger.WarnContext(ctx, "changed_files_unavailable", "repo", scm.RedactURL(in.Repo), "sha", sha, "error", err)
 		} else {
 			out.ChangedFiles = files
 		}

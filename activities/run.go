@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluice-ci/sluice/pipeline"
 	"github.com/sluice-ci/sluice/runner"
+	"github.com/sluice-ci/sluice/scm"
 )
 
 // RunBuildInput is everything an executor needs to run one build attempt.
@@ -161,7 +162,7 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 			return a.finish(ctx, runCtx, rep, hb, late, &stopped, info.TaskToken, in, res)
 		}
 		return a.finish(ctx, runCtx, rep, hb, late, &stopped, info.TaskToken, in,
-			fail(res, fmt.Sprintf("check out %s at %s: %v", in.Repo, short(in.SHA), err)))
+			fail(res, fmt.Sprintf("check out %s at %s: %v", scm.RedactURL(in.Repo), short(in.SHA), err)))
 	}
 
 	// Secrets come from the API now that the build is claimed; a missing
@@ -220,6 +221,7 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 	removeContainer := func() {}
 	switch {
 	case a.Runtime == "" || a.Runtime == runner.RuntimeHost:
+		spec.RunAs = a.RunAs
 		if in.Image != "" {
 			why := a.RuntimeWhy
 			if why == "" {
@@ -229,6 +231,7 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 				"sluice: image %s is not used: executor %s runs steps in a shell on its host (%s)\n", in.Image, name, why)}
 		}
 	case in.Image == "":
+		spec.RunAs = a.RunAs
 		spec.Logs = &noticeSink{LogSink: spec.Logs, notice: fmt.Sprintf(
 			"sluice: the job names no image: executor %s runs steps in a shell on its host\n", name)}
 	default:

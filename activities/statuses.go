@@ -112,7 +112,7 @@ func (a *Activities) statusTarget(ctx context.Context, pipeline, setting, repo s
 	case "":
 		var ok bool
 		if t, ok = scm.TargetFromRepoURL(repo, settings.GitHubHost, settings.GitLabHost); !ok {
-			return nil, "the repository " + repo + " is not on GitHub or GitLab (set the pipeline's statuses to github:<owner>/<repo> or gitlab:<group>/<project>)", nil
+			return nil, "the repository " + scm.RedactURL(repo) + " is not on GitHub or GitLab (set the pipeline's statuses to github:<owner>/<repo> or gitlab:<group>/<project>)", nil
 		}
 	default:
 		if t, err = scm.ParseStatusTarget(setting); err != nil {

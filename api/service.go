@@ -178,7 +178,7 @@ func (s *Service) CreatePipeline(ctx context.Context, id queue.Identity, req Cre
 	}
 	repo, err := s.Repos.Open(ctx, req.Repo)
 	if err != nil {
-		return Pipeline{}, invalid("repo %s: %v", req.Repo, err)
+		return Pipeline{}, invalid("repo %s: %v", scm.RedactURL(req.Repo), err)
 	}
 	ref := req.Branch
 	if scm.Kind(req.Repo) == scm.KindDir {
@@ -186,7 +186,7 @@ func (s *Service) CreatePipeline(ctx context.Context, id queue.Identity, req Cre
 	}
 	sha, err := repo.Resolve(ctx, ref)
 	if err != nil {
-		return Pipeline{}, invalid("repo %s: cannot resolve branch %s: %v", req.Repo, req.Branch, err)
+		return Pipeline{}, invalid("repo %s: cannot resolve branch %s: %v", scm.RedactURL(req.Repo), req.Branch, err)
 	}
 	next, err := s.nextEventNumber(ctx, req.Name)
 	if err != nil {
@@ -203,7 +203,7 @@ func (s *Service) CreatePipeline(ctx context.Context, id queue.Identity, req Cre
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		TypedSearchAttributes:    temporal.NewSearchAttributes(workflows.SAPipeline.ValueSet(req.Name), workflows.SABranch.ValueSet(req.Branch)),
-		StaticSummary:            fmt.Sprintf("pipeline %s: %s@%s", req.Name, req.Repo, req.Branch),
+		StaticSummary:            fmt.Sprintf("pipeline %s: %s@%s", req.Name, scm.RedactURL(req.Repo), req.Branch),
 	}, workflows.PipelineWorkflow, workflows.PipelineInput{Config: cfg, State: &workflows.PipelineState{NextEvent: next}})
 	if err != nil {
 		return Pipeline{}, translate(err, "pipeline "+req.Name)
@@ -258,21 +258,35 @@ func (s *Service) nextEventNumber(ctx context.Context, name string) (int, error)
 	return next, nil
 }
 
-// GetPipeline queries a pipeline.
+// GetPipeline queries a pipeline. Its Repo is for display: credentials in
+// the repository URL are redacted (scm.RedactURL).
 func (s *Service) GetPipeline(ctx context.Context, name string) (Pipeline, error) {
+	p, _, err := s.getPipeline(ctx, name)
+	return p, err
+}
+
+// getPipeline is GetPipeline, also returning the repository location as
+// configured (credentials included), for the API's own use: opening it,
+// keeping it on update.
+func (s *Service) getPipeline(ctx context.Context, name string) (Pipeline, string, error) {
+	p, info, err := s.queryPipeline(ctx, name)
+	return p, info.Config.Repo, err
+}
+
+func (s *Service) queryPipeline(ctx context.Context, name string) (Pipeline, workflows.PipelineInfo, error) {
+	var info workflows.PipelineInfo
 	if err := workflows.ValidatePipelineName(name); err != nil {
-		return Pipeline{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return Pipeline{}, info, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	v, err := s.Client.QueryWorkflow(ctx, workflows.PipelineWorkflowID(name), "", workflows.QueryPipeline)
 	if err != nil {
-		return Pipeline{}, translate(err, "pipeline "+name)
+		return Pipeline{}, info, translate(err, "pipeline "+name)
 	}
-	var info workflows.PipelineInfo
 	if err := v.Get(&info); err != nil {
-		return Pipeline{}, fmt.Errorf("decode pipeline %s: %w", name, err)
+		return Pipeline{}, info, fmt.Errorf("decode pipeline %s: %w", name, err)
 	}
 	p := Pipeline{
-		Name: info.Config.Name, Repo: info.Config.Repo, RepoKind: scm.Kind(info.Config.Repo), Branch: info.Config.Branch,
+		Name: info.Config.Name, Repo: scm.RedactURL(info.Config.Repo), RepoKind: scm.Kind(info.Config.Repo), Branch: info.Config.Branch,
 		Queue: info.Config.Queue, Events: info.Events, LastSHA: info.LastSHA, Subscriptions: info.Subscriptions,
 		Periodic: info.Periodic, ScheduleError: info.ScheduleError, CreatedAt: info.Config.CreatedAt,
 		Statuses: info.Config.Statuses, Admins: info.Config.Admins,
@@ -295,7 +309,7 @@ func (s *Service) GetPipeline(ctx context.Context, name string) (Pipeline, error
 		}
 		p.Lanes = append(p.Lanes, lv)
 	}
-	return p, nil
+	return p, info, nil
 }
 
 // ShowPipeline is GetPipeline plus where the latest event's commit
@@ -361,12 +375,17 @@ func (s *Service) ListPipelines(ctx context.Context) ([]Pipeline, error) {
 // UpdatePipeline changes a pipeline's repo, branch or default queue. The
 // caller becomes the pipeline's owner: unattended events act for them.
 func (s *Service) UpdatePipeline(ctx context.Context, id queue.Identity, name string, req UpdatePipelineRequest) (Pipeline, error) {
-	cur, err := s.GetPipeline(ctx, name)
+	cur, curRepo, err := s.getPipeline(ctx, name)
 	if err != nil {
 		return Pipeline{}, err
 	}
+	if req.Repo != nil && (*req.Repo == curRepo || *req.Repo == cur.Repo) {
+		// The repository as configured, or as GetPipeline shows it (its
+		// credentials redacted): unchanged.
+		req.Repo = nil
+	}
 	owner := id
-	cfg := workflows.PipelineConfig{Name: name, Repo: cur.Repo, Branch: cur.Branch, Queue: cur.Queue, Statuses: cur.Statuses, Owner: &owner}
+	cfg := workflows.PipelineConfig{Name: name, Repo: curRepo, Branch: cur.Branch, Queue: cur.Queue, Statuses: cur.Statuses, Owner: &owner}
 	if req.Admins != nil {
 		if err := validAdmins(*req.Admins); err != nil {
 			return Pipeline{}, err
@@ -379,7 +398,7 @@ func (s *Service) UpdatePipeline(ctx context.Context, id queue.Identity, name st
 		}
 		cfg.Statuses = *req.Statuses
 	}
-	if req.Repo != nil && *req.Repo != cur.Repo && s.HasSecrets != nil && !id.Has("manage-secrets") {
+	if req.Repo != nil && s.HasSecrets != nil && !id.Has("manage-secrets") {
 		// The new repository's code would read this pipeline's secrets.
 		if has, err := s.HasSecrets(name); err != nil {
 			return Pipeline{}, err
@@ -394,7 +413,7 @@ func (s *Service) UpdatePipeline(ctx context.Context, id queue.Identity, name st
 		}
 		cfg.Repo = *req.Repo
 		if _, err := s.Repos.Open(ctx, cfg.Repo); err != nil {
-			return Pipeline{}, invalid("repo %s: %v", cfg.Repo, err)
+			return Pipeline{}, invalid("repo %s: %v", scm.RedactURL(cfg.Repo), err)
 		}
 	}
 	if req.Branch != nil {

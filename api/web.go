@@ -339,11 +339,11 @@ func (wh *webHandler) specOf(ctx context.Context, name, sha string) (*pipeline.S
 	if sha == "" {
 		return nil, errors.New("the event has no commit yet")
 	}
-	p, err := wh.h.svc.GetPipeline(ctx, name)
+	p, location, err := wh.h.svc.getPipeline(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	repo, err := wh.h.svc.Repos.Open(ctx, p.Repo)
+	repo, err := wh.h.svc.Repos.Open(ctx, location)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", p.Repo, err)
 	}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v10"
+
+	"github.com/sluice-ci/sluice/runner"
 )
 
 // Config is every setting sluice reads from its environment. Each field names
@@ -101,6 +103,10 @@ type Config struct {
 	// ExecutorRuntime is how this executor runs builds: host, docker, podman
 	// or auto.
 	ExecutorRuntime string `env:"SLUICE_EXECUTOR_RUNTIME" envDefault:"auto" desc:"how builds run: host, docker, podman, or auto (docker if 'docker info' answers, else podman if 'podman info' answers, else host)"`
+	// ExecutorRunAs is the user host-runtime builds run as.
+	ExecutorRunAs string `env:"SLUICE_EXECUTOR_RUN_AS" desc:"user that builds on the host runtime run as: a user name or uid[:gid] (the executor runs as root and switches; SLUICE_DATA_DIR becomes 0700 and SLUICE_WORK_DIR must lie outside it). A 'sluice worker' running as root refuses the host runtime without it; 'root' accepts builds running as root, able to read the worker's token and data ('sluice dev' only warns). See docs/security.md"`
+	// ContainerNetwork is the network build containers join.
+	ContainerNetwork string `env:"SLUICE_CONTAINER_NETWORK" desc:"network the docker/podman build containers join (--network), e.g. one with no route to Temporal or PostgreSQL (docker-compose.yml: sluice-builds); empty: the runtime's default bridge. 'host' and container:… are refused"`
 	// WorkDir is where executors create build workspaces.
 	WorkDir string `env:"SLUICE_WORK_DIR" desc:"root of build workspaces (default: DATA_DIR/work)"`
 	// KeepWorkspaces keeps build workspaces after builds end, for debugging.
@@ -296,6 +302,12 @@ func (c *Config) validate(skip map[string]bool) error {
 	case "host", "docker", "podman", "auto":
 	default:
 		bad("SLUICE_EXECUTOR_RUNTIME", "want host, docker, podman or auto, got %q", c.ExecutorRuntime)
+	}
+	if err := runner.CheckRunAsSyntax(c.ExecutorRunAs); err != nil {
+		bad("SLUICE_EXECUTOR_RUN_AS", "%v", err)
+	}
+	if err := runner.CheckNetwork(c.ContainerNetwork); err != nil {
+		bad("SLUICE_CONTAINER_NETWORK", "%v", err)
 	}
 	for k := range c.ExecutorLabels {
 		if k == "" {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -87,6 +88,27 @@ type ContainerOptions struct {
 	Workdir string
 	// CPUs and Memory, if set, become --cpus and --memory.
 	CPUs, Memory string
+	// Network, if set, is the network the container joins (--network;
+	// SLUICE_CONTAINER_NETWORK), checked by CheckNetwork.
+	Network string
+}
+
+var reNetwork = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+
+// CheckNetwork checks a build containers' network name: "" (the runtime's
+// default), or a network's name; "host" (the executor host's own network)
+// and container:<id> (another container's) are refused, since they would
+// give builds what the network is meant to keep from them.
+func CheckNetwork(name string) error {
+	switch {
+	case name == "":
+		return nil
+	case name == "host" || strings.HasPrefix(name, "container:") || strings.HasPrefix(name, "ns:"):
+		return fmt.Errorf("%q would share a network namespace the builds must not reach: name a network of their own", name)
+	case !reNetwork.MatchString(name):
+		return fmt.Errorf("want a network name (letters, digits, '_', '.', '-'), got %q", name)
+	}
+	return nil
 }
 
 // ImageError is a container that could not be created, with the runtime's
@@ -140,6 +162,12 @@ func StartContainer(ctx context.Context, o ContainerOptions, dir, controlDir str
 	}
 	if o.Memory != "" {
 		args = append(args, "--memory", o.Memory)
+	}
+	if o.Network != "" {
+		if err := CheckNetwork(o.Network); err != nil {
+			return nil, fmt.Errorf("container network: %w", err)
+		}
+		args = append(args, "--network", o.Network)
 	}
 	args = append(args, o.Image, "-c", keepAlive)
 	out, err := runtimeCmd(ctx, o.Runtime, args...).Output() //nolint:gosec // the image and options are the job's

@@ -19,6 +19,12 @@ import (
 // spec's workspace and a control directory mounted, removed at cleanup.
 func startContainer(t *testing.T, spec *runner.Spec) *runner.Container {
 	t.Helper()
+	return startContainerOn(t, spec, "")
+}
+
+// startContainerOn is startContainer on a network ("" the runtime's default).
+func startContainerOn(t *testing.T, spec *runner.Spec, network string) *runner.Container {
+	t.Helper()
 	testenv.Podman(t)
 	spec.ControlDir = filepath.Join(t.TempDir(), "ctl")
 	require.NoError(t, os.MkdirAll(spec.ControlDir, 0o700))
@@ -28,6 +34,7 @@ func startContainer(t *testing.T, spec *runner.Spec) *runner.Container {
 		Labels:  map[string]string{"sluice.test": "runner"},
 		Mounts:  map[string]string{spec.Dir: "/sd/workspace/src/repo", spec.ControlDir: "/sd/sluice"},
 		Workdir: "/sd/workspace/src/repo",
+		Network: network,
 	}, "/sd/workspace/src/repo", "/sd/sluice")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = runner.RemoveContainer(context.Background(), runner.RuntimePodman, c.ID) })
@@ -139,4 +146,22 @@ func TestContainerRefusesAnOptionAsImage(t *testing.T) {
 	var ie *runner.ImageError
 	require.ErrorAs(t, err, &ie)
 	require.Contains(t, err.Error(), "not an image reference")
+}
+
+// SLUICE_CONTAINER_NETWORK: a build container joins the network named (here
+// "none": loopback only), and a network that would share the host's or
+// another container's is refused before anything runs.
+func TestContainerJoinsItsNetwork(t *testing.T) {
+	spec, sink := setup(t, step("net", `ls /sys/class/net`))
+	startContainerOn(t, &spec, "none")
+
+	res := runner.Run(t.Context(), spec)
+
+	require.Equal(t, runner.StatusSuccess, res.Status, res.Reason)
+	require.Equal(t, "lo\n", sink.log("net"))
+
+	for _, network := range []string{"host", "container:temporal", "--privileged"} {
+		_, err := runner.StartContainer(t.Context(), runner.ContainerOptions{Runtime: runner.RuntimePodman, Image: "alpine", Name: "x", Network: network}, "/w", "/c")
+		require.ErrorContains(t, err, "container network", network)
+	}
 }

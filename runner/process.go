@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -37,8 +38,40 @@ type run struct {
 }
 
 // makeControlDir sets up the control directory: Spec.ControlDir if given,
-// else a temporary directory removed by cleanup.
+// else a temporary directory removed by cleanup. With Spec.RunAs it also
+// hands the workspace and the shell's files to that user.
 func (r *run) makeControlDir() error {
+	if err := r.createControlDir(); err != nil {
+		return err
+	}
+	ra := r.spec.RunAs
+	if ra == nil {
+		return nil
+	}
+	if r.spec.Container != nil {
+		return errRunAsContainer
+	}
+	if err := r.prepareControlDir(); err != nil {
+		return err
+	}
+	if err := ra.giveTree(r.spec.Dir); err != nil {
+		return fmt.Errorf("hand the workspace to %s: %w", ra, err)
+	}
+	if err := ra.Traversable(r.spec.Dir); err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	env := make([]string, 0, len(r.env)+1)
+	for _, kv := range r.env {
+		if !strings.HasPrefix(kv, "HOME=") {
+			env = append(env, kv)
+		}
+	}
+	r.env = append(env, "HOME="+r.ctlPath("home"))
+	return nil
+}
+
+// createControlDir creates the control directory (see makeControlDir).
+func (r *run) createControlDir() error {
 	if r.spec.ControlDir != "" {
 		// The shell runs in the workspace: it is handed absolute paths.
 		ctl, err := filepath.Abs(r.spec.ControlDir)
@@ -120,6 +153,9 @@ func (r *run) step(ctx context.Context, i int) (res StepResult, killed error) {
 	script := r.ctlPath("step-" + strconv.Itoa(i) + ".sh")
 	if err := os.WriteFile(script, []byte(st.Command+"\n"), 0o600); err != nil {
 		return fail(fmt.Sprintf("write step script: %v", err))
+	}
+	if err := r.giveFile(script); err != nil {
+		return fail(err.Error())
 	}
 	if r.sess == nil || !r.sess.alive() {
 		// The first step, or the shell of an earlier step ended (exit,

@@ -107,6 +107,13 @@ type Spec struct {
 	// Container, if set, runs the build's shell sessions in that running
 	// container instead of on the host.
 	Container *Container
+	// RunAs, if set, runs the build's shells on the host as that user
+	// (the executor must be root): Dir and everything in it is handed to
+	// the user, the control directory stays the executor's (the user gets
+	// only the files the shell writes), HOME is a directory of its own in
+	// the control directory, and the shells run with no supplementary
+	// groups. Not with Container.
+	RunAs *RunAs
 }
 
 // Container is a running container the steps of a build run in. The caller

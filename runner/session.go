@@ -91,6 +91,9 @@ func (r *run) startSession(dir string, restore bool) (*session, error) {
 	if err := syscall.Mkfifo(r.ctlPath(statusName), 0o600); err != nil {
 		return nil, fmt.Errorf("mkfifo: %w", err)
 	}
+	if err := r.giveFile(r.ctlPath(statusName)); err != nil {
+		return nil, err
+	}
 	stR, err := os.OpenFile(r.ctlPath(statusName), os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open status: %w", err)
@@ -173,6 +176,11 @@ func (r *run) startSession(dir string, restore bool) (*session, error) {
 	// dispatched again elsewhere. The signal is tied to the forking thread,
 	// so that thread is kept for the fork.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if ra := r.spec.RunAs; ra != nil && r.spec.Container == nil {
+		// Set before Pdeathsig by the fork (which a change of credentials
+		// would clear otherwise).
+		cmd.SysProcAttr.Credential = ra.credential()
+	}
 	runtime.LockOSThread()
 	err = cmd.Start()
 	runtime.UnlockOSThread()
@@ -356,6 +364,9 @@ func (r *run) openOutput(n int) (path string, rd, hold *os.File, err error) {
 	if err := syscall.Mkfifo(path, 0o600); err != nil {
 		return "", nil, nil, fmt.Errorf("mkfifo: %w", err)
 	}
+	if err := r.giveFile(path); err != nil {
+		return "", nil, nil, err
+	}
 	rd, err = os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return "", nil, nil, fmt.Errorf("open output: %w", err)
@@ -376,6 +387,9 @@ func (r *run) savedDir() (string, bool) {
 		return r.startDir(), false
 	}
 	dir := strings.TrimSuffix(string(b), "\n")
+	if dir == "" { // created empty for a RunAs user: no step completed
+		return r.startDir(), false
+	}
 	hostDir := dir
 	if c := r.spec.Container; c != nil {
 		rel, ok := strings.CutPrefix(dir, c.Dir)

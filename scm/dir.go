@@ -291,7 +291,10 @@ func (r *dirRepo) ReadFile(_ context.Context, sha, p string) ([]byte, error) {
 		return nil, fmt.Errorf("read %s at %s in %s: %w", clean, full, r.root, err)
 	}
 	defer func() { _ = root.Close() }()
-	b, err := root.ReadFile(filepath.FromSlash(clean))
+	b, err := readBounded(root, filepath.FromSlash(clean))
+	if errors.Is(err, ErrTooLarge) {
+		return nil, fmt.Errorf("read %s at %s in %s: %w", clean, full, r.root, err)
+	}
 	if errors.Is(err, syscall.EISDIR) {
 		return nil, fmt.Errorf("read %s at %s in %s: %w: a directory, not a file", clean, full, r.root, ErrNotFound)
 	}
@@ -402,4 +405,32 @@ func copyInRoots(src, dst *os.Root, name string, perm os.FileMode) (err error) {
 // returns nil ("unknown": every job runs) and no error.
 func (r *dirRepo) ChangedFiles(context.Context, string, string) ([]string, error) {
 	return nil, nil
+}
+
+// readBounded reads name under root like root.ReadFile, refusing a file over
+// MaxFileBytes (ErrTooLarge) without reading it.
+func readBounded(root *os.Root, name string) ([]byte, error) {
+	f, err := root.Open(name)
+	if err != nil {
+		return nil, err //nolint:wrapcheck // classified by the caller
+	}
+	defer func() { _ = f.Close() }()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err //nolint:wrapcheck // classified by the caller
+	}
+	if fi.IsDir() {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: syscall.EISDIR}
+	}
+	if fi.Size() > MaxFileBytes {
+		return nil, tooLarge(fi.Size())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, err //nolint:wrapcheck // classified by the caller
+	}
+	if len(b) > MaxFileBytes { // it grew since Stat
+		return nil, tooLarge(int64(len(b)))
+	}
+	return b, nil
 }

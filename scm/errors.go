@@ -1,6 +1,9 @@
 package scm
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // ErrNotFound reports that a file, ref, commit or snapshot does not exist in a
 // repository. It is always wrapped with the repository and what was looked up.
@@ -27,3 +30,17 @@ var ErrSignature = errors.New("scm: webhook signature invalid")
 // lacks a header or field sluice needs; the wrapping message names the header
 // or the JSON field (the API answers 400).
 var ErrBadPayload = errors.New("scm: webhook payload invalid")
+
+// MaxFileBytes bounds what ReadFile returns: a larger file (a spec padded to
+// exhaust a controller's memory) is refused with ErrTooLarge before its
+// content is read. It matches pipeline.MaxSpecBytes.
+const MaxFileBytes = 1 << 20
+
+// ErrTooLarge reports a file over MaxFileBytes. It wraps ErrInvalidArgument:
+// reading it again will not help.
+var ErrTooLarge = fmt.Errorf("%w: file too large", ErrInvalidArgument)
+
+// tooLarge is the error of a file of size bytes over MaxFileBytes.
+func tooLarge(size int64) error {
+	return fmt.Errorf("%w: %d bytes, the limit is %d (1 MiB)", ErrTooLarge, size, MaxFileBytes)
+}

@@ -39,7 +39,9 @@ const (
 
 // gitRepo is a Repo backed by a bare mirror of a git repository.
 type gitRepo struct {
-	location string       // URL or absolute path given to git
+	location string       // URL (with any credentials) or absolute path
+	remote   string       // location as git's command line shows it: no credentials
+	credEnv  []string     // the credentials, handed to git in its environment
 	display  string       // location with any password redacted
 	mirror   string       // cacheDir/git/<hash>-<suffix>.git
 	lockPath string       // cacheDir/git/<hash>-<suffix>.lock
@@ -54,8 +56,14 @@ func openGit(ctx context.Context, location, cache string) (*gitRepo, error) {
 	}
 	name := mirrorName(location)
 	base := filepath.Join(cache, "git")
+	remote, credEnv, err := remoteCredentials(location)
+	if err != nil {
+		return nil, fmt.Errorf("open repository: %w", err)
+	}
 	r := &gitRepo{
 		location: location,
+		remote:   remote,
+		credEnv:  credEnv,
 		display:  redact(location),
 		mirror:   filepath.Join(base, name+".git"),
 		lockPath: filepath.Join(base, name+".lock"),
@@ -146,8 +154,8 @@ func (r *gitRepo) clone(ctx context.Context) error {
 func (r *gitRepo) fetchInto(ctx context.Context, dir string) error {
 	start := time.Now()
 	r.fetches.Add(1)
-	args := append([]string{"fetch", "--quiet", "--prune", "--no-write-fetch-head", r.location}, mirrorRefspecs...)
-	if _, err := runGit(ctx, dir, nil, args...); err != nil {
+	args := append([]string{"fetch", "--quiet", "--prune", "--no-write-fetch-head", r.remote}, mirrorRefspecs...)
+	if _, err := runGitEnv(ctx, dir, nil, r.credEnv, args...); err != nil {
 		return err
 	}
 	stamp := strconv.FormatInt(start.UnixNano(), 10) + "\n"
@@ -196,7 +204,7 @@ func (r *gitRepo) fetchOne(ctx context.Context, src, ref string) error {
 		return err
 	}
 	defer func() { _ = lock.unlock() }()
-	_, err = runGit(ctx, r.mirror, nil, "fetch", "--quiet", "--no-write-fetch-head", r.location, "+"+src+":"+ref)
+	_, err = runGitEnv(ctx, r.mirror, nil, r.credEnv, "fetch", "--quiet", "--no-write-fetch-head", r.remote, "+"+src+":"+ref)
 	return err
 }
 
@@ -268,7 +276,7 @@ func (r *gitRepo) Resolve(ctx context.Context, ref string) (string, error) {
 // resolveHead asks the remote for its HEAD commit (the default branch's tip,
 // or a local repository's detached HEAD) and makes sure the mirror holds it.
 func (r *gitRepo) resolveHead(ctx context.Context, ref string) (string, error) {
-	out, err := runGit(ctx, r.mirror, nil, "ls-remote", "--quiet", r.location, "HEAD")
+	out, err := runGitEnv(ctx, r.mirror, nil, r.credEnv, "ls-remote", "--quiet", r.remote, "HEAD")
 	if err != nil {
 		return "", fmt.Errorf("resolve %q in %s: %w", ref, r.display, err)
 	}
@@ -357,8 +365,18 @@ func (r *gitRepo) ReadFile(ctx context.Context, sha, p string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s at %s in %s: %w", clean, sha, r.display, err)
 	}
-	in := strings.NewReader(full + ":" + clean + "\n")
-	out, err := runGit(ctx, r.mirror, in, "cat-file", "--batch", "--follow-symlinks")
+	// The object's type and size first: a blob over MaxFileBytes is refused
+	// without git printing it (the object a full sha and path name never
+	// changes between the two commands).
+	object := full + ":" + clean + "\n"
+	out, err := runGit(ctx, r.mirror, strings.NewReader(object), "cat-file", "--batch-check", "--follow-symlinks")
+	if err != nil {
+		return nil, fmt.Errorf("read %s at %s in %s: %w", clean, sha, r.display, err)
+	}
+	if _, err := parseCatFileHeader(out); err != nil {
+		return nil, fmt.Errorf("read %s at %s in %s: %w", clean, full, r.display, err)
+	}
+	out, err = runGit(ctx, r.mirror, strings.NewReader(object), "cat-file", "--batch", "--follow-symlinks")
 	if err != nil {
 		return nil, fmt.Errorf("read %s at %s in %s: %w", clean, sha, r.display, err)
 	}
@@ -372,28 +390,46 @@ func (r *gitRepo) ReadFile(ctx context.Context, sha, p string) ([]byte, error) {
 // parseCatFile reads one answer of `git cat-file --batch --follow-symlinks`.
 func parseCatFile(out []byte) ([]byte, error) {
 	header, rest, _ := bytes.Cut(out, []byte("\n"))
-	fields := strings.Fields(string(header))
-	switch {
-	case len(fields) == 0:
-		return nil, errors.New("git cat-file printed nothing")
-	case fields[len(fields)-1] == "missing":
-		return nil, fmt.Errorf("%w: no such file", ErrNotFound)
-	case fields[0] == "symlink":
-		return nil, fmt.Errorf("%w: symbolic link pointing outside the repository", ErrNotFound)
-	case fields[0] == "dangling" || fields[0] == "loop" || fields[0] == "notdir":
-		return nil, fmt.Errorf("%w: %s symbolic link", ErrNotFound, fields[0])
-	case len(fields) != 3:
-		return nil, fmt.Errorf("unexpected git cat-file output %q", header)
-	case fields[1] == "tree":
-		return nil, fmt.Errorf("%w: a directory, not a file", ErrNotFound)
-	case fields[1] != "blob":
-		return nil, fmt.Errorf("%w: a %s, not a file", ErrNotFound, fields[1])
+	size, err := parseCatFileHeader(header)
+	if err != nil {
+		return nil, err
 	}
-	size, err := strconv.Atoi(fields[2])
-	if err != nil || size < 0 || size > len(rest) {
+	if size > len(rest) {
 		return nil, fmt.Errorf("unexpected git cat-file output %q", header)
 	}
 	return rest[:size:size], nil
+}
+
+// parseCatFileHeader reads the header line of one answer of `git cat-file
+// --batch[-check] --follow-symlinks` and returns the blob's size; a blob
+// over MaxFileBytes is ErrTooLarge.
+func parseCatFileHeader(out []byte) (int, error) {
+	header, _, _ := bytes.Cut(out, []byte("\n"))
+	fields := strings.Fields(string(header))
+	switch {
+	case len(fields) == 0:
+		return 0, errors.New("git cat-file printed nothing")
+	case fields[len(fields)-1] == "missing":
+		return 0, fmt.Errorf("%w: no such file", ErrNotFound)
+	case fields[0] == "symlink":
+		return 0, fmt.Errorf("%w: symbolic link pointing outside the repository", ErrNotFound)
+	case fields[0] == "dangling" || fields[0] == "loop" || fields[0] == "notdir":
+		return 0, fmt.Errorf("%w: %s symbolic link", ErrNotFound, fields[0])
+	case len(fields) != 3:
+		return 0, fmt.Errorf("unexpected git cat-file output %q", header)
+	case fields[1] == "tree":
+		return 0, fmt.Errorf("%w: a directory, not a file", ErrNotFound)
+	case fields[1] != "blob":
+		return 0, fmt.Errorf("%w: a %s, not a file", ErrNotFound, fields[1])
+	}
+	size, err := strconv.ParseInt(fields[2], 10, 64)
+	switch {
+	case err != nil || size < 0:
+		return 0, fmt.Errorf("unexpected git cat-file output %q", header)
+	case size > MaxFileBytes:
+		return 0, tooLarge(size)
+	}
+	return int(size), nil
 }
 
 // cleanRepoPath validates a slash-separated path inside a repository and

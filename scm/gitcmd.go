@@ -39,11 +39,17 @@ var repoLocatingEnv = []string{
 // gitEnv is the environment of every git command: the process's own (read at
 // each call), without repoLocatingEnv, never prompting for credentials, with
 // C-locale messages.
-func gitEnv() []string {
+func gitEnv(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
 		drop := name == "GIT_TERMINAL_PROMPT" || name == "LC_ALL"
+		if len(extra) > 0 {
+			// The credentials' configuration replaces any given in the
+			// environment.
+			drop = drop || strings.HasPrefix(name, "GIT_CONFIG_COUNT") || strings.HasPrefix(name, "GIT_CONFIG_KEY_") ||
+				strings.HasPrefix(name, "GIT_CONFIG_VALUE_") || strings.HasPrefix(name, "SLUICE_GIT_")
+		}
 		for _, v := range repoLocatingEnv {
 			drop = drop || name == v
 		}
@@ -51,6 +57,7 @@ func gitEnv() []string {
 			env = append(env, kv)
 		}
 	}
+	env = append(env, extra...)
 	return append(env, "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
 }
 
@@ -80,10 +87,16 @@ func (e *gitError) Unwrap() error { return e.err }
 // runGit runs git with args in dir (the process's directory when dir is "")
 // and returns its stdout. stdin may be nil.
 func runGit(ctx context.Context, dir string, stdin io.Reader, args ...string) ([]byte, error) {
+	return runGitEnv(ctx, dir, stdin, nil, args...)
+}
+
+// runGitEnv is runGit with extra environment variables (a remote's
+// credentials, see remoteCredentials).
+func runGitEnv(ctx context.Context, dir string, stdin io.Reader, extra []string, args ...string) ([]byte, error) {
 	full := append(append([]string{}, gitOptions...), args...)
 	cmd := exec.CommandContext(ctx, "git", full...)
 	cmd.Dir = dir
-	cmd.Env = gitEnv()
+	cmd.Env = gitEnv(extra...)
 	cmd.Stdin = stdin
 	// git may leave children (ssh, upload-pack, remote-https) holding the
 	// pipes after it is killed; do not wait for them for ever.
@@ -109,7 +122,8 @@ func trimStderr(s string) string {
 			lines = append(lines, line)
 		}
 	}
-	s = strings.Join(lines, "; ")
+	// git quotes the URL it fetched: never a password in a message.
+	s = RedactText(strings.Join(lines, "; "))
 	if len(s) > maxStderr {
 		s = "..." + s[len(s)-maxStderr:]
 	}

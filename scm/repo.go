@@ -147,13 +147,7 @@ func isGitDir(path string) bool {
 }
 
 // redact hides a password or token in a URL's user info, for messages.
-func redact(location string) string {
-	u, err := url.Parse(location)
-	if err != nil || u.User == nil {
-		return location
-	}
-	return u.Redacted()
-}
+func redact(location string) string { return RedactURL(location) }
 
 // CanonicalURL reduces a repository location to a form in which different
 // spellings of one repository compare equal: "host/owner/name" in lower case

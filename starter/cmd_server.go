@@ -175,10 +175,10 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 	return workers.RunAll(ctx,
 		func(ctx context.Context) error { go pruneLogs(ctx, cfg, store, log); return serve(ctx, srv, ln) },
 		func(ctx context.Context) error {
-			return workers.RunController(ctx, workers.Options{Client: c, Config: cfg, Logger: log, Logs: local, PipelineTokens: secrets.PipelineTokens(), Reaper: reaperCommand()})
+			return workers.RunController(ctx, workers.Options{Client: c, Config: cfg, Logger: log, Logs: local, PipelineTokens: secrets.PipelineTokens(), Reaper: reaperCommand(), Dev: true})
 		},
 		func(ctx context.Context) error {
-			return workers.RunExecutor(ctx, workers.Options{Client: c, Config: cfg, Logger: log, Logs: local, Name: name, Secrets: secrets.LocalSource(), Reaper: reaperCommand()})
+			return workers.RunExecutor(ctx, workers.Options{Client: c, Config: cfg, Logger: log, Logs: local, Name: name, Secrets: secrets.LocalSource(), Reaper: reaperCommand(), Dev: true})
 		},
 	)
 }

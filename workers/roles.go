@@ -42,22 +42,26 @@ type Options struct {
 	// {"/usr/bin/sluice", "reap"}); nil starts none (tests of this
 	// package), and only a restart cleans up after a lost attempt.
 	Reaper []string
+	// Dev is `sluice dev` on one machine: an executor running as root with
+	// no SLUICE_EXECUTOR_RUN_AS warns instead of refusing to start.
+	Dev bool
 }
 
 func (o Options) activities() *activities.Activities {
 	t := Temporal{Client: o.Client, Namespace: o.Config.TemporalNamespace, ScheduleCatchup: o.Config.ScheduleCatchup}
 	return &activities.Activities{
-		Logger:         o.Logger,
-		Repos:          activities.CachedRepos(filepath.Join(o.Config.DataDir, "git")),
-		Queues:         t,
-		Remote:         t,
-		Schedules:      t,
-		Claimer:        t,
-		Logs:           o.Logs,
-		Secrets:        o.Secrets,
-		WorkDir:        o.Config.Workspaces(),
-		KeepWorkspaces: o.Config.KeepWorkspaces,
-		Reporter:       o.Client,
+		Logger:           o.Logger,
+		Repos:            activities.CachedRepos(filepath.Join(o.Config.DataDir, "git")),
+		Queues:           t,
+		Remote:           t,
+		Schedules:        t,
+		Claimer:          t,
+		Logs:             o.Logs,
+		Secrets:          o.Secrets,
+		WorkDir:          o.Config.Workspaces(),
+		KeepWorkspaces:   o.Config.KeepWorkspaces,
+		ContainerNetwork: o.Config.ContainerNetwork,
+		Reporter:         o.Client,
 		// One outbox per member: a controller and an executor may share a
 		// data directory (sluice dev).
 		Outbox: activities.OutboxDir(o.Config.DataDir, o.Name),
@@ -101,6 +105,12 @@ func RunController(ctx context.Context, o Options) error {
 	// A controller runs the builds of run-on=controller rules on its host:
 	// they are recorded and reaped like an executor's.
 	acts.GroupRecords = o.guardLife(ctx, o.Name, runner.RuntimeHost, nil)
+	var err error
+	// A controller's builds (run-on=controller rules, the default queue's
+	// fallback) run on the host.
+	if acts.RunAs, err = hostIsolation(ctx, o, "controller"); err != nil {
+		return fmt.Errorf("controller %s: %w", o.Name, err)
+	}
 	statuses, err := StatusSettings(o.Config, o.PipelineTokens)
 	if err != nil {
 		return fmt.Errorf("commit statuses: %w", err)
@@ -154,6 +164,15 @@ func RunExecutor(ctx context.Context, o Options) error {
 		return fmt.Errorf("executor %s: %w", o.Name, err)
 	}
 	o.Logger.InfoContext(ctx, "executor_runtime", "member", o.Name, "runtime", rt, "why", why)
+	// Builds with no image run on the host even with a container runtime.
+	runAs, err := hostIsolation(ctx, o, "executor")
+	if err != nil && rt == runner.RuntimeHost {
+		return err
+	}
+	if err != nil {
+		o.Logger.WarnContext(ctx, "host_builds_not_isolated", "member", o.Name, "error", err,
+			"detail", "a build whose job names no image runs on the host")
+	}
 	if rt != runner.RuntimeHost {
 		// This process owns no attempt yet: every container labelled as
 		// this executor's (in this namespace) is left from an earlier life.
@@ -179,7 +198,7 @@ func RunExecutor(ctx context.Context, o Options) error {
 	}
 	labels["runtime"] = rt
 	acts := o.activities()
-	acts.Runtime, acts.RuntimeWhy, acts.GroupRecords = rt, why, records
+	acts.Runtime, acts.RuntimeWhy, acts.GroupRecords, acts.RunAs = rt, why, records, runAs
 	if o.Metrics == nil && o.Config.MetricsAddr != "" {
 		o.Metrics = NewMetrics()
 	}

@@ -142,6 +142,10 @@ func (s *Server) NewEnv(t testing.TB, opts Options) *Env {
 		"SLUICE_BUILD_MAX_ATTEMPTS":      strconv.Itoa(opts.MaxAttempts),
 		"SLUICE_EXECUTOR_RUNTIME":        "host",
 	}
+	if os.Geteuid() == 0 {
+		// The tests' builds are trusted: as root (CI), say so explicitly.
+		env["SLUICE_EXECUTOR_RUN_AS"] = "root"
+	}
 	maps.Copy(env, opts.Env)
 	cfg, err := config.Load(func(k string) string { return env[k] })
 	require.NoError(t, err)
@@ -358,6 +362,10 @@ func (e *Env) StartExecutor(opts ExecutorOptions) *Process {
 		// container runtime say so in opts.Env.
 		"SLUICE_EXECUTOR_RUNTIME=host",
 	)
+	if os.Geteuid() == 0 {
+		// The tests' builds are trusted: as root (CI), say so explicitly.
+		cmd.Env = append(cmd.Env, "SLUICE_EXECUTOR_RUN_AS=root")
+	}
 	if opts.DefaultDataDir {
 		cmd.Env = slices.DeleteFunc(cmd.Env, func(kv string) bool {
 			return strings.HasPrefix(kv, "SLUICE_DATA_DIR=") || strings.HasPrefix(kv, "SLUICE_WORK_DIR=")
