@@ -69,7 +69,7 @@ lint: $(TOOLS)/golangci-lint $(TOOLS)/workflowcheck ## golangci-lint (pinned, in
 	$(TOOLS)/workflowcheck ./workflows/...
 
 .PHONY: bench
-bench: build ## benchmarks against a bare Temporal baseline in the same run (QUICK=1 short run; BENCH_ARGS="-only latency -trace")
+bench: build ## benchmarks against bare Temporal baselines (no-op, and checkout + sh) in the same run (QUICK=1 short run; BENCH_ARGS="-only latency -trace")
 	SLUICE_BIN=$(CURDIR)/$(BIN) $(GO) run ./internal/tools/bench $(if $(QUICK),-quick) $(BENCH_ARGS)
 
 .PHONY: chaos

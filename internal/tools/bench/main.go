@@ -1,11 +1,16 @@
-// Command bench measures sluice against a bare Temporal baseline on the same
-// embedded server: trigger-to-step latency, build throughput, history events
-// per build, a 200-job graph and a matrix, a webhook push storm that builds
-// collapse, and 5,000 queued builds draining onto executors. Every figure
-// runs on a fresh stack configured like `sluice dev` (SQLite file with WAL)
-// with real executor processes ($SLUICE_BIN worker --role executor) running
-// real steps, and prints one key=value line on stdout; progress goes to
-// stderr. `make bench` runs it; `make bench QUICK=1` runs a reduced version.
+// Command bench measures sluice against bare Temporal baselines on the same
+// embedded server — a no-op workflow + activity, and a comparable one whose
+// activity does an executor's checkout and `sh -c true` (baseline.go), the
+// two taking turns with sluice (compare.go): trigger-to-step and dispatch
+// latency, build throughput on one pipeline and over many with the API's
+// accept latency and CPU per build, history events per build, a 200-job
+// graph and a matrix, a webhook push storm that builds collapse, 5,000
+// queued builds draining onto executors, and the registry under many
+// members with its CPU. Every figure runs on a fresh stack configured like
+// `sluice dev` (SQLite file with WAL) with real executor processes
+// ($SLUICE_BIN worker --role executor) running real steps, and prints one
+// key=value line on stdout; progress goes to stderr. `make bench` runs it;
+// `make bench QUICK=1` runs a reduced version.
 package main
 
 import (

@@ -9,6 +9,11 @@ type plan struct {
 	latencyEvents int
 	// throughputEvents are 1-job events started at once (and as many bare runs).
 	throughputEvents int
+	// spreadPipelines share throughputEvents in the throughput_pipelines figure.
+	spreadPipelines int
+	// rounds each arm of a throughput comparison runs (sluice and its
+	// baselines taking turns).
+	rounds int
 	// executorSlots is max-parallel per executor on the bench queue.
 	executorSlots int
 	// historyEvents are events per case of the history figure.
@@ -36,6 +41,8 @@ func planFor(quick bool) plan {
 			quick:            true,
 			latencyEvents:    15,
 			throughputEvents: 60,
+			spreadPipelines:  6,
+			rounds:           2,
 			executorSlots:    8,
 			historyEvents:    2,
 			chainJobs:        10,
@@ -50,6 +57,8 @@ func planFor(quick bool) plan {
 	return plan{
 		latencyEvents:    200,
 		throughputEvents: 500,
+		spreadPipelines:  50,
+		rounds:           2,
 		executorSlots:    8,
 		historyEvents:    5,
 		chainJobs:        10,

@@ -16,9 +16,13 @@ import (
 // runRegistry: registryMembers simulated members heartbeat every 3 s against
 // the one registry workflow for registryFor, each with the update a real
 // executor sends (workers.Agent.heartbeat): the heartbeat latency p50/p99,
-// the registry's history events per minute and its continue-as-new runs.
+// the registry's history events per minute and its continue-as-new runs,
+// and the CPU they cost. The controller (which runs the registry workflow)
+// is its own process here so that its CPU is its own; the bench process
+// holds the server, the API and the simulated members' client. The idle
+// stack's CPU, measured first, is the baseline.
 func runRegistry(ctx context.Context, b *bench) (string, error) {
-	s, err := b.newStack(ctx, "registry", stackOptions{})
+	s, err := b.newStack(ctx, "registry", stackOptions{controllerProcess: true})
 	if err != nil {
 		return "", err
 	}
@@ -49,6 +53,11 @@ func runRegistry(ctx context.Context, b *bench) (string, error) {
 			}
 		}
 	}()
+	idle, err := idleCPU(ctx, s, registryIdleWindow)
+	if err != nil {
+		return "", err
+	}
+	self0, controller0 := s.cpuParts()
 	var mu sync.Mutex
 	var lats []time.Duration
 	var failures int
@@ -88,6 +97,7 @@ func runRegistry(ctx context.Context, b *bench) (string, error) {
 	}
 	wg.Wait()
 	took := time.Since(start)
+	self1, controller1 := s.cpuParts()
 	if ctx.Err() != nil {
 		return "", ctx.Err()
 	}
@@ -104,10 +114,29 @@ func runRegistry(ctx context.Context, b *bench) (string, error) {
 	line := fmt.Sprintf("registry members=%d interval_s=%d duration_s=%.0f heartbeats=%d failed=%d heartbeat_p50_ms=%.1f heartbeat_p99_ms=%.1f heartbeat_max_ms=%.1f history_events_per_min=%.0f continue_as_new=%d continue_as_new_per_hour=%.1f",
 		members, int(every.Seconds()), took.Seconds(), len(lats), failures, ms(percentile(lats, 50)), ms(percentile(lats, 99)), ms(percentile(lats, 100)),
 		float64(events)/minutes, runs-1, float64(runs-1)/took.Hours())
+	sent := max(len(lats)+failures, 1)
+	line += fmt.Sprintf(" cpu_ms_per_heartbeat=%.2f controller_cpu_ms_per_s=%.1f server_cpu_ms_per_s=%.1f idle_cpu_ms_per_s=%.1f",
+		float64(self1-self0+controller1-controller0)/float64(time.Millisecond)/float64(sent),
+		perSecond(controller1-controller0, took), perSecond(self1-self0, took), perSecond(idle, registryIdleWindow))
 	if lastErr != nil {
 		b.progress("registry: last heartbeat error: %v", lastErr)
 	}
 	return line, nil
+}
+
+// registryIdleWindow is how long the idle stack's CPU is measured.
+const registryIdleWindow = 5 * time.Second
+
+// idleCPU is the stack's CPU over window with nothing asked of it but its
+// own members' heartbeats (here: the controller's).
+func idleCPU(ctx context.Context, s *stack, window time.Duration) (time.Duration, error) {
+	cpu0 := s.cpuTime()
+	select {
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-time.After(window):
+	}
+	return s.cpuTime() - cpu0, nil
 }
 
 func heartbeatOnce(ctx context.Context, c client.Client, m queue.Member) error {

@@ -61,3 +61,9 @@ func (r *repo) git(ctx context.Context, args ...string) (string, error) {
 	}
 	return string(out), nil
 }
+
+// head is the commit main points at.
+func (r *repo) head(ctx context.Context) (string, error) {
+	out, err := r.git(ctx, "rev-parse", "HEAD")
+	return strings.TrimSpace(out), err
+}

@@ -27,17 +27,28 @@ type figure struct {
 
 // figures in the order they run.
 var figures = []figure{
-	{"latency", func(p plan) time.Duration { return 2*time.Minute + time.Duration(p.latencyEvents)*2*time.Second }, runLatency},
-	{"throughput", func(p plan) time.Duration { return 3*time.Minute + time.Duration(p.throughputEvents)*time.Second }, runThroughput},
+	{"latency", latencyBound, runLatency},
+	{"throughput", throughputBound, runThroughput},
+	{"throughput_pipelines", throughputBound, runThroughputPipelines},
 	{"history", func(plan) time.Duration { return 5 * time.Minute }, runHistory},
 	{"graph", func(plan) time.Duration { return 10 * time.Minute }, runGraph},
 	{"collapse_storm", func(p plan) time.Duration { return 3*time.Minute + time.Duration(p.stormPushes)*time.Second }, runStorm},
 	{"scale", func(p plan) time.Duration { return 5*time.Minute + time.Duration(p.scaleBuilds())*time.Second }, runScale},
 	// The same latency and drain on a PostgreSQL-backed server (Debian's
 	// postgresql, started for the run).
-	{"latency_pg", func(p plan) time.Duration { return 3*time.Minute + time.Duration(p.latencyEvents)*2*time.Second }, onPostgres("latency_pg", runLatency)},
+	{"latency_pg", func(p plan) time.Duration { return time.Minute + latencyBound(p) }, onPostgres("latency_pg", runLatency)},
 	{"scale_pg", func(p plan) time.Duration { return 6*time.Minute + time.Duration(p.scaleBuilds())*time.Second }, onPostgres("scale_pg", runScale)},
 	{"registry", func(p plan) time.Duration { return 3*time.Minute + p.registryFor }, runRegistry},
+}
+
+// latencyBound: each event takes its turn with two bare runs.
+func latencyBound(p plan) time.Duration {
+	return 2*time.Minute + time.Duration(p.latencyEvents)*3*time.Second
+}
+
+// throughputBound: every round runs sluice's burst and two bare ones.
+func throughputBound(p plan) time.Duration {
+	return 3*time.Minute + time.Duration(p.rounds*p.throughputEvents)*1500*time.Millisecond
 }
 
 // bench is what a figure works with.

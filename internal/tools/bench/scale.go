@@ -45,6 +45,7 @@ func runScale(ctx context.Context, b *bench) (string, error) {
 	}
 	spec := specYAML(jobs)
 	names := make([]string, p.scalePipelines)
+	var first *repo
 	for i := range names {
 		names[i] = fmt.Sprintf("scale-%d", i+1)
 		r, err := newRepo(ctx, filepath.Join(s.dir, names[i]), spec)
@@ -53,6 +54,9 @@ func runScale(ctx context.Context, b *bench) (string, error) {
 		}
 		if err := s.createPipeline(ctx, names[i], r.dir); err != nil {
 			return "", err
+		}
+		if first == nil {
+			first = r
 		}
 	}
 
@@ -138,10 +142,26 @@ func runScale(ctx context.Context, b *bench) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// Peak memory before the baseline's workers and checkouts join this
+	// process.
+	serverRSS := selfRSS()
+	// The baseline runs after sluice's drain, on the same server: taking
+	// turns would mean queueing the 5,000 builds twice more.
+	work, err := newCheckoutWork(ctx, first, filepath.Join(s.dir, "baseline"))
+	if err != nil {
+		return "", err
+	}
+	drainRate := float64(total) / drain.Seconds()
+	base, err := drainBaseline(ctx, b, s, work, total, p.scaleExecutors, p.executorSlots)
+	if err != nil {
+		return "", err
+	}
 	return fmt.Sprintf("scale queued=%d drain_builds_per_s=%.2f controller_rss_mb=%.0f max_history_events=%d "+
-		"max_history_workflow=%s enqueue_builds_per_s=%.2f pipeline_max_history=%d pipeline_runs=%d registry_max_history=%d registry_runs=%d server_rss_mb=%.0f executors=%d %s",
-		total, float64(total)/drain.Seconds(), rss, h.max, h.maxID, float64(total)/queued.Seconds(),
-		h.pipelineMax, h.pipelineRuns, h.registryMax, h.registryRuns, selfRSS(), p.scaleExecutors, lag), nil
+		"max_history_workflow=%s enqueue_builds_per_s=%.2f pipeline_max_history=%d pipeline_runs=%d registry_max_history=%d registry_runs=%d server_rss_mb=%.0f executors=%d %s "+
+		"comparable_drain_per_s=%.2f drain_ratio_comparable=%.2f",
+		total, drainRate, rss, h.max, h.maxID, float64(total)/queued.Seconds(),
+		h.pipelineMax, h.pipelineRuns, h.registryMax, h.registryRuns, serverRSS, p.scaleExecutors, lag,
+		base, round2(ratio(drainRate, base))), nil
 }
 
 // visibilityCatchUp waits up to three minutes for visibility to list want

@@ -24,6 +24,14 @@ func round1(f float64) float64 { return float64(int64(f*10+0.5)) / 10 }
 
 func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }
 
+// perSecond is CPU milliseconds per second of wall time.
+func perSecond(cpu, wall time.Duration) float64 {
+	if wall <= 0 {
+		return 0
+	}
+	return round1(float64(cpu) / float64(time.Millisecond) / wall.Seconds())
+}
+
 // parallel runs fn(0..n-1) with at most width at once and returns the first error.
 func parallel(n, width int, fn func(i int) error) error {
 	sem := make(chan struct{}, width)

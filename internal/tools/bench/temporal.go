@@ -50,9 +50,13 @@ func waitEvents(ctx context.Context, c client.Client, ids []string) (map[string]
 
 // waitWorkflow waits for a workflow's result. A workflow not started yet
 // (an event admitted in a burst starts a moment after its number is handed
-// out) is waited for, up to a minute.
+// out, up to tens of seconds later behind a busy pipeline) is asked for
+// again after 100 ms, then less and less often (up to every 2 s), for up to
+// a minute: a burst's waiters would otherwise ask the server hundreds of
+// times a second, and that CPU would count as sluice's.
 func waitWorkflow(ctx context.Context, c client.Client, id string, out any) error {
 	deadline := time.Now().Add(time.Minute)
+	delay := 100 * time.Millisecond
 	for {
 		err := c.GetWorkflow(ctx, id, "").Get(ctx, out)
 		var nf *serviceerror.NotFound
@@ -62,10 +66,14 @@ func waitWorkflow(ctx context.Context, c client.Client, id string, out any) erro
 		select {
 		case <-ctx.Done():
 			return err
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(delay):
 		}
+		delay = nextDelay(delay, 2*time.Second)
 	}
 }
+
+// nextDelay doubles a retry delay up to limit.
+func nextDelay(d, limit time.Duration) time.Duration { return min(2*d, limit) }
 
 // listWorkflows lists every execution (all runs) matching a visibility query.
 func listWorkflows(ctx context.Context, c client.Client, query string) ([]*workflowpb.WorkflowExecutionInfo, error) {

@@ -12,93 +12,198 @@ import (
 	"github.com/sluice-ci/sluice/workflows"
 )
 
-// runThroughput: many 1-job events started at once on 2 executors × slots;
-// builds per second from the first trigger to the last build's end. The
-// job neither collapses nor blocks on itself, so its builds run side by
-// side. Baseline: as many bare workflow + activity runs, 16 activity slots
-// on 2 workers.
+// runThroughput: many 1-job events started at once on one pipeline, 2
+// executors × slots; builds per second from the first trigger to the last
+// build's close. The job neither collapses nor blocks on itself, so its
+// builds run side by side.
 func runThroughput(ctx context.Context, b *bench) (string, error) {
-	s, err := b.newStackWithExecutors(ctx, "throughput")
+	return throughputFigure(ctx, b, "throughput", 1)
+}
+
+// runThroughputPipelines is runThroughput with the events spread over many
+// pipelines (500 over 50 in the full run): the same builds without one
+// pipeline workflow serialising their starts.
+func runThroughputPipelines(ctx context.Context, b *bench) (string, error) {
+	return throughputFigure(ctx, b, "throughput_pipelines", b.plan.spreadPipelines)
+}
+
+// throughputFigure runs the throughput comparison on npipe pipelines. Three
+// arms take turns, round by round (armOrder): sluice's burst of events, as
+// many bare no-op runs and as many bare comparable runs (checkout + sh), the
+// bare ones on 2 activity workers × slots each, like the 2 executors. Each
+// arm's CPU per run counts the whole stack from its first start until every
+// run has ended, before the harness polls visibility for close times.
+func throughputFigure(ctx context.Context, b *bench, figure string, npipe int) (string, error) {
+	s, err := b.newStackWithExecutors(ctx, figure)
 	if err != nil {
 		return "", err
 	}
 	defer s.close(ctx)
+	t := &throughputRun{s: s, b: b, figure: figure, n: b.plan.throughputEvents}
 	rec := filepath.Join(s.dir, "records")
 	r, err := newRepo(ctx, filepath.Join(s.dir, "repo"), specYAML([]job{{name: "main", requires: []string{"~commit"}, parallel: true, cmd: recordCmd(rec, "true")}}))
 	if err != nil {
 		return "", err
 	}
-	const name = "tp"
-	if err := s.createPipeline(ctx, name, r.dir); err != nil {
-		return "", err
+	t.pipelines = throughputPipelines(npipe)
+	for _, p := range t.pipelines {
+		if err := s.createPipeline(ctx, p, r.dir); err != nil {
+			return "", err
+		}
 	}
-	if _, err := s.runEvents(ctx, name, 1, 1); err != nil { // warm-up: clones the mirror
-		return "", err
-	}
-
-	n := b.plan.throughputEvents
-	b.progress("throughput: %d events at once", n)
-	self0, members0 := s.cpuParts()
-	cpu0 := self0 + members0
-	start := time.Now()
-	ids, accepted, err := s.startEvents(ctx, name, n, n)
+	// Warm-up, one event per pipeline: clones the mirrors.
+	warm, _, _, err := s.startEventsOn(ctx, t.pipelines, npipe, 10)
 	if err != nil {
 		return "", err
+	}
+	if _, err := waitEvents(ctx, s.Client, warm); err != nil {
+		return "", err
+	}
+	work, err := newCheckoutWork(ctx, r, filepath.Join(s.dir, "baseline"))
+	if err != nil {
+		return "", err
+	}
+	t.bl, err = startBaseline(s.Client, work, 2, b.plan.executorSlots, noopBaseline, comparableBaseline)
+	if err != nil {
+		return "", err
+	}
+	defer t.bl.stop()
+	for _, k := range []baselineKind{noopBaseline, comparableBaseline} {
+		if _, _, err := t.bl.once(ctx, k, figure+"-warmup-"+k.activity()); err != nil {
+			return "", err
+		}
+	}
+
+	arms := []func(context.Context, int) error{t.sluice, t.noop, t.comparable}
+	for round := range b.plan.rounds {
+		for _, a := range armOrder(round, len(arms)) {
+			if err := arms[a](ctx, round); err != nil {
+				return "", err
+			}
+		}
+	}
+	if b.trace {
+		if err := t.writeTrace(ctx); err != nil {
+			return "", err
+		}
+	}
+	return t.line(), nil
+}
+
+// throughputPipelines names the figure's pipelines: "tp" alone, or tp-1..tp-n.
+func throughputPipelines(n int) []string {
+	if n <= 1 {
+		return []string{"tp"}
+	}
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("tp-%d", i+1)
+	}
+	return out
+}
+
+// throughputRun holds the throughput figure's bursts, arm by arm.
+type throughputRun struct {
+	s         *stack
+	b         *bench
+	bl        *baseline
+	figure    string
+	n         int
+	pipelines []string
+
+	sluiceRuns, noopRuns, comparableRuns bursts
+	// The last sluice burst, for -trace.
+	lastStart time.Time
+	lastIDs   []string
+}
+
+// sluice starts n events at once over the pipelines and waits for them.
+func (t *throughputRun) sluice(ctx context.Context, round int) error {
+	s, n := t.s, t.n
+	t.b.progress("%s: round %d: %d events at once over %d pipeline(s)", t.figure, round+1, n, len(t.pipelines))
+	self0, members0 := s.cpuParts()
+	start := time.Now()
+	ids, accepted, took, err := s.startEventsOn(ctx, t.pipelines, n, n)
+	if err != nil {
+		return err
 	}
 	res, err := waitEvents(ctx, s.Client, ids)
 	if err != nil {
-		return "", err
+		return err
 	}
-	if bad := failedEvents(res); bad != "" {
-		return "", fmt.Errorf("not every event succeeded: %s", bad)
-	}
-	_, last, err := closedSpan(ctx, s.Client, fmt.Sprintf("WorkflowType = 'BuildWorkflow' AND %s = '%s'", workflows.SAPipeline.GetName(), name), n+1)
-	if err != nil {
-		return "", err
-	}
-	rate := float64(n) / last.Sub(start).Seconds()
+	// CPU now, before closedSpan polls visibility.
 	self1, members1 := s.cpuParts()
-	cpuPerBuild := (self1 + members1 - cpu0) / time.Duration(n)
-	b.progress("throughput: CPU per build %.1f ms: %.1f ms in the server, controller and API, %.1f ms in the executors and their steps",
-		ms(cpuPerBuild), ms((self1-self0)/time.Duration(n)), ms((members1-members0)/time.Duration(n)))
-	b.progress("throughput: %d builds in %s", n, last.Sub(start).Round(time.Millisecond))
+	if bad := failedEvents(res); bad != "" {
+		return fmt.Errorf("not every event succeeded: %s", bad)
+	}
+	query := fmt.Sprintf("WorkflowType = 'BuildWorkflow' AND StartTime >= '%s'", start.UTC().Format(time.RFC3339Nano))
+	_, last, err := closedSpan(ctx, s.Client, query, n)
+	if err != nil {
+		return err
+	}
+	cpu := self1 + members1 - self0 - members0
+	t.sluiceRuns = append(t.sluiceRuns, burst{runs: n, wall: last.Sub(start), cpu: cpu, accept: took})
+	t.lastStart, t.lastIDs = start, ids
+	t.b.progress("%s: %d builds in %s; CPU per build %.1f ms: %.1f ms in the server, controller and API, %.1f ms in the executors and their steps",
+		t.figure, n, last.Sub(start).Round(time.Millisecond), ms(cpu/time.Duration(n)),
+		ms((self1-self0)/time.Duration(n)), ms((members1-members0)/time.Duration(n)))
 	if st, err := s.stages(ctx, start, accepted, res); err == nil {
-		b.progress("throughput: stages after the first trigger: %s", st)
+		t.b.progress("%s: stages after the first trigger: %s", t.figure, st)
 	} else {
-		b.progress("throughput: stages: %v", err)
+		t.b.progress("%s: stages: %v", t.figure, err)
 	}
-	if b.trace {
-		if err := writeTaskStats(ctx, os.Stderr, s.Client, workflows.PipelineWorkflowID(name)); err != nil {
-			return "", err
-		}
-		mid, err := workflows.ParseEventRef(ids[len(ids)/2])
-		if err != nil {
-			return "", err
-		}
-		build := workflows.BuildRef{Pipeline: name, Job: "main", Event: mid.Number}
-		fmt.Fprintf(os.Stderr, "throughput: timeline of event %s (0 = the first trigger)\n", mid)
-		if err := writeTrace(ctx, os.Stderr, s.Client, start, mid.WorkflowID(), build.WorkflowID()); err != nil {
-			return "", err
-		}
-	}
+	return nil
+}
 
-	bl, err := startBaseline(s.Client, 2, b.plan.executorSlots)
+// noop runs n bare no-op runs at once.
+func (t *throughputRun) noop(ctx context.Context, round int) error {
+	return t.bare(ctx, round, noopBaseline, &t.noopRuns)
+}
+
+// comparable runs n bare comparable runs (checkout + sh) at once.
+func (t *throughputRun) comparable(ctx context.Context, round int) error {
+	return t.bare(ctx, round, comparableBaseline, &t.comparableRuns)
+}
+
+func (t *throughputRun) bare(ctx context.Context, round int, k baselineKind, into *bursts) error {
+	t.b.progress("%s: round %d: %d bare %s runs at once", t.figure, round+1, t.n, k)
+	prefix := fmt.Sprintf("%s-%s-r%d", t.figure, k.activity(), round)
+	res, err := t.bl.burst(ctx, k, prefix, t.n, t.s.cpuTime)
 	if err != nil {
-		return "", err
+		return err
 	}
-	defer bl.stop()
-	if _, err := bl.once(ctx, "bare-throughput-warmup"); err != nil {
-		return "", err
+	*into = append(*into, res)
+	return nil
+}
+
+// writeTrace prints the first pipeline's workflow-task statistics and the
+// timeline of a middle event of the last burst.
+func (t *throughputRun) writeTrace(ctx context.Context) error {
+	if err := writeTaskStats(ctx, os.Stderr, t.s.Client, workflows.PipelineWorkflowID(t.pipelines[0])); err != nil {
+		return err
 	}
-	b.progress("throughput: %d bare workflow runs at once", n)
-	cpu0 = s.cpuTime()
-	base, err := bl.burst(ctx, "bare-throughput", n)
+	mid, err := workflows.ParseEventRef(t.lastIDs[len(t.lastIDs)/2])
 	if err != nil {
-		return "", err
+		return err
 	}
-	baseCPU := (s.cpuTime() - cpu0) / time.Duration(n)
-	return fmt.Sprintf("throughput builds_per_s=%.2f baseline_per_s=%.2f ratio=%.2f events=%d executors=2 slots=%d cpu_ms_per_build=%.1f baseline_cpu_ms_per_run=%.1f",
-		rate, base, round2(rate/base), n, 2*b.plan.executorSlots, ms(cpuPerBuild), ms(baseCPU)), nil
+	build := workflows.BuildRef{Pipeline: mid.Pipeline, Job: "main", Event: mid.Number}
+	fmt.Fprintf(os.Stderr, "%s: timeline of event %s (0 = the first trigger)\n", t.figure, mid)
+	return writeTrace(ctx, os.Stderr, t.s.Client, t.lastStart, mid.WorkflowID(), build.WorkflowID())
+}
+
+// line is the figure's output: the existing keys first (docs quote them),
+// then the comparable baseline, the API's accept latency and the rounds.
+func (t *throughputRun) line() string {
+	rate, base, comp := t.sluiceRuns.rate(), t.noopRuns.rate(), t.comparableRuns.rate()
+	lo, hi := spread(roundRatios(t.sluiceRuns, t.comparableRuns))
+	accepts := t.sluiceRuns.accepts()
+	return fmt.Sprintf("%s builds_per_s=%.2f baseline_per_s=%.2f ratio=%.2f events=%d executors=2 slots=%d cpu_ms_per_build=%.1f baseline_cpu_ms_per_run=%.1f "+
+		"comparable_per_s=%.2f ratio_comparable=%.2f ratio_comparable_min=%.2f ratio_comparable_max=%.2f comparable_cpu_ms_per_run=%.1f cpu_ratio_comparable=%.2f "+
+		"accept_p50_ms=%.1f accept_p99_ms=%.1f pipelines=%d rounds=%d",
+		t.figure, rate, base, round2(ratio(rate, base)), t.n, 2*t.b.plan.executorSlots, ms(t.sluiceRuns.cpuPerRun()), ms(t.noopRuns.cpuPerRun()),
+		comp, round2(ratio(rate, comp)), round2(lo), round2(hi), ms(t.comparableRuns.cpuPerRun()),
+		round2(durRatio(t.sluiceRuns.cpuPerRun(), t.comparableRuns.cpuPerRun())),
+		ms(percentile(accepts, 50)), ms(percentile(accepts, 99)), len(t.pipelines), len(t.sluiceRuns))
 }
 
 // runEvents starts n commit events of a pipeline, width at a time through
@@ -114,17 +219,29 @@ func (s *stack) runEvents(ctx context.Context, pipeline string, n, width int) (m
 // startEvents starts n commit events of a pipeline, width at a time, and
 // returns their IDs and when the API answered each.
 func (s *stack) startEvents(ctx context.Context, pipeline string, n, width int) ([]string, []time.Time, error) {
+	ids, accepted, _, err := s.startEventsOn(ctx, []string{pipeline}, n, width)
+	return ids, accepted, err
+}
+
+// startEventsOn starts n commit events spread over pipelines (event i on
+// pipelines[i mod len]), width at a time, and returns their IDs, when the
+// API answered each, and how long each answer took (the API's accept
+// latency: the HTTP request until the event is numbered).
+func (s *stack) startEventsOn(ctx context.Context, pipelines []string, n, width int) ([]string, []time.Time, []time.Duration, error) {
 	ids := make([]string, n)
 	accepted := make([]time.Time, n)
+	took := make([]time.Duration, n)
 	err := parallel(n, width, func(i int) error {
-		ev, err := s.API.StartEvent(ctx, pipeline, api.StartEventRequest{Type: "commit", Branch: "main"})
+		p := pipelines[i%len(pipelines)]
+		t0 := time.Now()
+		ev, err := s.API.StartEvent(ctx, p, api.StartEventRequest{Type: "commit", Branch: "main"})
 		if err != nil {
-			return fmt.Errorf("start event %d of %s: %w", i+1, pipeline, err)
+			return fmt.Errorf("start event %d of %s: %w", i+1, p, err)
 		}
-		ids[i], accepted[i] = ev.ID, time.Now()
+		ids[i], accepted[i], took[i] = ev.ID, time.Now(), time.Since(t0)
 		return nil
 	})
-	return ids, accepted, err
+	return ids, accepted, took, err
 }
 
 // stages reports, for builds started together, when (after start) they
