@@ -43,7 +43,7 @@ func TestRegisterSearchAttributesWaitsUntilUsable(t *testing.T) {
 		workflows.SASHA.ValueSet("abc"), workflows.SABranch.ValueSet("main"), workflows.SAStatus.ValueSet("QUEUED"),
 		workflows.SAQueue.ValueSet("default"), workflows.SAExecutor.ValueSet("local"), workflows.SAPriority.ValueSet(1),
 		workflows.SADispatchedAt.ValueSet(time.Now()), workflows.SASubscriptions.ValueSet([]string{"a"}),
-		workflows.SAPR.ValueSet(3), workflows.SAQueues.ValueSet([]string{"default"}),
+		workflows.SAPR.ValueSet(3), workflows.SAQueues.ValueSet([]string{"default"}), workflows.SACause.ValueSet("succeeded"),
 	)
 	require.Equal(t, len(workflows.SearchAttributes()), sa.Size(), "the test sets every sluice search attribute")
 	_, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{

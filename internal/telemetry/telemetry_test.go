@@ -72,13 +72,20 @@ func TestSDKTelemetry(t *testing.T) {
 	require.Contains(t, names, "StartActivity:greet")
 	require.Contains(t, names, "RunActivity:greet")
 
-	families, err := telemetry.Registry().Gather()
-	require.NoError(t, err)
-	var metrics []string
-	for _, f := range families {
-		metrics = append(metrics, f.GetName())
-	}
-	joined := strings.Join(metrics, " ")
-	require.Contains(t, joined, "temporal_workflow_completed", "SDK metrics reach the registry: %s", joined)
+	// The worker counts the completion after it answered the server, so
+	// the client's Get may return first: wait for the counter.
+	var joined string
+	require.Eventually(t, func() bool {
+		families, err := telemetry.Registry().Gather()
+		if err != nil {
+			return false
+		}
+		var metrics []string
+		for _, f := range families {
+			metrics = append(metrics, f.GetName())
+		}
+		joined = strings.Join(metrics, " ")
+		return strings.Contains(joined, "temporal_workflow_completed")
+	}, 30*time.Second, 20*time.Millisecond, "SDK metrics reach the registry")
 	require.Contains(t, joined, "temporal_activity_execution_latency", joined)
 }
