@@ -74,3 +74,24 @@ func TestStatusPrecedence(t *testing.T) {
 	st, _ = jobStatus([]BuildState{{Status: StatusSuccess}, {Status: StatusCollapsed}})
 	require.Equal(t, StatusCollapsed, st)
 }
+
+// A pull request reaches its ~pr jobs only, unless the spec chains PRs:
+// the jobs downstream of them are neither checked against their queues'
+// use rules nor given pending commit statuses (M12).
+func TestPullRequestReachesItsPRJobsOnly(t *testing.T) {
+	t.Parallel()
+	const spec = `
+shared: {image: alpine}
+jobs:
+  test: {requires: [~pr, ~commit], steps: [{t: "true"}]}
+  deploy: {requires: [test], steps: [{d: "true"}]}
+`
+	pr := &eventRun{spec: parseSpec(t, spec), in: EventInput{Trigger: Trigger{Kind: TriggerPR, PR: 4}}}
+	require.Equal(t, []string{"test"}, pr.reachable([]string{"test"}))
+
+	chained := &eventRun{spec: parseSpec(t, "annotations: {screwdriver.cd/chainPR: true}\n"+spec), in: pr.in}
+	require.Equal(t, []string{"test", "deploy"}, chained.reachable([]string{"test"}))
+
+	commit := &eventRun{spec: parseSpec(t, spec), in: EventInput{Trigger: Trigger{Kind: TriggerCommit}}}
+	require.Equal(t, []string{"test", "deploy"}, commit.reachable([]string{"test"}))
+}
