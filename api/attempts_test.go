@@ -244,3 +244,25 @@ func TestEndedBuildLogs(t *testing.T) {
 	require.Equal(t, "all of it\n", string(chunk.Data))
 	require.True(t, chunk.Complete)
 }
+
+// M9: a build that is not running gets no secret, even asked with its
+// last attempt's own credential (its executor was lost and it waits to be
+// dispatched again, or it ended).
+func TestResolveOnlyWhileTheBuildRuns(t *testing.T) {
+	t.Parallel()
+	secrets, _, err := api.OpenSecretStore(t.TempDir(), "k")
+	require.NoError(t, err)
+	_, err = secrets.Set(queue.Identity{User: "ann"}, "app", "LISTED", api.SetSecretRequest{Value: "listed-value"}, testNow)
+	require.NoError(t, err)
+	for _, status := range []workflows.Status{workflows.StatusQueued, workflows.StatusSuccess, workflows.StatusAborted} {
+		t.Run(string(status), func(t *testing.T) {
+			t.Parallel()
+			c := newMockClient(t)
+			serveBuild(t, c, attemptState(status, true), 1)
+			h := newHandler(t, api.Deps{Service: newService(t, c), Secrets: secrets, Authenticate: readSecretsOnly})
+			rec := call(t, h, http.MethodPost, "/api/v1/secrets/resolve", `{"build":"app/deploy/7","names":["LISTED"],"attempt":2}`, withCredential(credential2))
+			require.Contains(t, errorOf(t, rec, http.StatusConflict), "secrets are given to running builds only")
+			require.NotContains(t, rec.Body.String(), "listed-value")
+		})
+	}
+}
