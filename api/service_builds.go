@@ -1,0 +1,239 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/sluice-ci/sluice/activities"
+	"github.com/sluice-ci/sluice/queue"
+	"github.com/sluice-ci/sluice/workflows"
+)
+
+// ---- builds -------------------------------------------------------------
+
+// BuildFilter narrows ListBuilds.
+type BuildFilter struct {
+	Pipeline, Job, Event, Queue string
+	Status                      workflows.Status
+	// Cause keeps the ended builds that ended for that cause.
+	Cause workflows.Cause
+	// PR keeps the builds of one pull request.
+	PR    int
+	Limit int
+}
+
+// causeNames lists the causes for error messages.
+func causeNames() string {
+	names := make([]string, 0, len(workflows.Causes()))
+	for _, c := range workflows.Causes() {
+		names = append(names, string(c))
+	}
+	return strings.Join(names, ", ")
+}
+
+func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "") + "'" }
+
+// ListBuilds lists builds, newest first, from visibility alone.
+func (s *Service) ListBuilds(ctx context.Context, f BuildFilter) ([]Build, error) {
+	q := []string{"WorkflowType = 'BuildWorkflow'"}
+	add := func(key, v string) {
+		if v != "" {
+			q = append(q, key+" = "+quote(v))
+		}
+	}
+	add(workflows.SAPipeline.GetName(), f.Pipeline)
+	add(workflows.SAJob.GetName(), f.Job)
+	add(workflows.SAEvent.GetName(), f.Event)
+	add(workflows.SAQueue.GetName(), f.Queue)
+	if f.PR < 0 {
+		return nil, invalid("pr %d: must be positive", f.PR)
+	}
+	if f.PR > 0 {
+		q = append(q, fmt.Sprintf("%s = %d", workflows.SAPR.GetName(), f.PR))
+	}
+	if f.Status != "" {
+		if !f.Status.Valid() {
+			return nil, invalid("status %q: want one of CREATED, QUEUED, BLOCKED, FROZEN, RUNNING, SUCCESS, FAILURE, ABORTED, COLLAPSED", f.Status)
+		}
+		add(workflows.SAStatus.GetName(), string(f.Status))
+	}
+	if f.Cause != "" {
+		if !f.Cause.Valid() {
+			return nil, invalid("cause %q: want one of %s", f.Cause, causeNames())
+		}
+		add(workflows.SACause.GetName(), string(f.Cause))
+	}
+	if f.Limit <= 0 {
+		f.Limit = 50
+	}
+	execs, err := s.list(ctx, strings.Join(q, " AND "), f.Limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Build, 0, len(execs))
+	for _, ex := range execs {
+		b, ok := buildFromVisibility(ex)
+		if ok {
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
+func buildFromVisibility(ex *workflowpb.WorkflowExecutionInfo) (Build, bool) {
+	ref, err := workflows.ParseBuildRef(ex.GetExecution().GetWorkflowId())
+	if err != nil {
+		return Build{}, false
+	}
+	sa := ex.GetSearchAttributes()
+	b := Build{
+		ID: ref.String(), Pipeline: ref.Pipeline, Job: ref.Job, Event: ref.EventRef().String(), PR: ref.PR,
+		Status:     workflows.Status(saString(sa, workflows.SAStatus.GetName())),
+		Queue:      saString(sa, workflows.SAQueue.GetName()),
+		Executor:   saString(sa, workflows.SAExecutor.GetName()),
+		SHA:        saString(sa, workflows.SASHA.GetName()),
+		Cause:      workflows.Cause(saString(sa, workflows.SACause.GetName())),
+		CreateTime: ex.GetStartTime().AsTime(),
+	}
+	if p, err := strconv.Atoi(saString(sa, workflows.SAPriority.GetName())); err == nil {
+		b.Priority = p
+	}
+	if f := ex.GetMemo().GetFields()[workflows.MemoBuild]; f != nil {
+		var sum workflows.BuildSummary
+		if converter.GetDefaultDataConverter().FromPayload(f, &sum) == nil {
+			b.Reason, b.Attempts, b.QueuedTime, b.StartTime, b.EndTime = sum.Reason, sum.Attempts, sum.QueuedTime, sum.StartTime, sum.EndTime
+			b.WaitUntil, b.CollapsedInto, b.Fork = sum.WaitUntil, sum.CollapsedInto, sum.Fork
+			if sum.Executor != "" {
+				b.Executor = sum.Executor
+			}
+		}
+	}
+	if b.EndTime.IsZero() {
+		b.EndTime = closeTime(ex)
+	}
+	return b, true
+}
+
+// GetBuild returns a build's full record, with a live wait reason when it
+// waits for a slot.
+func (s *Service) GetBuild(ctx context.Context, ref workflows.BuildRef) (Build, error) {
+	desc, err := s.Client.DescribeWorkflowExecution(ctx, ref.WorkflowID(), "")
+	if err != nil {
+		return Build{}, translate(err, "build "+ref.String())
+	}
+	var st workflows.BuildState
+	if desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		v, err := s.Client.QueryWorkflow(ctx, ref.WorkflowID(), "", workflows.QueryBuild)
+		if err != nil {
+			return Build{}, translate(err, "build "+ref.String())
+		}
+		if err := v.Get(&st); err != nil {
+			return Build{}, fmt.Errorf("decode build %s: %w", ref, err)
+		}
+	} else if err := s.Client.GetWorkflow(ctx, ref.WorkflowID(), "").Get(ctx, &st); err != nil {
+		b, _ := buildFromVisibility(desc.GetWorkflowExecutionInfo())
+		b.Status, b.Reason = workflows.StatusAborted, "build workflow ended without a result: "+err.Error()
+		return b, nil
+	}
+	b := Build{
+		ID: st.ID, Pipeline: ref.Pipeline, Job: ref.Job, Event: ref.EventRef().String(), PR: ref.PR, Status: st.Status,
+		Reason: st.Reason, Queue: st.Queue, Priority: st.Priority, Executor: st.Executor, SHA: st.SHA,
+		Attempts: len(st.Attempts), CreateTime: st.CreateTime, QueuedTime: st.QueuedTime, StartTime: st.StartTime,
+		EndTime: st.EndTime, WaitUntil: st.WaitUntil, CollapsedInto: st.CollapsedInto, AttemptList: st.Attempts, Steps: st.Steps,
+		Fork: st.Fork, Secrets: st.Secrets, SecretsListed: st.SecretsListed, Cause: st.Cause, CauseInfo: st.CauseInfo,
+	}
+	// The attempts' credential hashes stay in the API (attempt credentials).
+	for i := range b.AttemptList {
+		if h := b.AttemptList[i].CredentialHash; h != "" {
+			if b.credentials == nil {
+				b.credentials = make([]string, len(b.AttemptList))
+			}
+			b.credentials[i] = h
+			b.AttemptList[i].CredentialHash = ""
+		}
+	}
+	if n := len(st.Attempts); n > 0 {
+		b.LogKey = activities.LogKey(st.ID, st.Attempts[n-1].Number)
+	}
+	if err := s.liveReasons(ctx, []*Build{&b}); err != nil {
+		s.Logger.DebugContext(ctx, "live_reason_failed", "build", b.ID, "error", err)
+	}
+	return b, nil
+}
+
+// CancelBuild cancels a build: a waiting one ends at once, a running one's
+// processes are killed.
+func (s *Service) CancelBuild(ctx context.Context, id queue.Identity, ref workflows.BuildRef) error {
+	// Who cancels goes first, so the build's end cause can name them; a
+	// build that already ended ignores it (its cancel then fails below
+	// with the build's own answer). With authentication off nobody is
+	// named.
+	if id.User != "" && id.User != queue.SystemUser {
+		err := s.Client.SignalWorkflow(ctx, ref.WorkflowID(), "", workflows.SignalCancelledBy, workflows.CancelledBy{User: id.User})
+		var nf *serviceerror.NotFound
+		if err != nil && !errors.As(err, &nf) {
+			s.Logger.WarnContext(ctx, "cancel_by_signal_failed", "build", ref.String(), "error", err)
+		}
+	}
+	return translate(s.Client.CancelWorkflow(ctx, ref.WorkflowID(), ""), "build "+ref.String())
+}
+
+// liveReasons rewrites the reason of builds waiting for a slot with the
+// queue's current picture: slots busy, builds ahead, or no live member.
+func (s *Service) liveReasons(ctx context.Context, builds []*Build) error {
+	var waiting []*Build
+	for _, b := range builds {
+		if b.Status == workflows.StatusQueued && !b.QueuedTime.IsZero() {
+			waiting = append(waiting, b)
+		}
+	}
+	if len(waiting) == 0 {
+		return nil
+	}
+	queues, members, err := s.registry(ctx)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	for _, b := range waiting {
+		q, ok := findQueue(queues, b.Queue)
+		if !ok {
+			b.Reason = fmt.Sprintf("waiting on queue %s, which no longer exists: recreate it or cancel the build", b.Queue)
+			continue
+		}
+		plan := queue.Evaluate(q, members, now, s.Liveness)
+		if b.Fork {
+			// A pull request from a fork waits for a container executor
+			// (its queue's untrusted task queue).
+			plan = queue.EvaluateUntrusted(q, members, now, s.Liveness)
+		}
+		ahead, err := s.count(ctx, fmt.Sprintf(
+			"WorkflowType = 'BuildWorkflow' AND ExecutionStatus = 'Running' AND %s = %s AND %s = 'QUEUED' AND (%s < %d OR (%s = %d AND %s < '%s'))",
+			workflows.SAQueue.GetName(), quote(b.Queue), workflows.SAStatus.GetName(),
+			workflows.SAPriority.GetName(), b.Priority, workflows.SAPriority.GetName(), b.Priority,
+			workflows.SADispatchedAt.GetName(), b.QueuedTime.UTC().Format(time.RFC3339Nano)))
+		if err != nil {
+			return err
+		}
+		b.Reason = queue.WaitReason(q, plan, plan.Busy, ahead)
+	}
+	return nil
+}
+
+func findQueue(qs []queue.Queue, name string) (queue.Queue, bool) {
+	for _, q := range qs {
+		if q.Name == name {
+			return q, true
+		}
+	}
+	return queue.Queue{}, false
+}

@@ -1,0 +1,410 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/converter"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sluice-ci/sluice/queue"
+	"github.com/sluice-ci/sluice/workflows"
+)
+
+// ---- events -------------------------------------------------------------
+
+// StartEvent validates a request and starts an event.
+func (s *Service) StartEvent(ctx context.Context, id queue.Identity, name string, req StartEventRequest) (EventStarted, error) {
+	if err := workflows.ValidatePipelineName(name); err != nil {
+		return EventStarted{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	kind := workflows.TriggerKind(req.Type)
+	if req.Type == "" {
+		kind = workflows.TriggerManual
+		if req.StartFrom == "" && (req.SHA != "" || req.Branch != "") {
+			kind = workflows.TriggerCommit
+		}
+	}
+	switch kind {
+	case workflows.TriggerCommit, workflows.TriggerPR, workflows.TriggerPRClosed, workflows.TriggerRelease, workflows.TriggerTag, workflows.TriggerManual:
+	default:
+		return EventStarted{}, invalid("type %q: want commit, pr, pr-closed, release, tag or manual", req.Type)
+	}
+	if req.SHA != "" && !reSHA.MatchString(req.SHA) {
+		return EventStarted{}, invalid("sha %q: want 4 to 64 hex digits", req.SHA)
+	}
+	if req.Branch != "" && !reBranch.MatchString(req.Branch) {
+		return EventStarted{}, invalid("branch %q: not a valid branch name", req.Branch)
+	}
+	if req.StartFrom != "" && !reJob.MatchString(req.StartFrom) {
+		return EventStarted{}, invalid("start_from %q: not a job name", req.StartFrom)
+	}
+	if req.PR < 0 {
+		return EventStarted{}, invalid("pr %d: must be positive", req.PR)
+	}
+	if (kind == workflows.TriggerPR || kind == workflows.TriggerPRClosed) && req.PR == 0 {
+		return EventStarted{}, invalid("pr: a %s event needs the pull request number", kind)
+	}
+	if (kind == workflows.TriggerTag || kind == workflows.TriggerRelease) && req.Ref == "" {
+		return EventStarted{}, invalid("ref: a %s event needs the tag or release name", kind)
+	}
+	if req.Ref != "" && !reBranch.MatchString(req.Ref) {
+		return EventStarted{}, invalid("ref %q: not a valid tag or branch name", req.Ref)
+	}
+	ident := id
+	r := workflows.StartEventRequest{
+		Trigger:   workflows.Trigger{Kind: kind, Branch: req.Branch, Ref: req.Ref, SHA: req.SHA, PR: req.PR, Sender: id.User},
+		StartFrom: req.StartFrom, Force: req.Force, Creator: id.User, Identity: &ident,
+	}
+	return s.startEvent(ctx, name, r)
+}
+
+func (s *Service) startEvent(ctx context.Context, name string, r workflows.StartEventRequest) (EventStarted, error) {
+	res, err := s.batches.start(ctx, s.Client, name, r)
+	if err != nil {
+		return EventStarted{}, updateError(err, "pipeline "+name)
+	}
+	return EventStarted{ID: res.Event.String(), Pipeline: name, Number: res.Event.Number, Duplicate: res.Duplicate}, nil
+}
+
+// inherited are the jobs an event's restart counts as succeeded: those that
+// succeeded in it or along its own restart chain.
+func inherited(st workflows.EventState) []string {
+	if st.Succeeded != nil {
+		return st.Succeeded
+	}
+	var out []string // an event recorded before Succeeded existed
+	for _, j := range st.Jobs {
+		if j.Status == workflows.StatusSuccess {
+			out = append(out, j.Job)
+		}
+	}
+	return out
+}
+
+// eventState reads a running event's progress or a closed event's result.
+func (s *Service) eventState(ctx context.Context, ref workflows.EventRef) (workflows.EventState, error) {
+	var st workflows.EventState
+	desc, err := s.Client.DescribeWorkflowExecution(ctx, ref.WorkflowID(), "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) && s.eventNumbered(ctx, ref) {
+		// Admitted in a burst (UpdateStartEvents): numbered, workflow not
+		// started yet.
+		return workflows.EventState{Event: ref, Status: workflows.StatusCreated, Reason: "starting: admitted in a burst, its workflow starts in a moment"}, nil
+	}
+	if err != nil {
+		return st, translate(err, "event "+ref.String())
+	}
+	if desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		v, err := s.Client.QueryWorkflow(ctx, ref.WorkflowID(), "", workflows.QueryEvent)
+		if err != nil {
+			return st, translate(err, "event "+ref.String())
+		}
+		return st, v.Get(&st)
+	}
+	if err := s.Client.GetWorkflow(ctx, ref.WorkflowID(), "").Get(ctx, &st); err != nil {
+		st = workflows.EventState{Event: ref, Status: workflows.StatusAborted, Reason: "event workflow ended without a result: " + err.Error()}
+	}
+	return st, nil
+}
+
+// eventNumbered reports whether the pipeline has handed out ref's number.
+func (s *Service) eventNumbered(ctx context.Context, ref workflows.EventRef) bool {
+	v, err := s.Client.QueryWorkflow(ctx, workflows.PipelineWorkflowID(ref.Pipeline), "", workflows.QueryPipeline)
+	if err != nil {
+		return false
+	}
+	var info workflows.PipelineInfo
+	return v.Get(&info) == nil && ref.Number <= info.Events
+}
+
+// GetEvent returns an event with its builds.
+func (s *Service) GetEvent(ctx context.Context, ref workflows.EventRef) (Event, error) {
+	st, err := s.eventState(ctx, ref)
+	if err != nil {
+		return Event{}, err
+	}
+	builds, err := s.ListBuilds(ctx, BuildFilter{Event: ref.String(), Limit: 5000})
+	if err != nil {
+		return Event{}, err
+	}
+	builds = s.freshBuilds(ctx, st, builds)
+	sort.Slice(builds, func(i, j int) bool {
+		if !builds[i].CreateTime.Equal(builds[j].CreateTime) {
+			return builds[i].CreateTime.Before(builds[j].CreateTime)
+		}
+		return builds[i].ID < builds[j].ID
+	})
+	// Waiting builds get the same detailed reason as `build show`.
+	ptrs := make([]*Build, len(builds))
+	for i := range builds {
+		ptrs[i] = &builds[i]
+	}
+	if err := s.liveReasons(ctx, ptrs); err != nil {
+		s.Logger.DebugContext(ctx, "live_reason_failed", "event", ref.String(), "error", err)
+	}
+	return Event{
+		ID: ref.String(), Pipeline: ref.Pipeline, Number: ref.Number, SHA: st.SHA, Status: st.Status, Reason: st.Reason,
+		Trigger: st.Trigger, StartFrom: st.StartFrom, StartJobs: st.StartJobs, Rerun: st.Rerun, Parent: st.Parent,
+		ActsFor: st.ActsFor, Succeeded: st.Succeeded, Jobs: st.Jobs, Builds: builds,
+		Warnings: st.Warnings, StartTime: st.StartTime, EndTime: st.EndTime, Statuses: st.Statuses,
+		BaseSHA: st.BaseSHA, Approval: st.Approval,
+	}, nil
+}
+
+// maxFreshBuilds bounds the builds one GetEvent reads from their workflows
+// rather than from visibility.
+const maxFreshBuilds = 64
+
+// freshBuilds corrects what visibility, which trails the workflows by up to
+// a second or more on a busy server, says about an event's builds: a build
+// the event names but visibility does not list yet is added, and a build
+// visibility still shows waiting or running is read from its workflow (its
+// search attributes and memo as of now). Otherwise an event that has ended
+// could show a build still QUEUED that was collapsed a moment before.
+// Builds that visibility shows ended are final and need no second look.
+func (s *Service) freshBuilds(ctx context.Context, st workflows.EventState, builds []Build) []Build {
+	listed := make(map[string]int, len(builds))
+	for i, b := range builds {
+		listed[b.ID] = i
+	}
+	var stale []string
+	for _, b := range builds {
+		if !b.Status.Final() {
+			stale = append(stale, b.ID)
+		}
+	}
+	for _, j := range st.Jobs {
+		for _, id := range j.Builds {
+			if _, ok := listed[id]; !ok {
+				stale = append(stale, id)
+				listed[id] = -1
+			}
+		}
+	}
+	if len(stale) > maxFreshBuilds {
+		stale = stale[:maxFreshBuilds]
+	}
+	fresh := make([]*Build, len(stale))
+	var g errgroup.Group
+	g.SetLimit(8)
+	for i, id := range stale {
+		g.Go(func() error {
+			ref, err := workflows.ParseBuildRef(id)
+			if err != nil {
+				return nil
+			}
+			desc, err := s.Client.DescribeWorkflowExecution(ctx, ref.WorkflowID(), "")
+			if err != nil {
+				s.Logger.DebugContext(ctx, "describe_build_failed", "build", id, "error", err)
+				return nil
+			}
+			if b, ok := buildFromVisibility(desc.GetWorkflowExecutionInfo()); ok {
+				fresh[i] = &b
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	for i, b := range fresh {
+		if b == nil {
+			continue
+		}
+		if at := listed[stale[i]]; at >= 0 {
+			builds[at] = *b
+		} else {
+			builds = append(builds, *b)
+		}
+	}
+	return builds
+}
+
+// ListEvents lists a pipeline's most recent events.
+func (s *Service) ListEvents(ctx context.Context, name string, limit int) ([]Event, error) {
+	if limit <= 0 || limit > 1000 {
+		limit = 20
+	}
+	execs, err := s.list(ctx, fmt.Sprintf("WorkflowType = 'EventWorkflow' AND %s = '%s'", workflows.SAPipeline.GetName(), name), limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Event, 0, len(execs))
+	for _, ex := range execs {
+		ref, err := workflows.ParseEventRef(ex.GetExecution().GetWorkflowId())
+		if err != nil {
+			continue
+		}
+		sa := ex.GetSearchAttributes()
+		ev := Event{
+			ID: ref.String(), Pipeline: ref.Pipeline, Number: ref.Number,
+			SHA: saString(sa, workflows.SASHA.GetName()), Status: workflows.Status(saString(sa, workflows.SAStatus.GetName())),
+			StartTime: ex.GetStartTime().AsTime(), EndTime: closeTime(ex),
+		}
+		if f := ex.GetMemo().GetFields()[workflows.MemoStatuses]; f != nil {
+			_ = converter.GetDefaultDataConverter().FromPayload(f, &ev.Statuses)
+		}
+		out = append(out, ev)
+	}
+	// Visibility trails the workflows: an event it still shows running may
+	// have ended. Its workflow's own search attributes say (as GetEvent and
+	// freshBuilds do), so a page never shows RUNNING for an event that ended.
+	var g errgroup.Group
+	g.SetLimit(8)
+	for i := range out {
+		if out[i].Status.Final() {
+			continue
+		}
+		g.Go(func() error {
+			ref := workflows.EventRef{Pipeline: out[i].Pipeline, Number: out[i].Number}
+			desc, err := s.Client.DescribeWorkflowExecution(ctx, ref.WorkflowID(), "")
+			if err != nil {
+				s.Logger.DebugContext(ctx, "describe_event_failed", "event", out[i].ID, "error", err)
+				return nil
+			}
+			info := desc.GetWorkflowExecutionInfo()
+			if st := workflows.Status(saString(info.GetSearchAttributes(), workflows.SAStatus.GetName())); st != "" {
+				out[i].Status = st
+			}
+			if sha := saString(info.GetSearchAttributes(), workflows.SASHA.GetName()); sha != "" {
+				out[i].SHA = sha
+			}
+			out[i].EndTime = closeTime(info)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	sort.Slice(out, func(i, j int) bool { return out[i].Number > out[j].Number })
+	return out, nil
+}
+
+// CancelEvent cancels every build of the event.
+func (s *Service) CancelEvent(ctx context.Context, ref workflows.EventRef) error {
+	return translate(s.Client.CancelWorkflow(ctx, ref.WorkflowID(), ""), "event "+ref.String())
+}
+
+// ApproveEvent lets an event that waits for approval
+// (screwdriver.cd/restrictPR) start its builds, recording id as who
+// approved it. An event that does not wait for approval is a conflict.
+func (s *Service) ApproveEvent(ctx context.Context, id queue.Identity, ref workflows.EventRef) (workflows.Approval, error) {
+	var out workflows.Approval
+	st, err := s.eventState(ctx, ref)
+	if err != nil {
+		return out, err
+	}
+	if st.Approval == nil || st.Approval.ApprovedBy != "" || st.Status.Final() {
+		why := fmt.Sprintf("it is %s and needs no approval", st.Status)
+		switch {
+		case st.Approval != nil && st.Approval.ApprovedBy != "":
+			why = st.Approval.ApprovedBy + " approved it already"
+		case st.Status.Final():
+			why = fmt.Sprintf("it ended %s", st.Status)
+		}
+		return out, fmt.Errorf("%w: event %s is not waiting for approval: %s", ErrConflict, ref, why)
+	}
+	err = s.update(ctx, ref.WorkflowID(), workflows.UpdateApproveEvent, workflows.ApproveRequest{User: id.User}, &out)
+	var done *serviceerror.NotFound
+	switch {
+	case err == nil:
+		return out, nil
+	case errors.As(err, &done) || strings.Contains(err.Error(), "not waiting for approval") ||
+		strings.Contains(err.Error(), "already completed"):
+		// It ended, or someone approved it, since it was read.
+		return out, fmt.Errorf("%w: event %s is not waiting for approval: %s", ErrConflict, ref, rootCause(err))
+	}
+	return out, updateError(err, "event "+ref.String())
+}
+
+// rootCause is the innermost message of err.
+func rootCause(err error) string {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err.Error()
+		}
+		err = next
+	}
+}
+
+// RestartEvent starts a new event from one or more jobs, reusing the
+// event's commit; every success along the event's restart chain counts for
+// joins, except the jobs restarted.
+func (s *Service) RestartEvent(ctx context.Context, id queue.Identity, ref workflows.EventRef, req RestartEventRequest) (EventStarted, error) {
+	if len(req.From) == 0 {
+		return EventStarted{}, invalid("from: name the job (or jobs) to restart from")
+	}
+	for _, j := range req.From {
+		if !reJob.MatchString(j) {
+			return EventStarted{}, invalid("from %q: not a job name; name the job (or jobs) to restart from", j)
+		}
+	}
+	st, err := s.eventState(ctx, ref)
+	if err != nil {
+		return EventStarted{}, err
+	}
+	if st.SHA == "" {
+		return EventStarted{}, invalid("event %s never resolved a commit (%s); start a new event instead", ref, st.Reason)
+	}
+	from := slices.Compact(slices.Clone(req.From))
+	return s.startFrom(ctx, id, ref, st, from, req.Force, false)
+}
+
+// RerunEvent starts a new event at the event's commit that runs exactly the
+// jobs that failed, were aborted or collapsed (and, through the graph, the
+// jobs that did not run because of them), with every success inherited: two
+// failed branches of a join are re-run together and the join follows.
+func (s *Service) RerunEvent(ctx context.Context, id queue.Identity, ref workflows.EventRef, req RerunEventRequest) (EventStarted, error) {
+	st, err := s.eventState(ctx, ref)
+	if err != nil {
+		return EventStarted{}, err
+	}
+	if !st.Status.Final() {
+		return EventStarted{}, fmt.Errorf("%w: event %s is still %s; re-run it once it has ended", ErrConflict, ref, st.Status)
+	}
+	if st.SHA == "" {
+		return EventStarted{}, invalid("event %s never resolved a commit (%s); start a new event instead", ref, st.Reason)
+	}
+	// COLLAPSED jobs are not re-run: a newer commit's build replaced them,
+	// and running the old commit after it would roll back (a deploy).
+	var jobs []string
+	for _, j := range st.Jobs {
+		switch j.Status {
+		case workflows.StatusFailure, workflows.StatusAborted:
+			jobs = append(jobs, j.Job)
+		}
+	}
+	if len(jobs) == 0 {
+		if len(st.Jobs) == 0 {
+			return EventStarted{}, invalid("event %s ran no job (%s); start a new event instead", ref, st.Reason)
+		}
+		return EventStarted{}, invalid("event %s has no failed or aborted job to re-run (collapsed jobs are not re-run: a newer commit replaced them)", ref)
+	}
+	return s.startFrom(ctx, id, ref, st, jobs, req.Force, true)
+}
+
+// startFrom starts an event at jobs of event ref (state st), inheriting its
+// successes.
+func (s *Service) startFrom(ctx context.Context, id queue.Identity, ref workflows.EventRef, st workflows.EventState, jobs []string, force, rerun bool) (EventStarted, error) {
+	var succeeded []string
+	for _, j := range inherited(st) {
+		if !slices.Contains(jobs, j) {
+			succeeded = append(succeeded, j)
+		}
+	}
+	t := st.Trigger
+	t.SHA, t.DeliveryID, t.Sender = st.SHA, "", id.User
+	ident := id
+	r := workflows.StartEventRequest{
+		Trigger: t, StartFrom: jobs[0], Force: force, Parent: ref.Number, ParentSucceeded: succeeded,
+		Creator: id.User, Identity: &ident, Rerun: rerun,
+	}
+	if len(jobs) > 1 || rerun {
+		r.StartJobs = jobs
+	}
+	return s.startEvent(ctx, ref.Pipeline, r)
+}
