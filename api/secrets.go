@@ -200,6 +200,13 @@ func NewSecretStore(db store.Secrets, dir, key string) (secrets *SecretStore, ge
 	return &SecretStore{db: db, aead: aead}, generated, nil
 }
 
+// EventNumbers is the store's record of deleted pipelines' event numbers,
+// when the secrets' database keeps one (nil otherwise).
+func (s *SecretStore) EventNumbers() store.EventNumbers {
+	n, _ := s.db.(store.EventNumbers)
+	return n
+}
+
 // Close releases the database OpenSecretStore opened (NewSecretStore's
 // belongs to its caller).
 func (s *SecretStore) Close() error {

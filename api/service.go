@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-ci/sluice/activities"
 	"github.com/sluice-ci/sluice/queue"
 	"github.com/sluice-ci/sluice/scm"
+	"github.com/sluice-ci/sluice/store"
 	"github.com/sluice-ci/sluice/workflows"
 )
 
@@ -53,6 +54,11 @@ type Service struct {
 	// LocalRepos are the path prefixes under which a pipeline may use a
 	// repository on this machine (SLUICE_LOCAL_REPOS); none allows none.
 	LocalRepos []string
+	// Numbers keeps a deleted pipeline's next event number in sluice's
+	// store, so a pipeline created again under its name never repeats an
+	// ID, even after Temporal's retention purged the old histories (nil:
+	// the old pipeline's memo and visibility only).
+	Numbers store.EventNumbers
 
 	idx pipelineIndex
 	// batches coalesces concurrent event starts per pipeline (batch.go).

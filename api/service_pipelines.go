@@ -108,6 +108,13 @@ func (s *Service) CreatePipeline(ctx context.Context, id queue.Identity, req Cre
 // ended before the memo existed.
 func (s *Service) nextEventNumber(ctx context.Context, name string) (int, error) {
 	next := 1
+	if s.Numbers != nil {
+		kept, err := s.Numbers.NextEvent(ctx, name)
+		if err != nil {
+			return 0, fmt.Errorf("look up an earlier pipeline %s: %w", name, err)
+		}
+		next = max(next, kept)
+	}
 	desc, err := s.Client.DescribeWorkflowExecution(ctx, workflows.PipelineWorkflowID(name), "")
 	var nf *serviceerror.NotFound
 	switch {
@@ -321,5 +328,30 @@ func (s *Service) DeletePipeline(ctx context.Context, name string) error {
 	}
 	var aborted int
 	defer s.forgetPipelines()
-	return updateError(s.update(ctx, workflows.PipelineWorkflowID(name), workflows.UpdateDelete, "", &aborted), "pipeline "+name)
+	if err := updateError(s.update(ctx, workflows.PipelineWorkflowID(name), workflows.UpdateDelete, "", &aborted), "pipeline "+name); err != nil {
+		return err
+	}
+	s.keepNextEvent(ctx, name)
+	return nil
+}
+
+// keepNextEvent records a deleted pipeline's next event number in sluice's
+// store (N19). The deleted pipeline takes no new event, so its count is
+// final; its memo and visibility keep it too, until the retention.
+func (s *Service) keepNextEvent(ctx context.Context, name string) {
+	if s.Numbers == nil {
+		return
+	}
+	v, err := s.Client.QueryWorkflow(ctx, workflows.PipelineWorkflowID(name), "", workflows.QueryPipeline)
+	var info workflows.PipelineInfo
+	if err == nil {
+		err = v.Get(&info)
+	}
+	if err == nil {
+		err = s.Numbers.KeepNextEvent(ctx, name, info.Events+1)
+	}
+	if err != nil {
+		s.Logger.WarnContext(ctx, "next_event_not_kept", "pipeline", name, "error", err,
+			"effect", "a pipeline created again under this name after Temporal's retention may repeat event IDs")
+	}
 }

@@ -31,6 +31,12 @@ CREATE TABLE secrets (
 	updated_by       TEXT    NOT NULL DEFAULT '',
 	PRIMARY KEY (pipeline, name)
 )`}},
+	{Version: 2, Name: "event numbers", SQL: []string{`
+CREATE TABLE event_numbers (
+	pipeline   TEXT    NOT NULL PRIMARY KEY,
+	next_event INTEGER NOT NULL,
+	updated_at TEXT    NOT NULL
+)`}},
 }
 
 // migrationLock is the PostgreSQL advisory lock key that serializes

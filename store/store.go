@@ -31,6 +31,7 @@ var ErrBadURL = errors.New("store: want empty (SQLite in the data directory) or 
 // index or an audit trail later), all kept by one database.
 type Store interface {
 	Secrets
+	EventNumbers
 	// Backend is SQLite or Postgres.
 	Backend() string
 	// Close releases the database.

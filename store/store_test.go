@@ -314,3 +314,38 @@ func TestOpenRefusesBadInput(t *testing.T) {
 	require.ErrorContains(t, err, "PostgreSQL postgres://127.0.0.1:1/sluice")
 	require.NotContains(t, err.Error(), "hunter2")
 }
+
+// N19: the next event number of a deleted pipeline is kept, only ever
+// raised, and two writers at once keep the larger.
+func TestEventNumbers(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b backend) {
+		ctx := t.Context()
+		d := b.open(t)
+		n, err := d.NextEvent(ctx, "app")
+		require.NoError(t, err)
+		require.Zero(t, n, "nothing recorded")
+		require.NoError(t, d.KeepNextEvent(ctx, "app", 42))
+		require.NoError(t, d.KeepNextEvent(ctx, "app", 7), "a smaller number never lowers it")
+		n, err = d.NextEvent(ctx, "app")
+		require.NoError(t, err)
+		require.Equal(t, 42, n)
+		require.ErrorContains(t, d.KeepNextEvent(ctx, "app", 0), "next event 0 of app: must be at least 1")
+
+		var wg sync.WaitGroup
+		for i := 1; i <= 20; i++ {
+			wg.Go(func() {
+				if err := d.KeepNextEvent(ctx, "busy", 100+i); err != nil {
+					t.Errorf("keep %d: %v", 100+i, err)
+				}
+			})
+		}
+		wg.Wait()
+		n, err = d.NextEvent(ctx, "busy")
+		require.NoError(t, err)
+		require.Equal(t, 120, n)
+		n, err = d.NextEvent(ctx, "other")
+		require.NoError(t, err)
+		require.Zero(t, n)
+	})
+}

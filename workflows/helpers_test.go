@@ -242,7 +242,10 @@ func newEnv(t *testing.T, register ...func(*testsuite.TestWorkflowEnvironment)) 
 	env := s.NewTestWorkflowEnvironment()
 	env.SetStartTime(wfT0)
 	env.SetTestTimeout(20 * time.Second)
-	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{rec.interceptor()}})
+	// The race detector and a busy machine slow a workflow task several
+	// times over: the SDK's 1 s deadlock check would fail a test that a
+	// controller (5 s, without the race detector) runs easily.
+	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{rec.interceptor()}, DeadlockDetectionTimeout: 10 * time.Second})
 	for _, r := range register {
 		r(env)
 	}
