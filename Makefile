@@ -83,7 +83,7 @@ tidy: ## go mod tidy and gofmt
 
 .PHONY: compose-check
 compose-check: ## validate docker-compose.yml with docker compose (or docker-compose); no engine needed
-	@export SLUICE_TOKENS_FILE=/dev/null SLUICE_WORKER_TOKEN=check SLUICE_CONTROLLER_TOKEN=check SLUICE_GITHUB_SECRET=check SLUICE_GITLAB_SECRET=check SLUICE_SECRET_KEY=check; \
+	@export SLUICE_TOKENS_FILE=/dev/null SLUICE_EXECUTOR_1_TOKEN=check SLUICE_EXECUTOR_2_TOKEN=check SLUICE_CONTROLLER_TOKEN=check SLUICE_GITHUB_SECRET=check SLUICE_GITLAB_SECRET=check SLUICE_SECRET_KEY=check; \
 	if docker compose version >/dev/null 2>&1; then docker compose config --quiet && echo "docker-compose.yml: ok (docker compose)"; \
 	elif command -v docker-compose >/dev/null 2>&1; then docker-compose config --quiet && echo "docker-compose.yml: ok (docker-compose)"; \
 	else echo "no docker compose found: skipping (install the compose plugin, or Debian's docker-compose)"; fi

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -62,4 +63,16 @@ func TestComposeKeepsBuildsOffTheControlPlane(t *testing.T) {
 			require.False(t, slices.Contains(s.Networks, key), "%s is on the builds' network", name)
 		}
 	}
+
+	// Each worker sends a token of its own: one can be revoked alone, and
+	// a token taken from one executor's builds is not every worker's.
+	seen := map[string]string{}
+	for _, name := range []string{"sluice-executor-1", "sluice-executor-2", "sluice-controller"} {
+		tok := compose.Services[name].Environment["SLUICE_TOKEN"]
+		require.True(t, strings.HasPrefix(tok, "${SLUICE_") && strings.Contains(tok, ":?"), "%s's token is a required variable: %q", name, tok)
+		v, _, _ := strings.Cut(strings.TrimPrefix(tok, "${"), ":")
+		require.NotContains(t, seen, v, "%s and %s share the token %s", name, seen[v], v)
+		seen[v] = name
+	}
+	require.NotContains(t, compose.Services["sluice-api"].Environment, "SLUICE_TOKEN", "the API sends no worker token")
 }
