@@ -88,11 +88,15 @@ func (s *Service) CreatePipeline(ctx context.Context, id queue.Identity, req Cre
 	// Subscriptions and schedules exist before the first commit event.
 	if data, err := repo.ReadFile(ctx, sha, activities.SpecFile); err == nil {
 		if spec, err := pipeline.ParseWithOptions(data, pipeline.Options{Pipeline: req.Name}); err == nil {
-			periodic := map[string]string{}
-			for _, j := range spec.PeriodicJobs() {
-				periodic[j] = spec.Jobs[j].Settings.PeriodicCron
+			// The creator sets the schedules up: the periodic events act for
+			// them, and a job on a queue they may not use is not scheduled.
+			defined, _, err := s.registry(ctx)
+			if err != nil {
+				s.Logger.WarnContext(ctx, "spec_sync_queues_unread", "pipeline", req.Name, "error", err)
 			}
-			sync := workflows.SpecSync{SHA: sha, Subscriptions: spec.RemoteTriggers(), Periodic: periodic}
+			periodic, refused := workflows.SchedulesFor(spec, id, defined, req.Queue)
+			setBy := id
+			sync := workflows.SpecSync{SHA: sha, Subscriptions: spec.RemoteTriggers(), Periodic: periodic, SetBy: &setBy, Refused: refused}
 			if err := s.Client.SignalWorkflow(ctx, workflows.PipelineWorkflowID(req.Name), "", workflows.SignalSpecSynced, sync); err != nil {
 				s.Logger.WarnContext(ctx, "spec_sync_failed", "pipeline", req.Name, "error", err)
 			}

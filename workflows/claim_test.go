@@ -1,9 +1,13 @@
 package workflows
 
 import (
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-ci/sluice/queue"
 )
 
 // Every reason a build refuses an executor's claim, each on its own: a
@@ -94,4 +98,37 @@ jobs:
 
 	commit := &eventRun{spec: parseSpec(t, spec), in: EventInput{Trigger: Trigger{Kind: TriggerCommit}}}
 	require.Equal(t, []string{"test", "deploy"}, commit.reachable([]string{"test"}))
+}
+
+// A schedule is set up for an identity: a periodic job on a queue it may
+// not use is left out, saying why; a queue that does not exist is the
+// events' concern.
+func TestSchedulesFor(t *testing.T) {
+	t.Parallel()
+	spec := parseSpec(t, `
+shared: {image: alpine}
+jobs:
+  main: {requires: [~commit], steps: [{a: "true"}]}
+  nightly: {requires: [~commit], annotations: {screwdriver.cd/buildPeriodically: "H 3 * * *"}, steps: [{b: "true"}]}
+  release:
+    requires: [~commit]
+    annotations: {screwdriver.cd/buildPeriodically: "H 4 * * *", screwdriver.cd/executor: release-q}
+    steps: [{c: "true"}]
+  elsewhere:
+    requires: [~commit]
+    annotations: {screwdriver.cd/buildPeriodically: "H 5 * * *", screwdriver.cd/executor: nowhere}
+    steps: [{d: "true"}]
+`)
+	defined := []queue.Queue{queue.DefaultQueue(), {Name: "release-q", UseRoles: []string{"release"}, Rules: queue.DefaultQueue().Rules}}
+	rel := queue.Identity{User: "rel", Roles: []string{"release"}}
+	got, refused := SchedulesFor(spec, rel, defined, "")
+	require.ElementsMatch(t, []string{"nightly", "release", "elsewhere"}, slices.Collect(maps.Keys(got)))
+	require.Empty(t, refused)
+
+	dev := queue.Identity{User: "dev", Roles: []string{"dev"}}
+	got, refused = SchedulesFor(spec, dev, defined, "")
+	require.ElementsMatch(t, []string{"nightly", "elsewhere"}, slices.Collect(maps.Keys(got)))
+	require.Len(t, refused, 1)
+	require.Contains(t, refused[0], `job release: user "dev" may not use queue release-q`)
+	require.Equal(t, spec.Jobs["nightly"].Settings.PeriodicCron, got["nightly"])
 }

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -111,7 +112,7 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 	}
 	e.spec = res.Spec
 	e.state.Warnings = res.Spec.Warnings
-	e.syncSpec(ctx)
+	e.syncSpec(ctx, res.Queues)
 
 	if !e.legacy && e.in.Trigger.Kind == TriggerPeriodic && e.in.Parent > 0 {
 		e.restartByHand = workflow.GetVersion(ctx, changeRestartIsByHand, workflow.DefaultVersion, 1) != workflow.DefaultVersion
@@ -203,23 +204,64 @@ func (e *eventRun) resolve(ctx workflow.Context) (activities.ResolveEventResult,
 	return res, err
 }
 
-// syncSpec tells the pipeline what its default branch's spec subscribes to.
-func (e *eventRun) syncSpec(ctx workflow.Context) {
+// syncSpec tells the pipeline what its default branch's spec subscribes to
+// and which periodic jobs to schedule: the event's identity sets the
+// schedules up, so a periodic job whose queue it may not use is left out,
+// with the reason.
+func (e *eventRun) syncSpec(ctx workflow.Context, defined []queue.Queue) {
 	t := e.in.Trigger
 	if t.Kind != TriggerCommit || eventBranch(e.in.Config, t) != e.in.Config.Branch {
 		return
 	}
-	periodic := map[string]string{}
-	for _, j := range e.spec.PeriodicJobs() {
-		periodic[j] = e.spec.Jobs[j].Settings.PeriodicCron
+	var sync SpecSync
+	if !e.legacy && workflow.GetVersion(ctx, changeScheduleSetBy, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
+		id := e.identity()
+		sync.SetBy = &id
+		sync.Periodic, sync.Refused = SchedulesFor(e.spec, id, defined, e.in.Config.Queue)
+	} else {
+		sync.Periodic = map[string]string{}
+		for _, j := range e.spec.PeriodicJobs() {
+			sync.Periodic[j] = e.spec.Jobs[j].Settings.PeriodicCron
+		}
 	}
-	sync := SpecSync{SHA: e.state.SHA, Subscriptions: e.spec.RemoteTriggers(), Periodic: periodic}
+	sync.SHA, sync.Subscriptions = e.state.SHA, e.spec.RemoteTriggers()
 	if !e.legacy {
 		sync.Event = e.in.Event.Number
 	}
 	if err := workflow.SignalExternalWorkflow(ctx, PipelineWorkflowID(e.in.Event.Pipeline), "", SignalSpecSynced, sync).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("spec_sync_failed", "event", e.in.Event.String(), "error", err)
 	}
+}
+
+// changeScheduleSetBy: a spec sync names who it acts for and leaves out
+// the periodic jobs whose queue they may not use.
+const changeScheduleSetBy = "schedule-set-by"
+
+// SchedulesFor returns the periodic jobs of spec that id may schedule
+// (job → expanded cron), and why each other one is left out: a job whose
+// queue id may not use is not scheduled for it. A queue that does not
+// exist is the events' concern (they fail, saying so), not the schedule's.
+func SchedulesFor(spec *pipeline.Spec, id queue.Identity, defined []queue.Queue, pipelineQueue string) (map[string]string, []string) {
+	byName := map[string]queue.Queue{}
+	for _, q := range defined {
+		byName[q.Name] = q
+	}
+	periodic := map[string]string{}
+	var refused []string
+	for _, j := range spec.PeriodicJobs() {
+		name := spec.Jobs[j].Settings.Executor
+		if name == "" {
+			name = cmp.Or(pipelineQueue, queue.DefaultQueueName)
+		}
+		if q, ok := byName[name]; ok {
+			if err := queue.CanUse(id, q); err != nil {
+				refused = append(refused, fmt.Sprintf("job %s: %v", j, err))
+				continue
+			}
+		}
+		periodic[j] = spec.Jobs[j].Settings.PeriodicCron
+	}
+	return periodic, refused
 }
 
 // startJobs picks the jobs the trigger starts, or says why the event cannot run.

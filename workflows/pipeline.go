@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -458,6 +459,11 @@ func (p *pipelineRun) launchEvent(ctx workflow.Context, r StartEventRequest) lau
 		r.Identity = &pr
 	}
 	if !p.legacy {
+		if r.Identity == nil && r.Trigger.Kind == TriggerPeriodic && p.st.ScheduleBy != nil {
+			// A schedule acts for who set it up (checked then).
+			by := *p.st.ScheduleBy
+			r.Identity = &by
+		}
 		if r.Identity == nil && p.cfg.Owner != nil {
 			// Nobody started it by hand: it acts for the pipeline's owner.
 			owner := *p.cfg.Owner
@@ -574,6 +580,10 @@ func (p *pipelineRun) applySync(ctx workflow.Context, s SpecSync) {
 			workflow.GetLogger(ctx).Warn("subscriptions_upsert_failed", "error", err)
 		}
 	}
+	if s.SetBy != nil {
+		by := *s.SetBy
+		p.st.ScheduleBy = &by
+	}
 	same := maps.Equal(s.Periodic, p.st.Periodic) //workflowcheck:ignore (maps.Equal does not depend on the order)
 	if !same {
 		if err := p.syncSchedules(ctx, s.Periodic); err != nil {
@@ -584,6 +594,11 @@ func (p *pipelineRun) applySync(ctx workflow.Context, s SpecSync) {
 			return
 		}
 		p.st.Periodic = s.Periodic
+		p.st.ScheduleError = ""
+	}
+	if len(s.Refused) > 0 {
+		p.st.ScheduleError = "periodic builds not scheduled for " + s.SetBy.User + ": " + strings.Join(s.Refused, "; ")
+	} else if same && s.SetBy != nil {
 		p.st.ScheduleError = ""
 	}
 }

@@ -176,6 +176,10 @@ type PipelineState struct {
 	// ScheduleError says why the periodic schedules could not be created or
 	// updated at the last sync ("" when they are in step with the spec).
 	ScheduleError string `json:"schedule_error,omitempty"`
+	// ScheduleBy is who set the periodic schedules up (the identity of the
+	// event, or the pipeline's creator, whose spec sync made them): the
+	// events they start act for it. Nil: the pipeline's owner.
+	ScheduleBy *queue.Identity `json:"schedule_by,omitempty"`
 	// PRs are the open pull requests' newest events: builds of older events
 	// of a pull request are superseded by a newer commit or its close.
 	PRs map[int]PRState `json:"prs,omitempty"`
@@ -257,6 +261,11 @@ type SpecSync struct {
 	SHA           string            `json:"sha"`
 	Subscriptions []string          `json:"subscriptions"`
 	Periodic      map[string]string `json:"periodic"`
+	// SetBy is who the sync acts for: the schedules it sets up start
+	// events that act for it. Refused are the periodic jobs left out
+	// because SetBy may not use their queue ("job nightly: …").
+	SetBy   *queue.Identity `json:"set_by,omitempty"`
+	Refused []string        `json:"refused,omitempty"`
 }
 
 // EnqueueBatch hands a pipeline's lanes the builds an event just started.
