@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -134,6 +136,25 @@ var containerHardening = []string{
 	"--pids-limit=4096",
 }
 
+// ContainerUserArgs makes a build's container run as the executor (N7),
+// whatever the image's USER says: its steps write the executor's control
+// files, and every file they leave in the mounted workspace belongs to the
+// executor, which removes the workspace after the build. An executor
+// running as root runs its containers as root; a non-root executor on
+// podman (rootless) maps its own uid into the container (keep-id), on
+// docker it runs them as its uid:gid.
+func ContainerUserArgs(runtime string, uid, gid int) []string {
+	user := strconv.Itoa(uid) + ":" + strconv.Itoa(gid)
+	switch {
+	case uid == 0:
+		return []string{"--user", "0:0"}
+	case runtime == RuntimePodman:
+		return []string{"--userns=keep-id", "--user", user}
+	default:
+		return []string{"--user", user}
+	}
+}
+
 // keepAlive is the container's main process: it idles until the container is
 // removed; the build's shells are exec'ed next to it.
 const keepAlive = "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"
@@ -146,6 +167,7 @@ func StartContainer(ctx context.Context, o ContainerOptions, dir, controlDir str
 	}
 	args := []string{"run", "-d", "--rm", "--name", o.Name, "--entrypoint", "sh", "-w", o.Workdir}
 	args = append(args, containerHardening...)
+	args = append(args, ContainerUserArgs(o.Runtime, os.Geteuid(), os.Getegid())...)
 	for _, k := range sortedKeys(o.Labels) {
 		args = append(args, "--label", k+"="+o.Labels[k])
 	}

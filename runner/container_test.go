@@ -5,7 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,12 +27,18 @@ func startContainer(t *testing.T, spec *runner.Spec) *runner.Container {
 // startContainerOn is startContainer on a network ("" the runtime's default).
 func startContainerOn(t *testing.T, spec *runner.Spec, network string) *runner.Container {
 	t.Helper()
+	return startContainerOf(t, spec, testenv.TestImage, network)
+}
+
+// startContainerOf starts a container of image for spec.
+func startContainerOf(t *testing.T, spec *runner.Spec, image, network string) *runner.Container {
+	t.Helper()
 	testenv.Podman(t)
 	spec.ControlDir = filepath.Join(t.TempDir(), "ctl")
 	require.NoError(t, os.MkdirAll(spec.ControlDir, 0o700))
 	name := "sluice-runner-test-" + strings.ReplaceAll(strings.ToLower(t.Name()), "/", "-")
 	c, err := runner.StartContainer(t.Context(), runner.ContainerOptions{
-		Runtime: runner.RuntimePodman, Image: testenv.TestImage, Name: name,
+		Runtime: runner.RuntimePodman, Image: image, Name: name,
 		Labels:  map[string]string{"sluice.test": "runner"},
 		Mounts:  map[string]string{spec.Dir: "/sd/workspace/src/repo", spec.ControlDir: "/sd/sluice"},
 		Workdir: "/sd/workspace/src/repo",
@@ -164,4 +172,29 @@ func TestContainerJoinsItsNetwork(t *testing.T) {
 		_, err := runner.StartContainer(t.Context(), runner.ContainerOptions{Runtime: runner.RuntimePodman, Image: "alpine", Name: "x", Network: network}, "/w", "/c")
 		require.ErrorContains(t, err, "container network", network)
 	}
+}
+
+// N7: an image whose USER is not root runs its steps all the same (they
+// used to fail at once: "can't create /sd/sluice/status-0: Permission
+// denied"), as the executor, so every file they leave in the workspace is
+// the executor's to remove.
+func TestRunInNonRootImage(t *testing.T) {
+	t.Parallel()
+	spec, sink := setup(t, step("write", "id -u; echo made > made.txt; mkdir -p deep/er; echo x > deep/er/f"))
+	startContainerOf(t, &spec, testenv.TestImageNonRoot, "")
+	res := runner.Run(t.Context(), spec)
+	require.Equal(t, runner.StatusSuccess, res.Status, res.Reason)
+	require.Equal(t, strconv.Itoa(os.Geteuid())+"\n", sink.log("write"), "the step runs as the executor")
+	info, err := os.Stat(filepath.Join(spec.Dir, "deep", "er", "f"))
+	require.NoError(t, err)
+	require.Equal(t, uint32(os.Geteuid()), info.Sys().(*syscall.Stat_t).Uid, "the executor owns what the build left")
+	require.NoError(t, os.RemoveAll(spec.Dir), "the workspace can be removed")
+}
+
+func TestContainerUserArgs(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, []string{"--user", "0:0"}, runner.ContainerUserArgs(runner.RuntimeDocker, 0, 0))
+	require.Equal(t, []string{"--user", "0:0"}, runner.ContainerUserArgs(runner.RuntimePodman, 0, 0))
+	require.Equal(t, []string{"--user", "10001:10001"}, runner.ContainerUserArgs(runner.RuntimeDocker, 10001, 10001))
+	require.Equal(t, []string{"--userns=keep-id", "--user", "1000:1000"}, runner.ContainerUserArgs(runner.RuntimePodman, 1000, 1000))
 }

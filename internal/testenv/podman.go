@@ -18,6 +18,10 @@ import (
 // /bin/busybox with the usual applets linked to it, and TestImageMarker.
 const TestImage = "localhost/sluice-test-busybox"
 
+// TestImageNonRoot is TestImage with USER 1000: an image whose builds run
+// as a non-root user unless the runtime says otherwise.
+const TestImageNonRoot = "localhost/sluice-test-busybox-user1000"
+
 // TestImageMarker is a file only TestImage has; its content is "sluice-test-image\n".
 const TestImageMarker = "/etc/sluice-test-image"
 
@@ -76,6 +80,11 @@ func preparePodman() string {
 	imp.Stdin = bytes.NewReader(rootfs)
 	if out, err := imp.CombinedOutput(); err != nil {
 		return fmt.Sprintf("podman import: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	imp = exec.CommandContext(ctx, "podman", "import", "--change", "USER=1000", "-", TestImageNonRoot)
+	imp.Stdin = bytes.NewReader(rootfs)
+	if out, err := imp.CombinedOutput(); err != nil {
+		return fmt.Sprintf("podman import (USER 1000): %v: %s", err, strings.TrimSpace(string(out)))
 	}
 	out, err := exec.CommandContext(ctx, "podman", "run", "--rm", TestImage, "cat", TestImageMarker).CombinedOutput()
 	if err != nil || string(out) != "sluice-test-image\n" {
