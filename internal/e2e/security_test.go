@@ -552,17 +552,24 @@ func TestForkPullRequestWaitsForApproval(t *testing.T) {
 	)
 	e := server.NewEnv(t, testenv.Options{LocalExecutor: true, GitHubSecret: secret, Token: aliceToken, Tokens: `
 tokens:
-  - {user: alice, token: ` + aliceToken + `}
+  - {user: alice, token: ` + aliceToken + `, privileges: [define-queues]}
   - {user: mallory, token: ` + malloryToken + `}
 `})
 	ctx := e.Context()
+	// Forks' pull requests run only on container executors unless a rule
+	// opts in; this test is about approval, so the host executor may run
+	// them (TestForkPullRequestRunsOnlyOnContainerExecutors has the rest).
+	_, err := e.API.UpdateQueue(ctx, api.QueueRequest{Name: "default", Rules: []string{
+		"run-on=executors,max-parallel=2,untrusted-on-host=true", "run-on=controller,max-parallel=1",
+	}})
+	require.NoError(t, err)
 	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": `
 annotations: {screwdriver.cd/restrictPR: fork}
 shared: {image: alpine}
 jobs:
   check: {requires: [~pr], steps: [{c: 'echo checked'}]}
 `})
-	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "app", Repo: repo.Dir})
+	_, err = e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "app", Repo: repo.Dir})
 	require.NoError(t, err)
 	repo.Git("checkout", "-q", "-b", "feature")
 	// The fork's head lifts the restriction for itself: the base decides.
