@@ -40,7 +40,7 @@ import (
 )
 
 // namespaces is how many isolated installations one server offers.
-const namespaces = 48
+const namespaces = 80
 
 // Server is an in-process Temporal server shared by a test package.
 type Server struct {
