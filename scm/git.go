@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-ci/sluice/internal/flock"
 )
 
 // mirrorRefspecs are what a mirror fetches: branches, tags, and the pull /
@@ -74,11 +76,11 @@ func openGit(ctx context.Context, location, cache string) (*gitRepo, error) {
 	if r.mirrorExists() {
 		return r, nil
 	}
-	lock, err := lockFile(ctx, r.lockPath)
+	lock, err := flock.Lock(ctx, r.lockPath)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", r.display, err)
 	}
-	defer func() { _ = lock.unlock() }()
+	defer func() { _ = lock.Unlock() }()
 	if r.mirrorExists() { // another process cloned it while we waited
 		return r, nil
 	}
@@ -180,11 +182,11 @@ func (r *gitRepo) lastFetch() (time.Time, bool) {
 // processes asking at once share one fetch), or when done reports that what
 // the caller needs is already there.
 func (r *gitRepo) fetch(ctx context.Context, requested time.Time, done func() bool) error {
-	lock, err := lockFile(ctx, r.lockPath)
+	lock, err := flock.Lock(ctx, r.lockPath)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = lock.unlock() }()
+	defer func() { _ = lock.Unlock() }()
 	// A start time in the future means the clock went back: do not trust it.
 	if last, ok := r.lastFetch(); ok && !last.Before(requested) && !last.After(time.Now()) {
 		return nil
@@ -199,11 +201,11 @@ func (r *gitRepo) fetch(ctx context.Context, requested time.Time, done func() bo
 // commits no fetched ref points at (a detached HEAD, a commit only reachable
 // from a ref outside mirrorRefspecs). Servers may refuse unadvertised shas.
 func (r *gitRepo) fetchOne(ctx context.Context, src, ref string) error {
-	lock, err := lockFile(ctx, r.lockPath)
+	lock, err := flock.Lock(ctx, r.lockPath)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = lock.unlock() }()
+	defer func() { _ = lock.Unlock() }()
 	_, err = runGitEnv(ctx, r.mirror, nil, r.credEnv, "fetch", "--quiet", "--no-write-fetch-head", r.remote, "+"+src+":"+ref)
 	return err
 }

@@ -14,7 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
-	_ "modernc.org/sqlite"             // the "sqlite" database/sql driver
+	"github.com/sluice-ci/sluice/internal/flock"
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 )
 
 // Backends.
@@ -102,6 +103,15 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	if err := f.Close(); err != nil {
 		return nil, fmt.Errorf("store: SQLite %s: %w", path, err)
 	}
+	// Two processes (or two stores of one process) opening a new file at
+	// once: switching it to WAL takes a lock SQLite does not wait for
+	// (SQLITE_BUSY at once, not after the busy timeout). The first
+	// connection and the migrations run under a lock file instead.
+	held, err := flock.Lock(ctx, path+".open-lock")
+	if err != nil {
+		return nil, fmt.Errorf("store: SQLite %s: %w", path, err)
+	}
+	defer func() { _ = held.Unlock() }()
 	dsn := path + "?_pragma=busy_timeout(30000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {

@@ -2,36 +2,14 @@ package scm
 
 import (
 	"context"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-ci/sluice/internal/flock"
 )
-
-func TestLockFile(t *testing.T) {
-	t.Parallel()
-	path := filepath.Join(t.TempDir(), "x.lock")
-	held, err := lockFile(context.Background(), path)
-	require.NoError(t, err)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	_, err = lockFile(ctx, path)
-	require.ErrorIs(t, err, context.DeadlineExceeded, "a second holder waits, even in the same process")
-
-	got := make(chan error, 1)
-	go func() {
-		l, err := lockFile(context.Background(), path)
-		if err == nil {
-			err = l.unlock()
-		}
-		got <- err
-	}()
-	require.NoError(t, held.unlock())
-	require.NoError(t, <-got)
-}
 
 func TestFetchesAreShared(t *testing.T) {
 	t.Parallel()
@@ -41,7 +19,7 @@ func TestFetchesAreShared(t *testing.T) {
 	require.Equal(t, int64(1), r.fetches.Load(), "the clone")
 
 	requested := time.Now()
-	held, err := lockFile(ctx, r.lockPath)
+	held, err := flock.Lock(ctx, r.lockPath)
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	errs := make([]error, 6)
@@ -49,7 +27,7 @@ func TestFetchesAreShared(t *testing.T) {
 		wg.Go(func() { errs[i] = r.fetch(ctx, requested, nil) })
 	}
 	time.Sleep(50 * time.Millisecond)
-	require.NoError(t, held.unlock())
+	require.NoError(t, held.Unlock())
 	wg.Wait()
 	for _, err := range errs {
 		require.NoError(t, err)

@@ -1,6 +1,6 @@
 //go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
 
-package scm
+package flock
 
 import (
 	"context"
@@ -11,16 +11,16 @@ import (
 	"time"
 )
 
-// fileLock is an exclusive advisory lock (flock(2)) on a lock file. flock
+// Held is an exclusive advisory lock (flock(2)) on a lock file. flock
 // locks belong to the open file description, so two goroutines of one process
 // exclude each other just as two processes do.
-type fileLock struct {
+type Held struct {
 	f *os.File
 }
 
-// lockFile takes an exclusive lock on path (created if needed), polling until
+// Lock takes an exclusive lock on path (created if needed), polling until
 // it is free or ctx ends.
-func lockFile(ctx context.Context, path string) (*fileLock, error) {
+func Lock(ctx context.Context, path string) (*Held, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open lock %s: %w", path, err)
@@ -29,7 +29,7 @@ func lockFile(ctx context.Context, path string) (*fileLock, error) {
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
-			return &fileLock{f: f}, nil
+			return &Held{f: f}, nil
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
 			_ = f.Close()
@@ -47,8 +47,8 @@ func lockFile(ctx context.Context, path string) (*fileLock, error) {
 	}
 }
 
-// unlock releases the lock.
-func (l *fileLock) unlock() error {
+// Unlock releases the lock.
+func (l *Held) Unlock() error {
 	errUnlock := syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
 	return errors.Join(errUnlock, l.f.Close())
 }
