@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -279,10 +280,11 @@ func signedPush(t *testing.T, e *testenv.Env, secret, repoDir, sha, delivery str
 }
 
 // TestIdentityOnEveryPath (defect 4): a queue restricted to role release.
-// While the pipeline's owner lacks the role, a signed webhook, a schedule
-// fire and a remote trigger cannot run a build there; once an owner with the
-// role updates the pipeline, all three run. `pipeline create|update --queue`
-// checks use too.
+// While the pipeline's owner lacks the role, a signed webhook and a remote
+// trigger cannot run a build there, and no schedule is set up for a job
+// there (a schedule acts for who set it up, checked then); once an owner
+// with the role updates the pipeline, their push sets the schedule up and
+// all three run. `pipeline create|update --queue` checks use too.
 func TestIdentityOnEveryPath(t *testing.T) {
 	t.Parallel()
 	const (
@@ -329,10 +331,15 @@ jobs:
 	p, err := e.API.GetPipeline(ctx, "ship")
 	require.NoError(t, err)
 	require.Equal(t, "dana", p.Owner)
-	e.WaitFor("the nightly schedule", time.Minute, func() bool {
+	// A schedule acts for whoever set it up, checked then: dana may not
+	// schedule a job on the release queue.
+	e.WaitFor("the refused nightly schedule", time.Minute, func() bool {
 		p, err := e.API.GetPipeline(ctx, "ship")
-		return err == nil && len(p.Periodic) == 1
+		return err == nil && strings.Contains(p.ScheduleError, `periodic builds not scheduled for dana: job nightly: user "dana" may not use queue release`)
 	})
+	p, err = e.API.GetPipeline(ctx, "ship")
+	require.NoError(t, err)
+	require.Empty(t, p.Periodic)
 
 	// fire runs the three unattended paths and returns their events.
 	known := map[string]bool{}
@@ -347,12 +354,20 @@ jobs:
 			return found
 		})
 	}
-	fire := func(delivery string) []api.Event {
+	fire := func(delivery string, scheduled bool) []api.Event {
 		res := signedPush(t, e, secret, shipRepo.Dir, shipRepo.Head(), delivery)
 		require.Len(t, res.Events, 1, "%+v", res)
 		newEvent("the push's event")
-		require.NoError(t, e.API.ScheduleAction(ctx, "ship", "nightly", "trigger"))
-		newEvent("the schedule's event")
+		if scheduled {
+			// The push's event synced the spec as the owner, who sets the
+			// schedule up.
+			e.WaitFor("the nightly schedule", time.Minute, func() bool {
+				p, err := e.API.GetPipeline(ctx, "ship")
+				return err == nil && len(p.Periodic) == 1 && p.ScheduleError == ""
+			})
+			require.NoError(t, e.API.ScheduleAction(ctx, "ship", "nightly", "trigger"))
+			newEvent("the schedule's event")
+		}
 		lib, err := e.API.StartEvent(ctx, "lib", api.StartEventRequest{Type: "commit", Branch: "main"})
 		require.NoError(t, err)
 		require.Equal(t, workflows.StatusSuccess, e.WaitEvent(lib.ID, time.Minute).Status)
@@ -363,16 +378,20 @@ jobs:
 		}
 		return out
 	}
-	refused := fire("d-1")
-	require.Len(t, refused, 3)
+	refused := fire("d-1", false)
+	require.Len(t, refused, 2)
 	for _, ev := range refused {
 		require.Equal(t, workflows.StatusFailure, ev.Status, "event %s (%s)", ev.ID, ev.Trigger.Kind)
 		require.Contains(t, ev.Reason, `user "dana" may not use queue release`, "event %s", ev.ID)
 		require.Empty(t, ev.Builds)
 		require.Equal(t, "dana", ev.ActsFor)
 	}
-	kinds := []workflows.TriggerKind{refused[0].Trigger.Kind, refused[1].Trigger.Kind, refused[2].Trigger.Kind}
-	require.ElementsMatch(t, []workflows.TriggerKind{workflows.TriggerCommit, workflows.TriggerPeriodic, workflows.TriggerRemote}, kinds)
+	kinds := []workflows.TriggerKind{refused[0].Trigger.Kind, refused[1].Trigger.Kind}
+	require.ElementsMatch(t, []workflows.TriggerKind{workflows.TriggerCommit, workflows.TriggerRemote}, kinds)
+	p, err = e.API.GetPipeline(ctx, "ship")
+	require.NoError(t, err)
+	require.Empty(t, p.Periodic, "dana's push did not set the schedule up either")
+	require.Error(t, e.API.ScheduleAction(ctx, "ship", "nightly", "trigger"), "no schedule to trigger")
 
 	// dana may not move the pipeline onto the restricted queue either.
 	q := "release"
@@ -386,9 +405,9 @@ jobs:
 	// A new push (the same body again would be a replay of the first, which
 	// the API deduplicates on the signed body).
 	shipRepo.Commit(map[string]string{"CHANGELOG": "second push\n"}, "second push")
-	all := fire("d-2")
-	require.Len(t, all, 6)
-	for _, ev := range all[3:] {
+	all := fire("d-2", true)
+	require.Len(t, all, 5)
+	for _, ev := range all[2:] {
 		require.Equal(t, workflows.StatusSuccess, ev.Status, "event %s (%s): %s", ev.ID, ev.Trigger.Kind, ev.Reason)
 		require.Equal(t, "rel", ev.ActsFor)
 		require.NotEmpty(t, ev.Builds)
