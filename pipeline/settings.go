@@ -24,6 +24,7 @@ const (
 	AnnotationRAM                      = "screwdriver.cd/ram"
 	AnnotationDelay                    = "sluice.dev/delay"
 	AnnotationPriority                 = "sluice.dev/priority"
+	AnnotationRetryOnLoss              = "sluice.dev/retryOnLoss"
 )
 
 // Defaults applied when an annotation is absent.
@@ -37,7 +38,7 @@ const (
 )
 
 // sluiceAnnotations are the known sluice.dev/* annotations; others draw a warning.
-var sluiceAnnotations = map[string]bool{AnnotationDelay: true, AnnotationPriority: true}
+var sluiceAnnotations = map[string]bool{AnnotationDelay: true, AnnotationPriority: true, AnnotationRetryOnLoss: true}
 
 // reQueueName is the queue name rule of design §4: letters, digits, single spaces and
 // "_ - .", not starting or ending with a space.
@@ -51,6 +52,7 @@ func DefaultSettings() Settings {
 		BlockedBySameJob:   true,
 		ManualStartEnabled: true,
 		Priority:           DefaultPriority,
+		RetryOnLoss:        true,
 	}
 }
 
@@ -101,6 +103,7 @@ func (p *parser) jobSettings(job *Job) Settings {
 	boolean(AnnotationBlockedBySameJob, &s.BlockedBySameJob)
 	boolean(AnnotationManualStartEnabled, &s.ManualStartEnabled)
 	boolean(AnnotationVirtualJob, &s.VirtualJob)
+	boolean(AnnotationRetryOnLoss, &s.RetryOnLoss)
 	minutes(AnnotationTimeout, 1, &s.Timeout)
 	minutes(AnnotationBlockedBySameJobWaitTime, 0, &s.BlockedBySameJobWaitTime)
 

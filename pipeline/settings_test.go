@@ -36,7 +36,8 @@ func TestSettings(t *testing.T) {
 		want    Settings
 		wantErr string
 	}{
-		{name: "defaults", want: Settings{CollapseBuilds: true, Timeout: 90 * time.Minute, BlockedBySameJob: true, ManualStartEnabled: true, Priority: 3}},
+		{name: "defaults", want: Settings{CollapseBuilds: true, Timeout: 90 * time.Minute, BlockedBySameJob: true, ManualStartEnabled: true, Priority: 3, RetryOnLoss: true}},
+		{name: "no retry on loss", lines: []string{"sluice.dev/retryOnLoss: false"}, want: with(func(s *Settings) { s.RetryOnLoss = false })},
 		{
 			name: "bools as bools", lines: []string{"screwdriver.cd/collapseBuilds: false", "screwdriver.cd/blockedBySameJob: false", "screwdriver.cd/manualStartEnabled: false", "screwdriver.cd/virtualJob: true"},
 			want: with(func(s *Settings) {
@@ -59,6 +60,7 @@ func TestSettings(t *testing.T) {
 			want: with(func(s *Settings) { s.BuildPeriodically, s.PeriodicCron = "H 4 * * *", mustExpand("H 4 * * *", "main") }),
 		},
 		{name: "bad bool", lines: []string{"screwdriver.cd/collapseBuilds: maybe"}, wantErr: `Job "main": annotation "screwdriver.cd/collapseBuilds" must be a boolean (true or false), got "maybe"`},
+		{name: "bad retryOnLoss", lines: []string{"sluice.dev/retryOnLoss: sometimes"}, wantErr: `Job "main": annotation "sluice.dev/retryOnLoss" must be a boolean (true or false), got "sometimes"`},
 		{name: "non-numeric timeout", lines: []string{"screwdriver.cd/timeout: soon"}, wantErr: `annotation "screwdriver.cd/timeout" must be a whole number of minutes between 1 and 1000000, got "soon"`},
 		{name: "zero timeout", lines: []string{"screwdriver.cd/timeout: 0"}, wantErr: `"screwdriver.cd/timeout" must be a whole number`},
 		{name: "fractional timeout", lines: []string{"screwdriver.cd/timeout: 1.5"}, wantErr: `got 1.5`},

@@ -139,6 +139,10 @@ type Settings struct {
 	Executor string `json:"executor,omitempty"`
 	// Delay is how long a build stays queued before it may start.
 	Delay time.Duration `json:"delay,omitempty"`
+	// RetryOnLoss (sluice.dev/retryOnLoss, default true): a build whose
+	// executor was lost runs again on another dispatch; false ends it
+	// FAILURE at the first loss (for steps that must not run twice).
+	RetryOnLoss bool `json:"retry_on_loss"`
 	// Priority is the build priority, 1 (highest) to 5 (lowest); default 3.
 	Priority int `json:"priority"`
 }

@@ -282,6 +282,11 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 		}
 		b.count(ctx, "sluice_executor_losses", reason)
 		b.lost++
+		if in.NoRetryOnLoss {
+			last := b.state.Attempts[len(b.state.Attempts)-1]
+			return b.finish(ctx, StatusFailure, fmt.Sprintf("not retried (sluice.dev/retryOnLoss: false): %s", b.attemptSummary()),
+				CauseExecutorLost, &CauseInfo{Executor: last.Executor, Attempt: last.Number})
+		}
 		if b.lost >= in.Dispatch.MaxAttempts {
 			last := b.state.Attempts[len(b.state.Attempts)-1]
 			return b.finish(ctx, StatusFailure, fmt.Sprintf("gave up after %d attempts: %s", len(b.state.Attempts), b.attemptSummary()),

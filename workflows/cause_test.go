@@ -48,6 +48,11 @@ func TestBuildCauses(t *testing.T) {
 			{steps: []buildStep{claimAs("exec-c")}, err: heartbeatLost()},
 		}, status: StatusFailure, cause: CauseExecutorLost, info: &CauseInfo{Executor: "exec-c", Attempt: 3}},
 		{
+			name: "executor lost, no retry asked", in: func(in *BuildInput) { in.NoRetryOnLoss = true },
+			plans:  []attemptPlan{{steps: []buildStep{claimAs("exec-a")}, err: heartbeatLost()}},
+			status: StatusFailure, cause: CauseExecutorLost, info: &CauseInfo{Executor: "exec-a", Attempt: 1},
+		},
+		{
 			name: "collapsed while waiting", plans: []attemptPlan{{steps: []buildStep{laneSignal(collapseMsg)}, block: true}},
 			status: StatusCollapsed, cause: CauseSuperseded, info: &CauseInfo{Build: "app/test/8"},
 		},

@@ -450,7 +450,7 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 		e.running++
 		in := BuildInput{
 			Build: ref, Repo: e.in.Config.Repo, SHA: e.state.SHA, Branch: eventBranch(e.in.Config, t), Trigger: t,
-			Queue: q, Priority: spec.Settings.Priority, Image: perm.Image, Steps: perm.Commands, Secrets: perm.Secrets,
+			Queue: q, Priority: spec.Settings.Priority, NoRetryOnLoss: !spec.Settings.RetryOnLoss, Image: perm.Image, Steps: perm.Commands, Secrets: perm.Secrets,
 			Environment: perm.Environment, Timeout: spec.Settings.Timeout, Virtual: spec.Settings.VirtualJob,
 			CPU: annotationText(spec.Annotations, pipeline.AnnotationCPU), RAM: annotationText(spec.Annotations, pipeline.AnnotationRAM),
 			Dispatch: e.in.Config.Dispatch,

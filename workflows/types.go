@@ -348,6 +348,10 @@ type EventState struct {
 
 // BuildInput starts a BuildWorkflow: everything an executor needs to run it.
 type BuildInput struct {
+	// NoRetryOnLoss (sluice.dev/retryOnLoss: false) ends the build at its
+	// first lost attempt instead of dispatching it again.
+	NoRetryOnLoss bool `json:"no_retry_on_loss,omitempty"`
+
 	Build   BuildRef `json:"build"`
 	Repo    string   `json:"repo"`
 	SHA     string   `json:"sha"`
