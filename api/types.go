@@ -273,6 +273,9 @@ type Executor struct {
 	// queue.Member.Runtime); pull requests from forks go only to container
 	// executors.
 	Runtime string `json:"runtime"`
+	// StateReason says why sluice changed State on its own: an executor
+	// drained automatically for losing builds.
+	StateReason string `json:"state_reason,omitempty"`
 }
 
 func executorOf(m queue.Member, now time.Time, liveness time.Duration) Executor {
@@ -283,6 +286,7 @@ func executorOf(m queue.Member, now time.Time, liveness time.Duration) Executor 
 	return Executor{
 		Name: m.Name, Role: string(m.Role), Host: m.Host, Labels: m.Labels, Queues: m.Queues,
 		State: string(m.State), Live: m.Live(now, liveness), LastSeen: m.LastSeen, Running: m.Running, Runtime: rt,
+		StateReason: m.StateReason,
 	}
 }
 

@@ -65,6 +65,9 @@ type Member struct {
 	// State is the administrative state. Only StateActive members take new
 	// builds; an empty or unknown state counts as not active.
 	State MemberState `json:"state"`
+	// StateReason says why the registry changed State on its own (an
+	// executor drained for losing builds); an operator's change clears it.
+	StateReason string `json:"state_reason,omitempty"`
 	// LastSeen is the time of the member's last heartbeat; zero means never.
 	LastSeen time.Time `json:"last_seen"`
 	// Running counts the builds running on the member, per queue name.

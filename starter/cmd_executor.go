@@ -53,7 +53,18 @@ func (a *app) executorListCmd() *cobra.Command {
 					t.Row(e.Name, e.Role, e.Runtime, cliout.Or(e.Host, cliout.Dash), e.State, yesNo(e.Live), cliout.Ago(e.LastSeen, now),
 						cliout.Pairs(cliout.NonZero(e.Running)), cliout.Pairs(e.Labels), cliout.List(e.Queues))
 				}
-				return t.Flush()
+				if err := t.Flush(); err != nil {
+					return err
+				}
+				// Why sluice changed a state on its own, under the table.
+				for _, e := range es {
+					if e.StateReason != "" {
+						if _, err := fmt.Fprintf(w, "%s: %s\n", e.Name, e.StateReason); err != nil {
+							return err
+						}
+					}
+				}
+				return nil
 			})
 		},
 	}

@@ -35,6 +35,9 @@ type ClaimRequest struct {
 	CredentialHash string `json:"credential_hash,omitempty"`
 }
 
+// changeReportLoss: a build tells the registry when its executor lost it.
+const changeReportLoss = "report-loss"
+
 // a is the activities receiver; workflows only take method references.
 var a *activities.Activities
 
@@ -281,6 +284,10 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 			}
 		}
 		b.count(ctx, "sluice_executor_losses", reason)
+		if b.claimed && b.state.Executor != "" && workflow.GetVersion(ctx, changeReportLoss, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
+			// The registry drains an executor that keeps losing builds.
+			_ = workflow.SignalExternalWorkflow(ctx, RegistryID, "", SignalBuildLost, BuildLost{Member: b.state.Executor, Build: b.state.ID})
+		}
 		b.lost++
 		if in.NoRetryOnLoss {
 			last := b.state.Attempts[len(b.state.Attempts)-1]

@@ -100,3 +100,21 @@ func TestBuildCauses(t *testing.T) {
 		})
 	}
 }
+
+// A build tells the registry each time an executor lost its claimed
+// attempt, so an executor that keeps losing builds can be drained.
+func TestBuildReportsLostAttempts(t *testing.T) {
+	t.Parallel()
+	h := newBuildHarness(t,
+		attemptPlan{steps: []buildStep{claimAs("exec-a")}, err: heartbeatLost()},
+		attemptPlan{steps: []buildStep{claimAs("exec-b")}, err: heartbeatLost()},
+		attemptPlan{steps: []buildStep{claimAs("exec-a")}, result: succeeded("exec-a")},
+	)
+	grantAt(h, time.Minute)
+	st := h.run(buildInput())
+	require.Equal(t, StatusSuccess, st.Status)
+	require.Equal(t, []any{
+		BuildLost{Member: "exec-a", Build: "app/test/7"},
+		BuildLost{Member: "exec-b", Build: "app/test/7"},
+	}, h.rec.signalsTo(RegistryID, SignalBuildLost))
+}

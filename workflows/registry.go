@@ -53,7 +53,28 @@ type RegistryInput struct {
 type RegistryState struct {
 	Queues  map[string]queue.Queue   `json:"queues"`
 	Members map[string]*queue.Member `json:"members"`
+	// Losses are, per member, when it lost builds within the last
+	// LossWindow (SignalBuildLost): LossesToDrain of them drain it.
+	Losses map[string][]time.Time `json:"losses,omitempty"`
 }
+
+// SignalBuildLost carries a BuildLost from a build to the registry.
+const SignalBuildLost = "build-lost"
+
+// BuildLost reports that a build's claimed attempt was lost with its
+// executor (it stopped heartbeating, or the attempt failed without a result).
+type BuildLost struct {
+	Member string `json:"member"`
+	Build  string `json:"build"`
+}
+
+// An executor that loses LossesToDrain builds within LossWindow is drained
+// automatically: it finishes what it runs and takes nothing new until an
+// operator activates it again.
+const (
+	LossesToDrain = 3
+	LossWindow    = 10 * time.Minute
+)
 
 // Heartbeat is a member's periodic report (UpdateHeartbeat).
 type Heartbeat struct {
@@ -199,8 +220,18 @@ func RegistryWorkflow(ctx workflow.Context, in RegistryInput) error {
 		return fmt.Errorf("register member grant query: %w", err)
 	}
 
-	// Everything happens in update handlers; the main coroutine only decides
-	// when to continue as new.
+	// Lost builds arrive as signals (a workflow cannot send an update).
+	lostCh := workflow.GetSignalChannel(ctx, SignalBuildLost)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		for {
+			var l BuildLost
+			lostCh.Receive(gctx, &l)
+			r.noteLoss(gctx, l)
+		}
+	})
+
+	// Everything else happens in update handlers; the main coroutine only
+	// decides when to continue as new.
 	err := workflow.Await(ctx, func() bool {
 		info := workflow.GetInfo(ctx)
 		return info.GetCurrentHistoryLength() > continueAsNewAfter || info.GetContinueAsNewSuggested()
@@ -210,6 +241,13 @@ func RegistryWorkflow(ctx workflow.Context, in RegistryInput) error {
 	}
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return err
+	}
+	for {
+		var l BuildLost
+		if !lostCh.ReceiveAsync(&l) {
+			break
+		}
+		r.noteLoss(ctx, l)
 	}
 	st := r.st
 	return workflow.NewContinueAsNewError(ctx, RegistryWorkflow, RegistryInput{Liveness: r.liveness, State: &st})
@@ -390,6 +428,36 @@ func (r *registry) validateMemberState(_ workflow.Context, req SetMemberStateReq
 // registry holds may predate a build that just started.
 func (r *registry) setMemberState(_ workflow.Context, req SetMemberStateRequest) (queue.Member, error) {
 	m := r.st.Members[req.Name]
-	m.State = req.State
+	m.State, m.StateReason = req.State, ""
+	delete(r.st.Losses, req.Name) // an operator's word starts the count again
 	return *m, nil
+}
+
+// noteLoss records a build lost with member and drains the member once it
+// lost LossesToDrain builds within LossWindow.
+func (r *registry) noteLoss(ctx workflow.Context, l BuildLost) {
+	m, ok := r.st.Members[l.Member]
+	if !ok || m.Role != queue.RoleExecutor {
+		return
+	}
+	now := workflow.Now(ctx)
+	if r.st.Losses == nil {
+		r.st.Losses = map[string][]time.Time{}
+	}
+	kept := r.st.Losses[l.Member][:0]
+	for _, at := range r.st.Losses[l.Member] {
+		if now.Sub(at) < LossWindow {
+			kept = append(kept, at)
+		}
+	}
+	kept = append(kept, now)
+	r.st.Losses[l.Member] = kept
+	if len(kept) < LossesToDrain || m.State != queue.StateActive {
+		return
+	}
+	m.State = queue.StateDraining
+	m.StateReason = fmt.Sprintf("drained automatically at %s: lost %d builds in %s (the last: %s); activate it again once it is healthy",
+		now.UTC().Format(time.RFC3339), len(kept), LossWindow, l.Build)
+	delete(r.st.Losses, l.Member)
+	workflow.GetLogger(ctx).Warn("executor_drained_for_losses", "member", l.Member, "losses", len(kept), "window", LossWindow.String(), "last_build", l.Build)
 }

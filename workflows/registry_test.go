@@ -336,3 +336,45 @@ func sortedKeys[V any](m map[string]V) []string {
 	slices.Sort(out)
 	return out
 }
+
+// An executor that loses LossesToDrain builds within LossWindow is drained
+// automatically, with the reason; older losses, and controllers, do not
+// count; an operator's activate clears the reason and the count.
+func TestRegistryDrainsAnExecutorThatLosesBuilds(t *testing.T) {
+	t.Parallel()
+	env, _ := newEnv(t)
+	beat := func(d time.Duration, name string, role queue.Role) {
+		updateAt(env, d, UpdateHeartbeat, Heartbeat{Member: queue.Member{Name: name, Role: role, Queues: []string{"*"}}})
+	}
+	lost := func(d time.Duration, member, build string) {
+		at(env, d, func() { env.SignalWorkflow(SignalBuildLost, BuildLost{Member: member, Build: build}) })
+	}
+	beat(time.Second, "flaky", queue.RoleExecutor)
+	beat(time.Second, "ctl", queue.RoleController)
+	lost(2*time.Second, "flaky", "app/a/1")  // too old by the third loss
+	lost(11*time.Minute, "flaky", "app/a/2") // 1 in the window
+	lost(12*time.Minute, "ctl", "app/a/3")   // a controller is never drained
+	lost(13*time.Minute, "flaky", "app/a/4") // 2
+	at(env, 14*time.Minute, func() {
+		m := query[queue.Member](t, env, QueryMember, "flaky")
+		require.Equal(t, queue.StateActive, m.State, "two losses in the window")
+	})
+	lost(15*time.Minute, "flaky", "app/a/5") // 3: drained
+	var drained queue.Member
+	at(env, 16*time.Minute, func() { drained = query[queue.Member](t, env, QueryMember, "flaky") })
+	activate := updateAt(env, 17*time.Minute, UpdateSetMemberState, SetMemberStateRequest{
+		Identity: queue.Identity{User: "ops", Privileges: []string{PrivilegeManageExecutors}}, Name: "flaky", State: queue.StateActive,
+	})
+	next := runRegistry(t, env, RegistryInput{Liveness: time.Hour}, 18*time.Minute)
+
+	require.Equal(t, queue.StateDraining, drained.State)
+	require.Contains(t, drained.StateReason, "drained automatically at ")
+	require.Contains(t, drained.StateReason, "lost 3 builds in 10m0s (the last: app/a/5)")
+	require.NoError(t, activate.Rejected)
+	require.NoError(t, activate.Err)
+	m := next.State.Members["flaky"]
+	require.Equal(t, queue.StateActive, m.State)
+	require.Empty(t, m.StateReason, "an operator's activate clears the reason")
+	require.Empty(t, next.State.Losses["flaky"], "and the count")
+	require.Equal(t, queue.StateActive, next.State.Members["ctl"].State)
+}

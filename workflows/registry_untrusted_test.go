@@ -74,7 +74,7 @@ func TestRegistryStateCarried(t *testing.T) {
 	next := runRegistry(t, env, RegistryInput{Liveness: 30 * time.Second}, time.Minute)
 	memberView(t, hb)
 	kept := *next.State.Members["exec-full"]
-	registryOwned := map[string]bool{"State": true, "LastSeen": true}
+	registryOwned := map[string]bool{"State": true, "StateReason": true, "LastSeen": true}
 	typ := reflect.TypeFor[queue.Member]()
 	for i := range typ.NumField() {
 		f := typ.Field(i).Name
