@@ -31,6 +31,10 @@ const (
 	// ErrTypeExecutorStopped: the executor shut down during the build; the
 	// build is dispatched again without counting the attempt as lost.
 	ErrTypeExecutorStopped = "ExecutorStopped"
+	// ErrTypeQueueDeleted: the build's queue was deleted while it waited
+	// for a slot (a controller refuses what is still sent there); the
+	// build ends FAILURE.
+	ErrTypeQueueDeleted = "QueueDeleted"
 )
 
 // ResolveEventInput names an event's repository and commit.

@@ -390,6 +390,9 @@ func (a *Activities) resolveSecrets(ctx context.Context, in RunBuildInput, crede
 // IsDeclined reports whether err is an executor's refusal to run a build.
 func IsDeclined(err error) bool { return hasType(err, ErrTypeDeclined) }
 
+// IsQueueDeleted reports whether the build's queue was deleted under it.
+func IsQueueDeleted(err error) bool { return hasType(err, ErrTypeQueueDeleted) }
+
 // IsExecutorStopped reports whether the executor stopped under the build.
 func IsExecutorStopped(err error) bool { return hasType(err, ErrTypeExecutorStopped) }
 

@@ -43,6 +43,8 @@ type Agent struct {
 	queues  map[string]*queueWorker
 	running map[string]int
 	lastErr string
+	// janitors poll deleted queues' task queues (controllers; janitor.go).
+	janitors map[string][]worker.Worker
 }
 
 // queueWorker is what the member runs for one queue: a worker for each of
@@ -87,11 +89,12 @@ func NewAgent(opts AgentOptions) *Agent {
 		opts.Interval = 3 * time.Second
 	}
 	ag := &Agent{
-		opts:    opts,
-		log:     opts.Logger.With("member", opts.Member.Name, "role", string(opts.Member.Role)),
-		state:   queue.StateActive,
-		queues:  map[string]*queueWorker{},
-		running: map[string]int{},
+		opts:     opts,
+		log:      opts.Logger.With("member", opts.Member.Name, "role", string(opts.Member.Role)),
+		state:    queue.StateActive,
+		queues:   map[string]*queueWorker{},
+		running:  map[string]int{},
+		janitors: map[string][]worker.Worker{},
 	}
 	opts.Activities.Executor = ag
 	return ag
@@ -266,6 +269,9 @@ func (ag *Agent) apply(view workflows.MemberView) error {
 		ag.log.Info("member_state_changed", "from", string(ag.state), "to", string(view.State))
 	}
 	ag.state = view.State
+	if err := ag.applyDeletedQueues(view.DeletedQueues); err != nil {
+		return err
+	}
 	for name, g := range view.Slots {
 		qw, ok := ag.queues[name]
 		if !ok {
@@ -401,6 +407,10 @@ func (ag *Agent) stop() {
 			}
 		}
 	}
+	for _, js := range ag.janitors {
+		ws = append(ws, js...)
+	}
+	ag.janitors = map[string][]worker.Worker{}
 	ag.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, w := range ws {

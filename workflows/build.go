@@ -230,6 +230,9 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 				return b.finish(ctx, StatusAborted, "cancelled while running on "+b.state.Executor, CauseCancelled, b.cancelledBy())
 			}
 			return b.finish(ctx, StatusAborted, "cancelled while queued on "+in.Queue, CauseCancelled, b.cancelledBy())
+		case activities.IsQueueDeleted(actErr) && !b.claimed:
+			// N9: sent to a queue deleted after its event checked it.
+			return b.finish(ctx, StatusFailure, rootMessage(actErr), CauseRefused, nil)
 		case activities.IsDeclined(actErr), activities.IsSuperseded(actErr) && !b.claimed:
 			if !b.frozenUntil.IsZero() {
 				continue // the claim fell inside a freeze window: wait for its end

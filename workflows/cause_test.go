@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/sluice-ci/sluice/activities"
 	"github.com/sluice-ci/sluice/runner"
@@ -51,6 +52,12 @@ func TestBuildCauses(t *testing.T) {
 			name: "executor lost, no retry asked", in: func(in *BuildInput) { in.NoRetryOnLoss = true },
 			plans:  []attemptPlan{{steps: []buildStep{claimAs("exec-a")}, err: heartbeatLost()}},
 			status: StatusFailure, cause: CauseExecutorLost, info: &CauseInfo{Executor: "exec-a", Attempt: 1},
+		},
+		{
+			name: "its queue was deleted while it waited for a slot",
+			plans: []attemptPlan{{err: temporal.NewNonRetryableApplicationError(
+				"queue gpu was deleted while build app/test/7 waited for it", activities.ErrTypeQueueDeleted, nil)}},
+			status: StatusFailure, cause: CauseRefused,
 		},
 		{
 			name: "collapsed while waiting", plans: []attemptPlan{{steps: []buildStep{laneSignal(collapseMsg)}, block: true}},

@@ -56,7 +56,16 @@ type RegistryState struct {
 	// Losses are, per member, when it lost builds within the last
 	// LossWindow (SignalBuildLost): LossesToDrain of them drain it.
 	Losses map[string][]time.Time `json:"losses,omitempty"`
+	// Deleted are the queues deleted within the last DeletedQueueMemory,
+	// with when: controllers refuse the builds still dispatched to them
+	// (N9: a build created just after the delete's sweep would wait
+	// forever on a task queue nobody polls).
+	Deleted map[string]time.Time `json:"deleted,omitempty"`
 }
+
+// DeletedQueueMemory is how long the registry remembers a deleted queue
+// for its controllers to refuse the builds still sent to it.
+const DeletedQueueMemory = time.Hour
 
 // SignalBuildLost carries a BuildLost from a build to the registry.
 const SignalBuildLost = "build-lost"
@@ -93,6 +102,9 @@ type MemberView struct {
 	// executor, unless a rule says untrusted-on-host). Both allowances share
 	// the member's slots for the queue.
 	Untrusted map[string]SlotGrant `json:"untrusted,omitempty"`
+	// DeletedQueues, for controllers, are the recently deleted queues
+	// whose task queues they poll to refuse the builds still sent there.
+	DeletedQueues []string `json:"deleted_queues,omitempty"`
 }
 
 // MemberGrant is a member's registry entry and its current grant on one
@@ -312,6 +324,9 @@ func (r *registry) heartbeat(ctx workflow.Context, hb Heartbeat) (MemberView, er
 	}
 	members := r.members()
 	view := MemberView{State: m.State, Slots: map[string]SlotGrant{}}
+	if m.Role == queue.RoleController {
+		view.DeletedQueues = r.deletedQueues(now)
+	}
 	for _, q := range r.queues() {
 		if !m.Serves(q.Name) {
 			continue
@@ -387,6 +402,7 @@ func (r *registry) validateDefine(_ workflow.Context, req DefineQueueRequest) er
 
 func (r *registry) defineQueue(_ workflow.Context, req DefineQueueRequest) (queue.Queue, error) {
 	r.st.Queues[req.Queue.Name] = req.Queue
+	delete(r.st.Deleted, req.Queue.Name)
 	return req.Queue, nil
 }
 
@@ -403,9 +419,30 @@ func (r *registry) validateDelete(_ workflow.Context, req DeleteQueueRequest) er
 	return nil
 }
 
-func (r *registry) deleteQueue(_ workflow.Context, req DeleteQueueRequest) (string, error) {
+func (r *registry) deleteQueue(ctx workflow.Context, req DeleteQueueRequest) (string, error) {
 	delete(r.st.Queues, req.Name)
+	if r.st.Deleted == nil {
+		r.st.Deleted = map[string]time.Time{}
+	}
+	r.st.Deleted[req.Name] = workflow.Now(ctx)
 	return req.Name, nil
+}
+
+// deletedQueues lists the queues deleted within DeletedQueueMemory, sorted,
+// and forgets older ones.
+func (r *registry) deletedQueues(now time.Time) []string {
+	var out []string
+	// Collected, then sorted.
+	//workflowcheck:ignore
+	for name, at := range r.st.Deleted {
+		if now.Sub(at) > DeletedQueueMemory {
+			delete(r.st.Deleted, name)
+			continue
+		}
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func (r *registry) validateMemberState(_ workflow.Context, req SetMemberStateRequest) error {

@@ -378,3 +378,30 @@ func TestRegistryDrainsAnExecutorThatLosesBuilds(t *testing.T) {
 	require.Empty(t, next.State.Losses["flaky"], "and the count")
 	require.Equal(t, queue.StateActive, next.State.Members["ctl"].State)
 }
+
+// N9: the registry remembers a deleted queue for DeletedQueueMemory and
+// lists it to controllers only, which refuse the builds still sent to it;
+// defining the queue again forgets it.
+func TestRegistryRemembersDeletedQueues(t *testing.T) {
+	t.Parallel()
+	env, _ := newEnv(t)
+	ops := queue.Identity{User: "ops", Privileges: []string{queue.PrivilegeDefineQueues}}
+	q := func(name string) queue.Queue {
+		return queue.Queue{Name: name, Rules: queue.DefaultQueue().Rules}
+	}
+	updateAt(env, time.Second, UpdateDefineQueue, DefineQueueRequest{Identity: ops, Mode: DefineCreate, Queue: q("gpu")})
+	updateAt(env, time.Second, UpdateDefineQueue, DefineQueueRequest{Identity: ops, Mode: DefineCreate, Queue: q("arm")})
+	updateAt(env, 2*time.Second, UpdateDeleteQueue, DeleteQueueRequest{Identity: ops, Name: "gpu"})
+	updateAt(env, 2*time.Second, UpdateDeleteQueue, DeleteQueueRequest{Identity: ops, Name: "arm"})
+	ctl := updateAt(env, 3*time.Second, UpdateHeartbeat, Heartbeat{Member: queue.Member{Name: "controller", Role: queue.RoleController}})
+	exe := updateAt(env, 3*time.Second, UpdateHeartbeat, Heartbeat{Member: queue.Member{Name: "exec", Role: queue.RoleExecutor, Queues: []string{"*"}}})
+	updateAt(env, 4*time.Second, UpdateDefineQueue, DefineQueueRequest{Identity: ops, Mode: DefineCreate, Queue: q("arm")})
+	again := updateAt(env, 5*time.Second, UpdateHeartbeat, Heartbeat{Member: queue.Member{Name: "controller", Role: queue.RoleController}})
+	later := updateAt(env, 2*DeletedQueueMemory, UpdateHeartbeat, Heartbeat{Member: queue.Member{Name: "controller", Role: queue.RoleController}})
+	runRegistry(t, env, RegistryInput{Liveness: 100 * DeletedQueueMemory}, 3*DeletedQueueMemory)
+
+	require.Equal(t, []string{"arm", "gpu"}, memberView(t, ctl).DeletedQueues)
+	require.Empty(t, memberView(t, exe).DeletedQueues, "executors do not poll deleted queues")
+	require.Equal(t, []string{"gpu"}, memberView(t, again).DeletedQueues, "a queue defined again is forgotten")
+	require.Empty(t, memberView(t, later).DeletedQueues, "remembered for DeletedQueueMemory only")
+}
