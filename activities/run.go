@@ -23,6 +23,11 @@ import (
 
 // RunBuildInput is everything an executor needs to run one build attempt.
 type RunBuildInput struct {
+	// Avoid is the executor that lost the build's previous attempt: it
+	// declines the build until AvoidUntil, so another live executor takes
+	// it first (after that anyone may, the avoided one included).
+	Avoid      string    `json:"avoid,omitempty"`
+	AvoidUntil time.Time `json:"avoid_until,omitzero"`
 	// WorkflowID is the build workflow, which the executor claims first.
 	WorkflowID string `json:"workflow_id"`
 	// BuildID is the build's short ID ("<pipeline>/<job>/<event>[.k]").
@@ -97,6 +102,11 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 	if ok, why := a.Executor.Accepting(queueName, untrusted); !ok {
 		return res, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("executor %s declined build %s: %s", name, in.BuildID, why), ErrTypeDeclined, nil)
+	}
+	if in.Avoid == name && time.Now().Before(in.AvoidUntil) {
+		return res, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("executor %s declined build %s: it lost the build's previous attempt, so another executor gets it first (until %s)",
+				name, in.BuildID, in.AvoidUntil.UTC().Format(time.RFC3339)), ErrTypeDeclined, nil)
 	}
 	// The attempt's credential stays in this process: the claim carries
 	// only its hash, which the build records for the API to check.

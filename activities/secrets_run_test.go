@@ -2,9 +2,11 @@ package activities_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -60,4 +62,36 @@ func TestRunBuildGivesItsSecrets(t *testing.T) {
 	require.Equal(t, in.BuildID, src.asked[0].Build)
 	require.Equal(t, in.Attempt, src.asked[0].Attempt)
 	require.Equal(t, []string{"NPM_TOKEN", "DEPLOY_KEY"}, src.asked[0].Names)
+}
+
+// The executor that lost a build's previous attempt declines its next
+// dispatch for a while, so another live executor takes it first; after
+// that it may run it again.
+func TestRunBuildAvoidsTheExecutorThatLostIt(t *testing.T) {
+	t.Parallel()
+	r := setupRepo(t)
+	run := func(avoid string, until time.Time) (activities.RunBuildResult, error, bool) {
+		t.Helper()
+		h := setup(t)
+		out := t.TempDir()
+		in := buildInput(r, step("mark", "touch "+out+"/ran"))
+		in.Avoid, in.AvoidUntil = avoid, until
+		res, err := h.runBuild(t, in)
+		_, statErr := os.Stat(out + "/ran")
+		return res, err, statErr == nil
+	}
+	_, err, ran := run("exec-t", time.Now().Add(time.Hour))
+	app := requireAppError(t, err, activities.ErrTypeDeclined)
+	require.Contains(t, app.Error(), "executor exec-t declined build app/main/7: it lost the build's previous attempt, so another executor gets it first")
+	require.False(t, ran)
+
+	res, err, ran := run("exec-t", time.Now().Add(-time.Second))
+	require.NoError(t, err, "after the window the executor may run it again")
+	require.Equal(t, runner.StatusSuccess, res.Status, res.Reason)
+	require.True(t, ran)
+
+	res, err, ran = run("exec-other", time.Now().Add(time.Hour))
+	require.NoError(t, err, "only the executor that lost it declines")
+	require.Equal(t, runner.StatusSuccess, res.Status, res.Reason)
+	require.True(t, ran)
 }

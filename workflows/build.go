@@ -35,6 +35,11 @@ type ClaimRequest struct {
 	CredentialHash string `json:"credential_hash,omitempty"`
 }
 
+// AvoidLostExecutorFor is how long the executor that lost a build's attempt
+// declines the build's next dispatch, so that another live executor takes
+// it first.
+const AvoidLostExecutorFor = 30 * time.Second
+
 // changeReportLoss: a build tells the registry when its executor lost it.
 const changeReportLoss = "report-loss"
 
@@ -68,6 +73,10 @@ type build struct {
 	frozenWhy   string
 	// legacy: a run recorded before changeLaneOrder.
 	legacy bool
+	// avoid is the executor that lost the last attempt, declined by it
+	// until avoidUntil (RunBuildInput.Avoid).
+	avoid      string
+	avoidUntil time.Time
 	// byCh carries who cancels the build (SignalCancelledBy, sent by the
 	// API right before it cancels the workflow); read when it ends.
 	byCh workflow.ReceiveChannel
@@ -175,6 +184,7 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 		if !b.legacy {
 			runIn.Dispatch = b.dispatchN
 		}
+		runIn.Avoid, runIn.AvoidUntil = b.avoid, b.avoidUntil
 		fut := workflow.ExecuteActivity(actCtx, a.RunBuild, runIn)
 		var res activities.RunBuildResult
 		var actErr error
@@ -292,6 +302,10 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 			_ = workflow.SignalExternalWorkflow(ctx, RegistryID, "", SignalBuildLost, BuildLost{Member: b.state.Executor, Build: b.state.ID})
 		}
 		b.lost++
+		if b.claimed && b.state.Executor != "" {
+			// Another live executor takes the next attempt first.
+			b.avoid, b.avoidUntil = b.state.Executor, workflow.Now(ctx).Add(AvoidLostExecutorFor)
+		}
 		if in.NoRetryOnLoss {
 			last := b.state.Attempts[len(b.state.Attempts)-1]
 			return b.finish(ctx, StatusFailure, fmt.Sprintf("not retried (sluice.dev/retryOnLoss: false): %s", b.attemptSummary()),

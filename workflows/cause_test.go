@@ -124,4 +124,12 @@ func TestBuildReportsLostAttempts(t *testing.T) {
 		BuildLost{Member: "exec-a", Build: "app/test/7"},
 		BuildLost{Member: "exec-b", Build: "app/test/7"},
 	}, h.rec.signalsTo(RegistryID, SignalBuildLost))
+	// Each next attempt is first offered to another executor than the one
+	// that lost the previous.
+	require.Len(t, h.inputs, 3)
+	require.Empty(t, h.inputs[0].Avoid)
+	require.Equal(t, "exec-a", h.inputs[1].Avoid)
+	require.Equal(t, "exec-b", h.inputs[2].Avoid)
+	// Granted at one minute, lost at once: avoided for AvoidLostExecutorFor from then.
+	require.WithinDuration(t, wfT0.Add(time.Minute+AvoidLostExecutorFor), h.inputs[1].AvoidUntil, 5*time.Second)
 }
