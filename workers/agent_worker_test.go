@@ -94,8 +94,8 @@ func TestAgentApplyStartsAndStopsQueueWorkers(t *testing.T) {
 	require.NoError(t, ag.apply(workflows.MemberView{State: queue.StateActive, Slots: map[string]workflows.SlotGrant{"gpu": {Allowed: 1}}}))
 	require.Eventually(t, func() bool { a, _ := f.polls(tq); return a == 1 }, 10*time.Second, 5*time.Millisecond,
 		"the worker polls the queue's task queue")
-	// One slot: the second poller waits for it instead of polling.
-	time.Sleep(100 * time.Millisecond)
+	// One slot, one long poll, which holds it while it waits.
+	require.Equal(t, 1, poolOf(t, ag, "gpu").Used(), "the poll holds the queue's one slot")
 	active, _ := f.polls(tq)
 	require.Equal(t, 1, active)
 	f.mu.Lock()
@@ -110,15 +110,14 @@ func TestAgentApplyStartsAndStopsQueueWorkers(t *testing.T) {
 	require.Equal(t, "exec-a is not in queue gpu's active rule: rule 2 is active", why)
 }
 
-// waitPolls waits until exactly n polls of tq are in flight, and stay so
-// for a moment: a supplier without slots makes further pollers wait.
+// waitPolls waits until exactly n polls of tq are in flight. A queue
+// worker has one poller (MaxConcurrentActivityTaskPollers), so at most one
+// poll of a task queue is ever in flight: no wait is needed to see that
+// no second one starts.
 func waitPolls(t *testing.T, f *frontend, tq string, n int) {
 	t.Helper()
 	require.Eventually(t, func() bool { a, _ := f.polls(tq); return a == n }, 10*time.Second, 5*time.Millisecond,
 		"want %d polls of %s in flight", n, tq)
-	time.Sleep(50 * time.Millisecond)
-	a, _ := f.polls(tq)
-	require.Equal(t, n, a, "polls of %s in flight", tq)
 }
 
 func TestAgentQueueWorkersFollowTheView(t *testing.T) {
