@@ -113,6 +113,10 @@ type harness struct {
 	gate sync.RWMutex
 
 	executorKills, controllerKills, serverKills atomic.Int64
+	// autoDrains counts the executors the registry drained for losing
+	// builds (3 in 10 minutes), which the harness, as an operator would,
+	// activates again: it kills them on purpose.
+	autoDrains atomic.Int64
 	// killedAt lists when each executor was SIGKILLed.
 	killedAt map[string][]time.Time
 	// unsent are the results killed executors held undelivered in their
@@ -669,6 +673,7 @@ func (h *harness) run(ctx context.Context, bin string) error {
 		defer close(chaosDone)
 		h.chaos(chaosCtx, total)
 	}()
+	go h.reactivate(chaosCtx)
 
 	started, status, waitErr := h.waitEvents(ctx, ids, startErr)
 	stopChaos()
@@ -765,6 +770,7 @@ func (h *harness) run(ctx context.Context, bin string) error {
 	}
 	_, _ = fmt.Fprintf(h.out, "chaos events=%d completed=%d lost=%d double_completions=%d excused_doubles=%d late_writes=%d orphans=%d executor_kills=%d controller_restarts=%d server_restarts=%d\n",
 		len(started), completed, len(started)-completed, len(v.Double), len(v.Excused), len(v.LateWrites), len(orphans), h.executorKills.Load(), h.controllerKills.Load(), h.serverKills.Load())
+	_, _ = fmt.Fprintf(h.out, "chaos auto_drains=%d (executors the registry drained for losing builds, activated again by the harness)\n", h.autoDrains.Load())
 	_, _ = fmt.Fprintf(h.out, "chaos builds=%d retried=%d interrupted_runs=%d events_success=%d duration=%s\n",
 		rep.builds, len(rep.retried), v.Interrupted, rep.statuses[workflows.StatusSuccess], loadTook.Round(time.Second))
 
@@ -848,4 +854,33 @@ func trustedRunAs() string {
 		return "root"
 	}
 	return ""
+}
+
+// reactivate plays the operator: the registry drains an executor that
+// loses 3 builds in 10 minutes, which this harness makes every executor do
+// on purpose, so it activates each one the registry drained for that
+// (and only those), every few seconds, until ctx ends.
+func (h *harness) reactivate(ctx context.Context) {
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		es, err := h.client.ListExecutors(ctx)
+		if err != nil {
+			continue // the controller or the server is down on purpose
+		}
+		for _, e := range es {
+			if e.State != "draining" || !strings.HasPrefix(e.StateReason, "drained automatically") {
+				continue
+			}
+			if _, err := h.client.ExecutorAction(ctx, e.Name, "activate"); err == nil {
+				h.autoDrains.Add(1)
+				h.logf("activate %s again (%s)", e.Name, e.StateReason)
+			}
+		}
+	}
 }
