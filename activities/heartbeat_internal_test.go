@@ -13,11 +13,24 @@ import (
 func TestKeepHeartbeating(t *testing.T) {
 	t.Parallel()
 	var beats atomic.Int32
-	stop := keepHeartbeating(t.Context(), 10*time.Millisecond, func() { beats.Add(1) })
-	require.Eventually(t, func() bool { return beats.Load() >= 3 }, 10*time.Second, time.Millisecond,
-		"a heartbeat at once and then every interval")
-	stop()
-	n := beats.Load()
-	time.Sleep(50 * time.Millisecond)
-	require.Equal(t, n, beats.Load(), "no heartbeat once stopped")
+	running, release := make(chan struct{}), make(chan struct{})
+	stop := keepHeartbeating(t.Context(), time.Millisecond, func() {
+		if beats.Add(1) == 3 {
+			close(running)
+			<-release
+		}
+	})
+	<-running // a heartbeat at once and then every interval: the third is under way
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	// stop waits for the heartbeating goroutine, so no heartbeat can come
+	// after it returns: while the third one runs, it has not returned.
+	select {
+	case <-stopped:
+		t.Fatal("stop returned while a heartbeat was still running")
+	default:
+	}
+	close(release)
+	<-stopped
+	require.GreaterOrEqual(t, beats.Load(), int32(3))
 }

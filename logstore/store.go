@@ -90,6 +90,9 @@ type Store struct {
 
 	mu      sync.Mutex
 	watches map[string]*watch
+	// waiting, when set (tests), is called each time Wait found nothing
+	// new and is about to block.
+	waiting func()
 }
 
 // watch wakes the Wait calls on one step log.
@@ -417,6 +420,9 @@ func (s *Store) Wait(ctx context.Context, build, step string, offset int64) erro
 		s.mu.Unlock()
 		if info, err := stat(sp, step); err == nil && (info.Complete || info.Size > offset) {
 			return nil
+		}
+		if s.waiting != nil {
+			s.waiting()
 		}
 		select {
 		case <-ctx.Done():

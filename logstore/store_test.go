@@ -333,9 +333,16 @@ func TestWaitSeesOtherProcessesAppends(t *testing.T) {
 	writer, err := logstore.Open(dir) // stands for another process
 	require.NoError(t, err)
 
+	blocked := make(chan struct{}, 1)
+	logstore.SetWaiting(reader, func() {
+		select {
+		case blocked <- struct{}{}:
+		default:
+		}
+	})
 	waited := make(chan error, 1)
 	go func() { waited <- reader.Wait(t.Context(), "b", "s", 0) }()
-	time.Sleep(50 * time.Millisecond)
+	<-blocked // Wait found nothing and waits: only the other store's append can wake it
 	require.NoError(t, writer.Append("b", "s", []byte("x")))
 	select {
 	case err := <-waited:

@@ -244,15 +244,25 @@ func TestAgentKeepsWorkerWhileBuildsRun(t *testing.T) {
 	end := ag.Begin("gpu")
 	require.NoError(t, ag.apply(workflows.MemberView{State: queue.StateDraining, Slots: map[string]workflows.SlotGrant{"gpu": {Allowed: 2}}}))
 	require.Zero(t, poolOf(t, ag, "gpu").Limit())
-	// The build still heartbeats through this worker: it keeps running.
-	time.Sleep(20 * time.Millisecond)
+	// The build still heartbeats through this worker: apply keeps it (the
+	// decision is made under the lock; a stop would have dropped it).
+	kept := func() bool {
+		ag.mu.Lock()
+		defer ag.mu.Unlock()
+		return ag.queues["gpu"].trusted.worker != nil
+	}
+	require.True(t, kept(), "a worker with a running build is kept")
 	require.Zero(t, w.stopped.Load())
 	end()
+	require.False(t, kept(), "the last build's end drops the idle worker")
 	require.Eventually(t, func() bool { return w.stopped.Load() == 1 }, 5*time.Second, time.Millisecond,
-		"the last build's end stops the idle worker")
+		"and stops it")
 	end()
-	time.Sleep(20 * time.Millisecond)
-	require.EqualValues(t, 1, w.stopped.Load(), "ending twice counts once")
+	ag.mu.Lock()
+	running := ag.running["gpu"]
+	ag.mu.Unlock()
+	require.Zero(t, running, "ending twice counts once")
+	require.EqualValues(t, 1, w.stopped.Load(), "no worker is left to stop twice")
 }
 
 func TestAgentBeginAndRunning(t *testing.T) {
