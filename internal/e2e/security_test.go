@@ -122,33 +122,7 @@ jobs:
 // acme/<name>, and returns the event it started.
 func deliverPullRequest(t *testing.T, e *testenv.Env, secret string, repo *testenv.Repo, name string, number int, headRepo, delivery string) string {
 	t.Helper()
-	body, err := json.Marshal(map[string]any{
-		"action": "opened", "number": number,
-		"pull_request": map[string]any{
-			"number": number,
-			"head":   map[string]any{"ref": "feature", "sha": repo.Head(), "repo": map[string]any{"full_name": headRepo, "clone_url": repo.Dir}},
-			"base":   map[string]any{"ref": "main", "repo": map[string]any{"full_name": "acme/" + name, "clone_url": repo.Dir}},
-		},
-		"repository": map[string]any{"full_name": "acme/" + name, "clone_url": repo.Dir, "default_branch": "main"},
-		"sender":     map[string]any{"login": "mallory"},
-	})
-	require.NoError(t, err)
-	req, err := http.NewRequestWithContext(e.Context(), http.MethodPost, e.APIURL+"/webhooks/github", bytes.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("X-GitHub-Event", "pull_request")
-	req.Header.Set("X-GitHub-Delivery", delivery)
-	req.Header.Set("Content-Type", "application/json")
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write(body)
-	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer func() { _ = resp.Body.Close() }()
-	var res api.WebhookResult
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&res))
-	require.Equal(t, http.StatusAccepted, resp.StatusCode, "%+v", res)
-	require.Len(t, res.Events, 1, "%+v", res)
-	return res.Events[0].ID
+	return deliverPRTo(t, e, secret, repo, "acme/"+name, number, repo.Head(), headRepo, delivery).Events[0].ID
 }
 
 // TestForkPullRequestRunsOnlyOnContainerExecutors: with only a host-runtime
@@ -444,14 +418,21 @@ jobs:
 // own repository, anything else a fork), its base is main.
 func deliverPR(t *testing.T, e *testenv.Env, secret string, repo *testenv.Repo, number int, headSHA, headRepo, delivery string) api.WebhookResult {
 	t.Helper()
+	return deliverPRTo(t, e, secret, repo, "acme/app", number, headSHA, headRepo, delivery)
+}
+
+// deliverPRTo sends a signed GitHub pull_request delivery for the
+// repository named base ("acme/<name>"), whose head is headSHA in headRepo.
+func deliverPRTo(t *testing.T, e *testenv.Env, secret string, repo *testenv.Repo, base string, number int, headSHA, headRepo, delivery string) api.WebhookResult {
+	t.Helper()
 	body, err := json.Marshal(map[string]any{
 		"action": "opened", "number": number,
 		"pull_request": map[string]any{
 			"number": number,
 			"head":   map[string]any{"ref": "feature", "sha": headSHA, "repo": map[string]any{"full_name": headRepo, "clone_url": repo.Dir}},
-			"base":   map[string]any{"ref": "main", "repo": map[string]any{"full_name": "acme/app", "clone_url": repo.Dir}},
+			"base":   map[string]any{"ref": "main", "repo": map[string]any{"full_name": base, "clone_url": repo.Dir}},
 		},
-		"repository": map[string]any{"full_name": "acme/app", "clone_url": repo.Dir, "default_branch": "main"},
+		"repository": map[string]any{"full_name": base, "clone_url": repo.Dir, "default_branch": "main"},
 		"sender":     map[string]any{"login": "mallory"},
 	})
 	require.NoError(t, err)
