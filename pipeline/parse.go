@@ -73,15 +73,16 @@ type parser struct {
 	opts     Options
 	conv     *converter
 	problems []Problem
-	warnings []string
+	warnings []Warning
 }
 
 func (p *parser) add(job, field, format string, args ...any) {
 	p.problems = append(p.problems, Problem{Job: job, Field: field, Message: fmt.Sprintf(format, args...)})
 }
 
-func (p *parser) warn(format string, args ...any) {
-	p.warnings = append(p.warnings, fmt.Sprintf(format, args...))
+// warn records a warning about field (its dotted path as written).
+func (p *parser) warn(field, format string, args ...any) {
+	p.warnings = append(p.warnings, Warning{Field: field, Message: fmt.Sprintf(format, args...)})
 }
 
 // load decodes the YAML and picks the document to use.
@@ -219,10 +220,10 @@ func (p *parser) build(root *value) *Spec {
 		case "annotations":
 			if m := p.mapping(v, "annotations", ""); m != nil {
 				spec.Annotations = m.toAny().(map[string]any)
-				p.checkAnnotationKeys("", spec.Annotations)
 			}
 		case "parameters":
 			if m := p.mapping(v, "parameters", ""); m != nil {
+				p.parseParameters(m)
 				spec.Parameters = m.toAny().(map[string]any)
 			}
 		case "version":
@@ -342,6 +343,7 @@ func (p *parser) build(root *value) *Spec {
 		p.checkNotifications(spec.Jobs[name])
 	}
 	p.checkBlockedBy(spec)
+	p.checkSupport(root)
 	return spec
 }
 
@@ -561,9 +563,6 @@ func (p *parser) jobLike(v *value, name, path string) *rawJob {
 				j.template = val.str
 			}
 		}
-	}
-	if len(j.order) > 0 && j.template == "" && name != "" {
-		p.warn("\"order\" in %s job cannot be used without \"template\"", name)
 	}
 	return j
 }

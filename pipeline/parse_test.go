@@ -170,9 +170,11 @@ jobs:
 		blockedBy: [~ghost, ~sd@other:deploy, ~main, ~sd@other:stage@ship:teardown]
 		order: [a]
 `)
-	require.Equal(t, []string{
-		`"order" in main job cannot be used without "template"`,
-		`Job "main": "blockedBy" names job "ghost", which does not exist; it can never block`,
+	require.Equal(t, []Warning{
+		{Field: "jobs.main.blockedBy", Message: `names job "ghost", which does not exist; it can never block`},
+		{Field: "jobs.main.blockedBy", Message: `~sd@other:deploy is ignored: blocking by another pipeline's job is not supported; only jobs of this pipeline block`},
+		{Field: "jobs.main.blockedBy", Message: `~sd@other:stage@ship:teardown is ignored: blocking by another pipeline's job is not supported; only jobs of this pipeline block`},
+		{Field: "jobs.main.order", Message: `"order" in main job cannot be used without "template"; sluice has no templates, so "order" is ignored: the job's steps run in the order written`},
 	}, spec.Warnings)
 	require.Equal(t, []string{"~ghost", "~sd@other:deploy", "~main", "~sd@other:stage@ship:teardown"}, spec.Jobs["main"].BlockedBy)
 }

@@ -96,7 +96,7 @@ func ApplyBase(head, base *Spec) *Spec {
 		hv, hok := head.Annotations[key]
 		bv, bok := base.Annotations[key]
 		if hok && (!bok || fmt.Sprint(hv) != fmt.Sprint(bv)) {
-			head.warn("pipeline annotation %s: the pull request's value %s is ignored; the base branch's %s applies", key, describe(hv), describeOr(bv, bok))
+			head.warn("annotations."+key, "the pull request's value %s is ignored; the base branch's %s applies", describe(hv), describeOr(bv, bok))
 		}
 		if bok {
 			head.Annotations[key] = bv
@@ -120,7 +120,7 @@ func ApplyBase(head, base *Spec) *Spec {
 			hv, hok := job.Annotations[key]
 			bv, bok := bann[key]
 			if hok && (!bok || fmt.Sprint(hv) != fmt.Sprint(bv)) {
-				head.warn("job %s: annotation %s: the pull request's value %s is ignored; the base branch's %s applies", name, key, describe(hv), describeOr(bv, bok))
+				head.warn("jobs."+name+".annotations."+key, "the pull request's value %s is ignored; the base branch's %s applies", describe(hv), describeOr(bv, bok))
 			}
 			if bok {
 				if job.Annotations == nil {
@@ -133,7 +133,7 @@ func ApplyBase(head, base *Spec) *Spec {
 		}
 		job.Settings.Executor = bexec
 		if extra := notIn(job.secrets(), bsecrets); len(extra) > 0 {
-			head.warn("job %s: secrets %s are not given to the pull request: the base branch's spec does not list them for this job", name, strings.Join(extra, ", "))
+			head.warn("jobs."+name+".secrets", "secrets %s are not given to the pull request: the base branch's spec does not list them for this job", strings.Join(extra, ", "))
 		}
 		for i := range job.Permutations {
 			job.Permutations[i].Secrets = slices.Clone(bsecrets)
@@ -155,8 +155,8 @@ func (j *Job) secrets() []string {
 	return out
 }
 
-func (s *Spec) warn(format string, args ...any) {
-	s.Warnings = append(s.Warnings, fmt.Sprintf(format, args...))
+func (s *Spec) warn(field, format string, args ...any) {
+	s.Warnings = append(s.Warnings, Warning{Field: field, Message: fmt.Sprintf(format, args...)})
 }
 
 func describeOr(v any, ok bool) string {

@@ -86,9 +86,9 @@ func TestApplyBaseTakesSecurityFromBase(t *testing.T) {
 	require.NotContains(t, extra.Annotations, AnnotationCPU)
 	require.Empty(t, extra.Permutations[0].Secrets)
 
-	require.Contains(t, head.Warnings, `job test: secrets DEPLOY_KEY are not given to the pull request: the base branch's spec does not list them for this job`)
-	require.Contains(t, head.Warnings, `job extra: annotation screwdriver.cd/executor: the pull request's value "release-q" is ignored; the base branch's default (unset) applies`)
-	require.Contains(t, head.Warnings, `pipeline annotation screwdriver.cd/chainPR: the pull request's value true is ignored; the base branch's default (unset) applies`)
+	require.Contains(t, WarningTexts(head.Warnings), `jobs.test.secrets: secrets DEPLOY_KEY are not given to the pull request: the base branch's spec does not list them for this job`)
+	require.Contains(t, WarningTexts(head.Warnings), `jobs.extra.annotations.screwdriver.cd/executor: the pull request's value "release-q" is ignored; the base branch's default (unset) applies`)
+	require.Contains(t, WarningTexts(head.Warnings), `annotations.screwdriver.cd/chainPR: the pull request's value true is ignored; the base branch's default (unset) applies`)
 
 	// The spec travels through Temporal: the merge survives a JSON round trip.
 	data, err := json.Marshal(head)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -36,9 +35,6 @@ const (
 	// maxMinutes bounds minute-valued annotations (about two years) so durations never overflow.
 	maxMinutes = 1_000_000
 )
-
-// sluiceAnnotations are the known sluice.dev/* annotations; others draw a warning.
-var sluiceAnnotations = map[string]bool{AnnotationDelay: true, AnnotationPriority: true, AnnotationRetryOnLoss: true}
 
 // reQueueName is the queue name rule of design §4: letters, digits, single spaces and
 // "_ - .", not starting or ending with a space.
@@ -145,26 +141,7 @@ func (p *parser) jobSettings(job *Job) Settings {
 			s.Priority = int(n)
 		}
 	}
-	p.checkAnnotationKeys(job.Name, a)
 	return s
-}
-
-// checkAnnotationKeys warns about unknown sluice.dev/* annotations (likely typos).
-func (p *parser) checkAnnotationKeys(job string, a map[string]any) {
-	keys := make([]string, 0, len(a))
-	for k := range a {
-		if strings.HasPrefix(k, "sluice.dev/") && !sluiceAnnotations[k] {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if job == "" {
-			p.warn("pipeline annotation %q is not a known sluice.dev annotation; it is ignored", k)
-		} else {
-			p.warn("Job %q: annotation %q is not a known sluice.dev annotation; it is ignored", job, k)
-		}
-	}
 }
 
 // annotationBool accepts YAML booleans and the strings "true"/"false" (any case).

@@ -123,7 +123,7 @@ jobs:
 func TestUnknownSluiceAnnotationWarns(t *testing.T) {
 	t.Parallel()
 	spec := mustParse(t, jobWithAnnotations("sluice.dev/priorty: 2"))
-	require.Contains(t, spec.Warnings, `Job "main": annotation "sluice.dev/priorty" is not a known sluice.dev annotation; it is ignored`)
+	require.Contains(t, spec.Warnings, Warning{Field: "jobs.main.annotations.sluice.dev/priorty", Message: "is not a known sluice.dev annotation; it is ignored"})
 }
 
 func TestChainPR(t *testing.T) {

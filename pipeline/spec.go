@@ -28,8 +28,9 @@ type Spec struct {
 	ChildPipelines map[string]any `json:"childPipelines,omitempty"`
 	// Subscribe is the top-level "subscribe" block, as written.
 	Subscribe map[string]any `json:"subscribe,omitempty"`
-	// Warnings are non-fatal findings, e.g. a blockedBy naming a job that does not exist.
-	Warnings []string `json:"warnings,omitempty"`
+	// Warnings are non-fatal findings: fields sluice does not act on (see
+	// Fields and Annotations), a blockedBy naming a job that does not exist.
+	Warnings []Warning `json:"warnings,omitempty"`
 }
 
 // Job is one job of the spec after shared, stage and template-free flattening.

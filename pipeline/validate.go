@@ -155,16 +155,24 @@ func editDistance(a, b string) int {
 	return d[len(ra)][len(rb)]
 }
 
-// checkBlockedBy warns about blockedBy entries naming jobs that do not exist.
+// checkBlockedBy warns about blockedBy entries naming jobs that do not exist
+// and about ~sd@ entries (other pipelines' jobs never block).
 func (p *parser) checkBlockedBy(spec *Spec) {
 	for _, name := range spec.JobOrder {
 		for _, b := range spec.Jobs[name].BlockedBy {
 			req, err := ParseRequire(b)
-			if err != nil || req.Kind != RequireJob {
+			if err != nil {
+				continue
+			}
+			if req.Kind == RequireRemote {
+				p.warn("jobs."+name+".blockedBy", "%s is ignored: blocking by another pipeline's job is not supported; only jobs of this pipeline block", b)
+				continue
+			}
+			if req.Kind != RequireJob {
 				continue
 			}
 			if _, ok := spec.Jobs[req.Job]; !ok {
-				p.warn("Job %q: \"blockedBy\" names job %q, which does not exist; it can never block%s", name, req.Job, sentence(didYouMean(req.Job, slices.Collect(maps.Keys(spec.Jobs)))))
+				p.warn("jobs."+name+".blockedBy", "names job %q, which does not exist; it can never block%s", req.Job, sentence(didYouMean(req.Job, slices.Collect(maps.Keys(spec.Jobs)))))
 			}
 		}
 	}

@@ -66,7 +66,7 @@ func (a *app) pipelineValidateCmd() *cobra.Command {
 						continue
 					}
 					for _, w := range spec.Warnings {
-						results = append(results, specProblem{File: file, Message: w, Severity: "warning"})
+						results = append(results, specProblem{File: file, Field: w.Field, Message: w.Message, Severity: "warning"})
 					}
 				}
 				if err := a.print(results, nil); err != nil {

@@ -111,7 +111,7 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 		return e.end(ctx, StatusFailure, res.SpecError), nil
 	}
 	e.spec = res.Spec
-	e.state.Warnings = res.Spec.Warnings
+	e.state.Warnings = pipeline.WarningTexts(res.Spec.Warnings)
 	e.syncSpec(ctx, res.Queues)
 
 	if !e.legacy && e.in.Trigger.Kind == TriggerPeriodic && e.in.Parent > 0 {

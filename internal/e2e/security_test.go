@@ -512,7 +512,7 @@ jobs:
 	chunk, err := e.API.ReadLog(ctx, got.LogKey, "show", 0, 1<<16)
 	require.NoError(t, err)
 	require.Contains(t, string(chunk.Data), "\nhead-step pr=set deploy=\n", "the head's steps run, without the secret the base does not give the job")
-	require.Contains(t, strings.Join(ev.Warnings, "\n"), "job check: secrets DEPLOY_KEY are not given to the pull request")
+	require.Contains(t, strings.Join(ev.Warnings, "\n"), "jobs.check.secrets: secrets DEPLOY_KEY are not given to the pull request")
 
 	// An event that never waited for approval cannot be approved.
 	_, err = e.API.ApproveEvent(ctx, ev.ID)
