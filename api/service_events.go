@@ -13,7 +13,9 @@ import (
 	"go.temporal.io/sdk/converter"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/sluice-ci/sluice/pipeline"
 	"github.com/sluice-ci/sluice/queue"
+	"github.com/sluice-ci/sluice/scm"
 	"github.com/sluice-ci/sluice/workflows"
 )
 
@@ -57,12 +59,50 @@ func (s *Service) StartEvent(ctx context.Context, id queue.Identity, name string
 	if req.Ref != "" && !reBranch.MatchString(req.Ref) {
 		return EventStarted{}, invalid("ref %q: not a valid tag or branch name", req.Ref)
 	}
+	if len(req.Parameters) > 0 {
+		if err := s.checkParameters(ctx, name, kind, req); err != nil {
+			return EventStarted{}, err
+		}
+	}
 	ident := id
 	r := workflows.StartEventRequest{
 		Trigger:   workflows.Trigger{Kind: kind, Branch: req.Branch, Ref: req.Ref, SHA: req.SHA, PR: req.PR, Sender: id.User},
-		StartFrom: req.StartFrom, Force: req.Force, Creator: id.User, Identity: &ident,
+		StartFrom: req.StartFrom, Force: req.Force, Creator: id.User, Identity: &ident, Parameters: req.Parameters,
 	}
 	return s.startEvent(ctx, name, r)
+}
+
+// checkParameters refuses, before anything starts, parameters the spec the
+// event will read does not accept: an unknown name, a value outside a
+// parameter's choices. It reads the spec where the event will (the given
+// commit, tag or branch, else the pipeline's branch); the event checks again
+// at the commit it resolves.
+func (s *Service) checkParameters(ctx context.Context, name string, kind workflows.TriggerKind, req StartEventRequest) error {
+	if len(req.Parameters) > pipeline.MaxParameters {
+		return invalid("parameters: %d given; the limit is %d", len(req.Parameters), pipeline.MaxParameters)
+	}
+	p, location, err := s.getPipeline(ctx, name)
+	if err != nil {
+		return err
+	}
+	ref := req.SHA
+	switch {
+	case ref != "":
+	case kind == workflows.TriggerTag || kind == workflows.TriggerRelease:
+		ref = req.Ref
+	case req.Branch != "":
+		ref = req.Branch
+	case p.RepoKind != scm.KindDir:
+		ref = p.Branch
+	}
+	spec, err := s.specAt(ctx, location, name, ref)
+	if err != nil {
+		return invalid("parameters: cannot read the pipeline's spec to check them: %v", err)
+	}
+	if _, err := spec.ResolveParameters(req.Parameters); err != nil {
+		return invalid("%v", err)
+	}
+	return nil
 }
 
 func (s *Service) startEvent(ctx context.Context, name string, r workflows.StartEventRequest) (EventStarted, error) {
@@ -154,7 +194,7 @@ func (s *Service) GetEvent(ctx context.Context, ref workflows.EventRef) (Event, 
 		Trigger: st.Trigger, StartFrom: st.StartFrom, StartJobs: st.StartJobs, Rerun: st.Rerun, Parent: st.Parent,
 		ActsFor: st.ActsFor, Succeeded: st.Succeeded, Jobs: st.Jobs, Builds: builds,
 		Warnings: st.Warnings, StartTime: st.StartTime, EndTime: st.EndTime, Statuses: st.Statuses,
-		BaseSHA: st.BaseSHA, Approval: st.Approval,
+		BaseSHA: st.BaseSHA, Approval: st.Approval, Parameters: st.Parameters,
 	}, nil
 }
 
@@ -402,6 +442,8 @@ func (s *Service) startFrom(ctx context.Context, id queue.Identity, ref workflow
 	r := workflows.StartEventRequest{
 		Trigger: t, StartFrom: jobs[0], Force: force, Parent: ref.Number, ParentSucceeded: succeeded,
 		Creator: id.User, Identity: &ident, Rerun: rerun,
+		// The restart runs with the parameters the event ran with.
+		Parameters: st.Parameters,
 	}
 	if len(jobs) > 1 || rerun {
 		r.StartJobs = jobs

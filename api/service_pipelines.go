@@ -85,9 +85,10 @@ func (s *Service) CreatePipeline(ctx context.Context, id queue.Identity, req Cre
 		return Pipeline{}, translate(err, "pipeline "+req.Name)
 	}
 	s.forgetPipelines()
+	var spec *pipeline.Spec
 	// Subscriptions and schedules exist before the first commit event.
 	if data, err := repo.ReadFile(ctx, sha, activities.SpecFile); err == nil {
-		if spec, err := pipeline.ParseWithOptions(data, pipeline.Options{Pipeline: req.Name}); err == nil {
+		if spec, err = pipeline.ParseWithOptions(data, pipeline.Options{Pipeline: req.Name}); err == nil {
 			// The creator sets the schedules up: the periodic events act for
 			// them, and a job on a queue they may not use is not scheduled.
 			defined, _, err := s.registry(ctx)
@@ -102,7 +103,60 @@ func (s *Service) CreatePipeline(ctx context.Context, id queue.Identity, req Cre
 			}
 		}
 	}
-	return s.GetPipeline(ctx, req.Name)
+	p, err := s.GetPipeline(ctx, req.Name)
+	if err == nil {
+		withSpec(&p, spec)
+	}
+	return p, err
+}
+
+// withSpec adds what the spec says to a pipeline's answer: its warnings
+// and parameters (nothing for a spec that could not be read).
+func withSpec(p *Pipeline, spec *pipeline.Spec) {
+	if spec == nil {
+		return
+	}
+	p.Warnings, p.Parameters = spec.Warnings, spec.ParameterList()
+}
+
+// specAt reads and parses the spec of the repository at location at ref
+// (a branch, tag or commit; "" for a directory's content).
+func (s *Service) specAt(ctx context.Context, location, name, ref string) (*pipeline.Spec, error) {
+	if s.Repos == nil {
+		return nil, errors.New("no repository access")
+	}
+	repo, err := s.Repos.Open(ctx, location)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", scm.RedactURL(location), err)
+	}
+	sha, err := repo.Resolve(ctx, ref)
+	if err != nil {
+		return nil, fmt.Errorf("resolve %s: %w", ref, err)
+	}
+	data, err := repo.ReadFile(ctx, sha, activities.SpecFile)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", activities.SpecFile, err)
+	}
+	return pipeline.ParseWithOptions(data, pipeline.Options{Pipeline: name})
+}
+
+// defaultSpec is the spec at the pipeline's default branch: at its head,
+// or with synced at the commit last synced when there is one (nil when it
+// cannot be read or is invalid: the events say why).
+func (s *Service) defaultSpec(ctx context.Context, p Pipeline, location string, synced bool) *pipeline.Spec {
+	ref := p.Branch
+	switch {
+	case synced && p.LastSHA != "":
+		ref = p.LastSHA
+	case p.RepoKind == scm.KindDir:
+		ref = ""
+	}
+	spec, err := s.specAt(ctx, location, p.Name, ref)
+	if err != nil {
+		s.Logger.DebugContext(ctx, "spec_unread", "pipeline", p.Name, "error", err)
+		return nil
+	}
+	return spec
 }
 
 // nextEventNumber continues numbering after an earlier pipeline of the same
@@ -202,10 +256,11 @@ func (s *Service) queryPipeline(ctx context.Context, name string) (Pipeline, wor
 // ShowPipeline is GetPipeline plus where the latest event's commit
 // statuses went, or why it posted none.
 func (s *Service) ShowPipeline(ctx context.Context, name string) (Pipeline, error) {
-	p, err := s.GetPipeline(ctx, name)
+	p, location, err := s.getPipeline(ctx, name)
 	if err != nil {
 		return p, err
 	}
+	withSpec(&p, s.defaultSpec(ctx, p, location, true))
 	if evs, err := s.ListEvents(ctx, name, 1); err == nil && len(evs) > 0 && evs[0].Statuses != "" {
 		p.StatusesNote = fmt.Sprintf("%s (event %s)", evs[0].Statuses, evs[0].ID)
 	}
@@ -321,7 +376,11 @@ func (s *Service) UpdatePipeline(ctx context.Context, id queue.Identity, name st
 		return Pipeline{}, updateError(err, "pipeline "+name)
 	}
 	s.forgetPipelines()
-	return s.GetPipeline(ctx, name)
+	p, location, err := s.getPipeline(ctx, name)
+	if err == nil {
+		withSpec(&p, s.defaultSpec(ctx, p, location, false))
+	}
+	return p, err
 }
 
 // DeletePipeline deletes a pipeline: waiting builds end ABORTED, running

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/sluice-ci/sluice/pipeline"
 	"github.com/sluice-ci/sluice/queue"
 	"github.com/sluice-ci/sluice/workflows"
 )
@@ -63,6 +64,12 @@ type Pipeline struct {
 	StatusesNote string `json:"statuses_note,omitempty"`
 	// Lanes lists the builds each job's lane holds (show only).
 	Lanes []LaneView `json:"lanes,omitempty"`
+	// Warnings are the spec's warnings: fields sluice does not act on and
+	// what it does instead (create, update and show read the spec at the
+	// default branch).
+	Warnings []pipeline.Warning `json:"warnings,omitempty"`
+	// Parameters are the spec's pipeline parameters (create, update, show).
+	Parameters []pipeline.Parameter `json:"parameters,omitempty"`
 }
 
 // LaneView is one job's lane.
@@ -81,6 +88,10 @@ type StartEventRequest struct {
 	PR        int    `json:"pr,omitempty"`
 	StartFrom string `json:"start_from,omitempty"`
 	Force     bool   `json:"force,omitempty"`
+	// Parameters give pipeline parameters (name to value); the spec's
+	// defaults fill the others. An unknown name or a value outside a
+	// parameter's choices is refused and starts nothing.
+	Parameters map[string]string `json:"parameters,omitempty"`
 }
 
 // RestartEventRequest is the body of POST /api/v1/events/{pipeline}/{n}/restart.
@@ -166,6 +177,9 @@ type Event struct {
 	// Approval is set when the event waits, or waited, for approval
 	// (screwdriver.cd/restrictPR): why, and who approved it.
 	Approval *Approval `json:"approval,omitempty"`
+	// Parameters are the event's pipeline parameters (given, else default);
+	// builds see each as SD_PARAM_<NAME>.
+	Parameters map[string]string `json:"parameters,omitempty"`
 }
 
 // Build is a build as lists and events show it.

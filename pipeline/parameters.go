@@ -165,6 +165,8 @@ func (s *Spec) ParameterList() []Parameter {
 		return nil
 	}
 	out := make([]Parameter, 0, len(s.Parameters))
+	// Order-independent: sorted below (workflows call this).
+	//workflowcheck:ignore
 	for name, raw := range s.Parameters {
 		pr := Parameter{Name: name}
 		if obj, ok := raw.(map[string]any); ok {
@@ -194,6 +196,8 @@ func (s *Spec) ResolveParameters(given map[string]string) (map[string]string, er
 	}
 	var problems []string
 	names := make([]string, 0, len(given))
+	// Order-independent: sorted below (workflows call this).
+	//workflowcheck:ignore
 	for n := range given {
 		names = append(names, n)
 	}

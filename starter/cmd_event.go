@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,6 +34,7 @@ as a graph, one build per job. EVENT is written <pipeline>/<number>, e.g. myapp/
 func (a *app) eventStartCmd() *cobra.Command {
 	var s cliout.EventStart
 	var force, wait bool
+	var params []string
 	cmd := &cobra.Command{
 		Use:   "start PIPELINE [flags]",
 		Short: "Start an event and print its ID",
@@ -43,6 +46,11 @@ given without --start-from. --sha defaults to the head of the branch.
 --start-from starts the event at one job (and what follows it); --force starts
 builds through freeze windows.
 
+-p NAME=VALUE gives a pipeline parameter (the spec's top-level "parameters");
+the others take their default. A name the spec does not declare, or a value
+outside a parameter's list of choices, is refused and starts nothing. Builds
+see each parameter as the environment variable SD_PARAM_<NAME>.
+
 With --wait the command waits for the event to end and exits 0 only when it
 succeeded (every build did); otherwise it prints the failing builds and why on
 stderr and exits 1.`,
@@ -50,15 +58,21 @@ stderr and exits 1.`,
   sluice event start myapp --branch main --wait
   id=$(sluice event start myapp --type pr --pr 12 --branch main --ref feature)
   sluice event start myapp --type tag --ref v1.2.0 --sha 3f2c1ab
-  sluice event start myapp --start-from deploy --force`,
+  sluice event start myapp --start-from deploy --force
+  sluice event start myapp -p target=staging -p dry_run=true`,
 		Args: args("PIPELINE"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if err := s.Validate(); err != nil {
 				return err
 			}
 			ctx := cmd.Context()
+			given, err := parseParams(params)
+			if err != nil {
+				return err
+			}
 			started, err := a.client().StartEvent(ctx, argv[0], api.StartEventRequest{
 				SHA: s.SHA, Branch: s.Branch, Type: s.Type, Ref: s.Ref, PR: s.PR, StartFrom: s.StartFrom, Force: force,
+				Parameters: given,
 			})
 			if err != nil {
 				return err
@@ -81,7 +95,28 @@ stderr and exits 1.`,
 	f.StringVar(&s.StartFrom, "start-from", "", "start the event at this job")
 	f.BoolVar(&force, "force", false, "start builds through freeze windows")
 	f.BoolVar(&wait, "wait", false, "wait for the event to end; exit 1 unless it succeeded")
+	f.StringArrayVarP(&params, "param", "p", nil, "pipeline parameter NAME=VALUE (repeatable); others take the spec's default")
 	return cmd
+}
+
+// parseParams turns -p NAME=VALUE flags into a map: each needs a name and
+// an "=", and a name may be given once.
+func parseParams(flags []string) (map[string]string, error) {
+	if len(flags) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(flags))
+	for _, f := range flags {
+		name, value, ok := strings.Cut(f, "=")
+		if !ok || strings.TrimSpace(name) == "" {
+			return nil, fmt.Errorf("-p %q: want NAME=VALUE", f)
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("-p %s: given twice", name)
+		}
+		out[name] = value
+	}
+	return out, nil
 }
 
 // printStarted prints a started event's ID (text) or the answer (JSON).
@@ -243,6 +278,9 @@ func writeEvent(w io.Writer, ev api.Event, now time.Time) error {
 	f.Add("started", cliout.Timestamp(ev.StartTime, now))
 	f.Add("duration", cliout.ElapsedText(ev.StartTime, ev.EndTime, now))
 	f.Add("commit statuses", ev.Statuses)
+	for _, name := range slices.Sorted(maps.Keys(ev.Parameters)) {
+		f.Add("parameter", name+"="+ev.Parameters[name])
+	}
 	for _, warn := range ev.Warnings {
 		f.Add("warning", warn)
 	}

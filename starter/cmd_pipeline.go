@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-ci/sluice/api"
 	"github.com/sluice-ci/sluice/internal/cliout"
+	"github.com/sluice-ci/sluice/pipeline"
 )
 
 // pipelineCommands are the pipeline subcommands that talk to the API.
@@ -69,8 +70,10 @@ absolute before it is sent (the server reads it on its own file system).
 				return err
 			}
 			return a.print(p, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "created pipeline %s (%s %s, branch %s)\n", p.Name, p.RepoKind, p.Repo, p.Branch)
-				return err
+				if _, err := fmt.Fprintf(w, "created pipeline %s (%s %s, branch %s)\n", p.Name, p.RepoKind, p.Repo, p.Branch); err != nil {
+					return err
+				}
+				return writeSpecWarnings(w, p.Warnings)
 			})
 		},
 	}
@@ -169,6 +172,26 @@ func writePipeline(w io.Writer, p api.Pipeline, now time.Time) error {
 			return err
 		}
 	}
+	if len(p.Parameters) > 0 {
+		if _, err := fmt.Fprintln(w, "\nparameters (event start -p NAME=VALUE; builds see SD_PARAM_<NAME>):"); err != nil {
+			return err
+		}
+		t := cliout.NewTable(w, "NAME", "DEFAULT", "CHOICES", "DESCRIPTION")
+		for _, pr := range p.Parameters {
+			t.Row(pr.Name, pr.Default, cliout.Or(strings.Join(pr.Choices, ", "), "any value"), cliout.Or(pr.Description, cliout.Dash))
+		}
+		if err := t.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(p.Warnings) > 0 {
+		if _, err := fmt.Fprintln(w); err != nil {
+			return err
+		}
+		if err := writeSpecWarnings(w, p.Warnings); err != nil {
+			return err
+		}
+	}
 	if len(p.Lanes) > 0 {
 		if _, err := fmt.Fprintln(w, "\nlanes:"); err != nil {
 			return err
@@ -232,9 +255,11 @@ clears the default queue (jobs then use the built-in "default").`,
 				return err
 			}
 			return a.print(p, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "updated pipeline %s: repo %s, branch %s, queue %s\n", p.Name, p.Repo, p.Branch,
-					cliout.Or(p.Queue, "default (built-in)"))
-				return err
+				if _, err := fmt.Fprintf(w, "updated pipeline %s: repo %s, branch %s, queue %s\n", p.Name, p.Repo, p.Branch,
+					cliout.Or(p.Queue, "default (built-in)")); err != nil {
+					return err
+				}
+				return writeSpecWarnings(w, p.Warnings)
 			})
 		},
 	}
@@ -261,4 +286,15 @@ its periodic schedules are removed. Past events and builds stay listed.`,
 			return a.done(map[string]string{"deleted": argv[0]}, "deleted pipeline %s", argv[0])
 		},
 	}
+}
+
+// writeSpecWarnings prints a spec's warnings, one "warning: FIELD: MESSAGE"
+// line each.
+func writeSpecWarnings(w io.Writer, ws []pipeline.Warning) error {
+	for _, x := range ws {
+		if _, err := fmt.Fprintf(w, "warning: %s\n", x); err != nil {
+			return err
+		}
+	}
+	return nil
 }

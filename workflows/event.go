@@ -112,6 +112,15 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 	}
 	e.spec = res.Spec
 	e.state.Warnings = pipeline.WarningTexts(res.Spec.Warnings)
+	params, perr := res.Spec.ResolveParameters(in.Parameters)
+	if perr != nil {
+		// Checked before the event started too; the spec at the event's
+		// commit may differ from the one checked. No build starts.
+		why := "parameters: " + perr.Error()
+		e.reportEventFailure(ctx, why)
+		return e.end(ctx, StatusFailure, why), nil
+	}
+	e.state.Parameters = params
 	e.syncSpec(ctx, res.Queues)
 
 	if !e.legacy && e.in.Trigger.Kind == TriggerPeriodic && e.in.Parent > 0 {
@@ -451,7 +460,8 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 		in := BuildInput{
 			Build: ref, Repo: e.in.Config.Repo, SHA: e.state.SHA, Branch: eventBranch(e.in.Config, t), Trigger: t,
 			Queue: q, Priority: spec.Settings.Priority, NoRetryOnLoss: !spec.Settings.RetryOnLoss, Image: perm.Image, Steps: perm.Commands, Secrets: perm.Secrets,
-			Environment: perm.Environment, Timeout: spec.Settings.Timeout, Virtual: spec.Settings.VirtualJob,
+			Environment: withParameters(perm.Environment, e.state.Parameters), Parameters: e.state.Parameters,
+			Timeout: spec.Settings.Timeout, Virtual: spec.Settings.VirtualJob,
 			CPU: annotationText(spec.Annotations, pipeline.AnnotationCPU), RAM: annotationText(spec.Annotations, pipeline.AnnotationRAM),
 			Dispatch: e.in.Config.Dispatch,
 			Statuses: e.statusesID(),
@@ -821,4 +831,24 @@ func annotationText(annotations map[string]any, key string) string {
 		return ""
 	}
 	return fmt.Sprint(v)
+}
+
+// withParameters is a job's environment plus the event's parameters as
+// SD_PARAM_<NAME> (a parameter wins over a job variable of the same name).
+func withParameters(env, params map[string]string) map[string]string {
+	if len(params) == 0 {
+		return env
+	}
+	out := make(map[string]string, len(env)+len(params))
+	// Order-independent: the result is a map.
+	//workflowcheck:ignore
+	for k, v := range env {
+		out[k] = v
+	}
+	// Order-independent: the result is a map.
+	//workflowcheck:ignore
+	for k, v := range params {
+		out[pipeline.ParamEnvName(k)] = v
+	}
+	return out
 }

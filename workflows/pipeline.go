@@ -503,7 +503,7 @@ func (p *pipelineRun) launchEvent(ctx workflow.Context, r StartEventRequest) lau
 	child := workflow.ExecuteChildWorkflow(cctx, EventWorkflow, EventInput{
 		Event: ref, Config: p.cfg, Trigger: r.Trigger, StartFrom: r.StartFrom, StartJobs: r.StartJobs, Rerun: r.Rerun,
 		Notify: r.Notify, Force: r.Force, Parent: r.Parent,
-		ParentSucceeded: r.ParentSucceeded, Creator: r.Creator, Identity: r.Identity,
+		ParentSucceeded: r.ParentSucceeded, Creator: r.Creator, Identity: r.Identity, Parameters: r.Parameters,
 	})
 	return launchedEvent{res: StartEventResult{Event: ref}, started: child.GetChildWorkflowExecution()}
 }

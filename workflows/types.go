@@ -245,6 +245,9 @@ type StartEventRequest struct {
 	// nil means the pipeline's owner (webhooks, schedules, remote triggers)
 	// or, without one, the system.
 	Identity *queue.Identity `json:"identity,omitempty"`
+	// Parameters are the pipeline parameters the event is given (name to
+	// value); the spec's defaults fill the others.
+	Parameters map[string]string `json:"parameters,omitempty"`
 }
 
 // StartEventResult is UpdateStartEvent's answer.
@@ -304,6 +307,8 @@ type EventInput struct {
 	ParentSucceeded []string        `json:"parent_succeeded,omitempty"`
 	Creator         string          `json:"creator,omitempty"`
 	Identity        *queue.Identity `json:"identity,omitempty"`
+	// Parameters are the parameters given (see StartEventRequest).
+	Parameters map[string]string `json:"parameters,omitempty"`
 }
 
 // JobOutcome is one job's part in an event.
@@ -344,6 +349,10 @@ type EventState struct {
 	// Approval is set when the event had to wait for approval
 	// (screwdriver.cd/restrictPR): why, and who approved it.
 	Approval *Approval `json:"approval,omitempty"`
+	// Parameters are the event's pipeline parameters, resolved against the
+	// spec (given values, else the defaults): every build sees each as
+	// SD_PARAM_<NAME>, and a restart of the event is given them again.
+	Parameters map[string]string `json:"parameters,omitempty"`
 }
 
 // BuildInput starts a BuildWorkflow: everything an executor needs to run it.
@@ -378,6 +387,10 @@ type BuildInput struct {
 	// the build tells it when it waits and when it runs, in StatusContext.
 	Statuses      string `json:"statuses,omitempty"`
 	StatusContext string `json:"status_context,omitempty"`
+	// Parameters are the event's resolved pipeline parameters (also in
+	// Environment as SD_PARAM_<NAME>), for the build's meta
+	// (parameters.NAME.value).
+	Parameters map[string]string `json:"parameters,omitempty"`
 }
 
 // Attempt is one dispatch of a build to an executor.
