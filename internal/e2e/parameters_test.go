@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -120,6 +123,16 @@ jobs:
 	require.Zero(t, code, stderr)
 	require.Regexp(t, `parameter:\s+target=production`, stdout)
 	require.Regexp(t, `parameter:\s+note=hello`, stdout)
+
+	// The event page shows the parameters and a warnings box.
+	page, err := http.Get(e.APIURL + "/ui/pipelines/params/events/" + strconv.Itoa(ev.Number)) //nolint:noctx // a test's one request
+	require.NoError(t, err)
+	body, err := io.ReadAll(page.Body)
+	require.NoError(t, page.Body.Close())
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, page.StatusCode, string(body))
+	require.Contains(t, string(body), "<code>target=production</code>")
+	require.Regexp(t, `(?s)<div class="warnings".*<li>jobs.deploy.provider: providers`, string(body))
 
 	// The restart runs with the same parameters.
 	stdout, stderr, code = sluice(t, cli, "event", "restart", id, "--from", "deploy", "--wait")
