@@ -1142,3 +1142,47 @@ func TestEventNotifiesPeriodicFire(t *testing.T) {
 	require.Equal(t, []any{PeriodicDone{Event: "app/1", Status: StatusFailure, Reason: "step make failed"}},
 		h.rec.signalsTo("periodic-fire", SignalPeriodicDone))
 }
+
+func TestEventParameters(t *testing.T) {
+	t.Parallel()
+	const spec = `
+parameters:
+  target: {value: [staging, production], description: where}
+  dry-run: "no"
+shared: {image: alpine, steps: [{ship: ./ship}]}
+jobs:
+  deploy: {requires: [~commit], environment: {SD_PARAM_TARGET: from-job, KEEP: yes}}
+`
+	t.Run("given values and defaults reach the builds and the event", func(t *testing.T) {
+		t.Parallel()
+		h := newEventHarness(t, spec)
+		in := eventInput(commitOnMain)
+		in.Parameters = map[string]string{"target": "production"}
+		st := h.run(in)
+		require.Equal(t, StatusSuccess, st.Status, st.Reason)
+		want := map[string]string{"target": "production", "dry-run": "no"}
+		require.Equal(t, want, st.Parameters)
+		deploy := h.runsOf("deploy")[0].Input
+		require.Equal(t, want, deploy.Parameters)
+		require.Equal(t, map[string]string{"SD_PARAM_TARGET": "production", "SD_PARAM_DRY_RUN": "no", "KEEP": "yes"}, deploy.Environment,
+			"a parameter wins over a job variable of the same name")
+	})
+	t.Run("an event given nothing gets the defaults", func(t *testing.T) {
+		t.Parallel()
+		h := newEventHarness(t, spec)
+		st := h.run(eventInput(commitOnMain))
+		require.Equal(t, StatusSuccess, st.Status, st.Reason)
+		require.Equal(t, map[string]string{"target": "staging", "dry-run": "no"}, st.Parameters)
+	})
+	t.Run("a value the spec at the event's commit refuses starts no build", func(t *testing.T) {
+		t.Parallel()
+		h := newEventHarness(t, spec)
+		in := eventInput(commitOnMain)
+		in.Parameters = map[string]string{"target": "qa"}
+		st := h.run(in)
+		require.Equal(t, StatusFailure, st.Status)
+		require.Equal(t, `parameters: parameter "target": "qa" is not one of the allowed values: "staging", "production"`, st.Reason)
+		require.Empty(t, h.builds)
+		require.Nil(t, st.Parameters)
+	})
+}
