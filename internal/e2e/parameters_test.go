@@ -134,6 +134,16 @@ jobs:
 	require.Contains(t, string(body), "<code>target=production</code>")
 	require.Regexp(t, `(?s)<div class="warnings".*<li>jobs.deploy.provider: providers`, string(body))
 
+	// So does the pipeline page, with the parameters.
+	page, err = http.Get(e.APIURL + "/ui/pipelines/params") //nolint:noctx // a test's one request
+	require.NoError(t, err)
+	body, err = io.ReadAll(page.Body)
+	require.NoError(t, page.Body.Close())
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, page.StatusCode, string(body))
+	require.Regexp(t, `<td><code>target</code></td><td>staging</td><td>staging, production</td><td>where to deploy</td>`, string(body))
+	require.Contains(t, string(body), "<li><code>shared.settings</code>: notifications")
+
 	// The restart runs with the same parameters.
 	stdout, stderr, code = sluice(t, cli, "event", "restart", id, "--from", "deploy", "--wait")
 	require.Zero(t, code, stderr)
