@@ -88,11 +88,13 @@ func (s *Service) checkParameters(ctx context.Context, name string, kind workflo
 	ref := req.SHA
 	switch {
 	case ref != "":
+	case p.RepoKind == scm.KindDir:
+		// A directory has no branches: its current content.
 	case kind == workflows.TriggerTag || kind == workflows.TriggerRelease:
 		ref = req.Ref
 	case req.Branch != "":
 		ref = req.Branch
-	case p.RepoKind != scm.KindDir:
+	default:
 		ref = p.Branch
 	}
 	spec, err := s.specAt(ctx, location, name, ref)
