@@ -79,10 +79,9 @@ func (f RepoOpenerFunc) Open(ctx context.Context, location string) (scm.Repo, er
 }
 
 // CachedRepos opens repositories with their git mirrors under cacheDir.
+// It also takes a pipeline's own credentials (AuthRepoOpener).
 func CachedRepos(cacheDir string) RepoOpener {
-	return RepoOpenerFunc(func(ctx context.Context, location string) (scm.Repo, error) {
-		return scm.Open(ctx, location, cacheDir)
-	})
+	return cachedRepos{dir: cacheDir}
 }
 
 // QueueLister lists the defined queues.

@@ -51,6 +51,8 @@ type eventRun struct {
 	// prBase: a pull request's event that takes its settings from the
 	// base branch's spec and may wait for approval (changePRBase).
 	prBase bool
+	// repoAuth: the repository was read with the pipeline's own credentials.
+	repoAuth bool
 }
 
 type startedBuild struct {
@@ -102,6 +104,7 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 		return e.end(ctx, StatusFailure, fmt.Sprintf("cannot read the pipeline's repository: %s", rootMessage(err))), nil
 	}
 	e.state.SHA, e.state.BaseSHA = res.SHA, res.BaseSHA
+	e.repoAuth = res.RepoAuth
 	_ = workflow.UpsertTypedSearchAttributes(ctx, SASHA.ValueSet(res.SHA))
 	if workflow.GetVersion(ctx, changeCommitStatuses, workflow.DefaultVersion, 1) >= 1 {
 		e.statusesResolved(ctx, res)
@@ -453,7 +456,7 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 			Queue: q, Priority: spec.Settings.Priority, NoRetryOnLoss: !spec.Settings.RetryOnLoss, Image: perm.Image, Steps: perm.Commands, Secrets: perm.Secrets,
 			Environment: perm.Environment, Timeout: spec.Settings.Timeout, Virtual: spec.Settings.VirtualJob,
 			CPU: annotationText(spec.Annotations, pipeline.AnnotationCPU), RAM: annotationText(spec.Annotations, pipeline.AnnotationRAM),
-			Dispatch: e.in.Config.Dispatch,
+			Dispatch: e.in.Config.Dispatch, RepoAuth: e.repoAuth,
 			Statuses: e.statusesID(),
 			Lane: LaneRequest{
 				Build: ref, Collapse: spec.Settings.CollapseBuilds, BlockedBySameJob: spec.Settings.BlockedBySameJob,

@@ -378,6 +378,10 @@ type BuildInput struct {
 	// the build tells it when it waits and when it runs, in StatusContext.
 	Statuses      string `json:"statuses,omitempty"`
 	StatusContext string `json:"status_context,omitempty"`
+
+	// RepoAuth: the event read the repository with the pipeline's own
+	// credentials, which the build's checkout asks for too.
+	RepoAuth bool `json:"repo_auth,omitempty"`
 }
 
 // Attempt is one dispatch of a build to an executor.
