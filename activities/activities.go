@@ -60,6 +60,9 @@ type Activities struct {
 	Reporter Reporter
 	// Statuses is how a controller posts commit statuses (no posters: none).
 	Statuses *StatusSettings
+	// Notify is how a controller sends email and Slack notifications
+	// (nil: no mail server, Slack's public API).
+	Notify *NotifySettings
 	// Outbox is the directory where finished attempts' results wait until
 	// Temporal has them ("" keeps them in memory only).
 	Outbox string

@@ -96,8 +96,10 @@ type SCMTokenResponse struct {
 	Found bool   `json:"found"`
 }
 
-// scmTokenNames are the only secrets /secrets/scm-token gives out.
-var scmTokenNames = []string{"SLUICE_GITHUB_TOKEN", "SLUICE_GITLAB_TOKEN", activities.DeployKeySecret}
+// scmTokenNames are the only secrets /secrets/scm-token gives out (to
+// controllers): SCM tokens and the deploy key, which read the repository
+// and post statuses, and the Slack credentials of notifications.
+var scmTokenNames = []string{"SLUICE_GITHUB_TOKEN", "SLUICE_GITLAB_TOKEN", activities.DeployKeySecret, activities.SlackTokenSecret, activities.SlackWebhookSecret}
 
 // ResolveSecretsResponse maps each name to its value; Withheld names the
 // secrets a pull request's build does not get.

@@ -53,6 +53,9 @@ type eventRun struct {
 	prBase bool
 	// repoAuth: the repository was read with the pipeline's own credentials.
 	repoAuth bool
+	// notifies are the notification workflows started, until they are
+	// known started (notify.go).
+	notifies []workflow.Future
 }
 
 type startedBuild struct {
@@ -534,6 +537,7 @@ func (e *eventRun) abortBuild(ctx workflow.Context, b BuildRef, reason string) {
 // buildEnded records one build's end and, when the job's last permutation
 // ends, moves the graph on.
 func (e *eventRun) buildEnded(ctx workflow.Context, jr *jobRun, st BuildState) {
+	e.notifyBuild(ctx, jr.name, st)
 	jr.results = append(jr.results, st)
 	jr.left--
 	if jr.left > 0 {
@@ -691,6 +695,7 @@ func (e *eventRun) end(ctx workflow.Context, s Status, reason string) EventState
 	e.state.Status, e.state.Reason, e.state.EndTime = s, reason, workflow.Now(ctx)
 	e.state.Jobs = e.outcomes()
 	e.state.Succeeded = e.succeededJobs()
+	e.notifiesStarted(ctx)
 	e.statusesDone(ctx)
 	if !e.notified && e.in.Notify != "" {
 		e.notified = true

@@ -1,0 +1,46 @@
+package pipeline
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestNotifySettings(t *testing.T) {
+	t.Parallel()
+	spec, err := Parse([]byte(`
+shared:
+  image: alpine
+  settings:
+    email: dev@example.com
+    slack: {channels: ['#ci', '#all'], minimized: true}
+jobs:
+  a: {requires: [~commit], steps: [{s: 'true'}]}
+  b:
+    requires: [~commit]
+    steps: [{s: 'true'}]
+    settings:
+      email: {addresses: [ops@example.com, dev@example.com], statuses: [SUCCESS, FAILURE], subject: deployed}
+  c: {requires: [~commit], steps: [{s: 'true'}], settings: {}}
+  d: {requires: [~commit], steps: [{s: 'true'}], settings: {slack: {channels: ['#x'], statuses: []}}}
+`))
+	require.NoError(t, err)
+	a := spec.Jobs["a"].NotifySettings()
+	require.Equal(t, &EmailNotify{Addresses: []string{"dev@example.com"}, Statuses: []string{"FAILURE"}}, a.Email)
+	require.Equal(t, &SlackNotify{Channels: []string{"#ci", "#all"}, Statuses: []string{"FAILURE"}, Minimized: true}, a.Slack)
+	require.True(t, a.Email.Wants("FAILURE"))
+	require.False(t, a.Email.Wants("SUCCESS"), "failures only by default")
+
+	// A job's plugin replaces the shared one; the other is kept.
+	b := spec.Jobs["b"].NotifySettings()
+	require.Equal(t, &EmailNotify{Addresses: []string{"ops@example.com", "dev@example.com"}, Statuses: []string{"SUCCESS", "FAILURE"}, Subject: "deployed"}, b.Email)
+	require.True(t, b.Email.Wants("SUCCESS"))
+	require.Equal(t, a.Slack, b.Slack)
+
+	// settings: {} turns the shared ones off; statuses: [] sends nothing.
+	require.Equal(t, Notify{}, spec.Jobs["c"].NotifySettings())
+	d := spec.Jobs["d"].NotifySettings()
+	require.False(t, d.Slack.Wants("FAILURE"))
+	var none *SlackNotify
+	require.False(t, none.Wants("FAILURE"))
+}
