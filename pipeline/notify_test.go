@@ -44,3 +44,16 @@ jobs:
 	var none *SlackNotify
 	require.False(t, none.Wants("FAILURE"))
 }
+
+// TestPullRequestNotifiesAsItsBase: a pull request's own settings do not
+// choose who is notified; its base branch's do.
+func TestPullRequestNotifiesAsItsBase(t *testing.T) {
+	t.Parallel()
+	base, err := Parse([]byte("jobs:\n  main: {image: alpine, requires: [~pr], steps: [{s: 'true'}], settings: {email: team@example.com}}\n"))
+	require.NoError(t, err)
+	head, err := Parse([]byte("jobs:\n  main: {image: alpine, requires: [~pr], steps: [{s: 'true'}], settings: {email: {addresses: [spam@example.com], statuses: [SUCCESS]}}}\n"))
+	require.NoError(t, err)
+	got := ApplyBase(head, base)
+	require.Equal(t, &EmailNotify{Addresses: []string{"team@example.com"}, Statuses: []string{"FAILURE"}}, got.Jobs["main"].NotifySettings().Email)
+	require.Contains(t, got.Warnings, "job main: the pull request's settings (notifications) are ignored; the base branch's apply")
+}
