@@ -14,7 +14,8 @@ import (
 // secrets SLUICE_GITHUB_TOKEN, SLUICE_GITLAB_TOKEN or SLUICE_DEPLOY_KEY).
 // They reach git only through its environment: a credential helper for
 // http(s) URLs, GIT_SSH_COMMAND with a key file for ssh ones; never a URL
-// or a command line. A location's own user info, when it has one, wins.
+// or a command line. A location's own credentials (a password, an http(s)
+// user name), when it has some, win.
 type Auth struct {
 	// Scope names whose credentials these are (the pipeline): a repository
 	// read with them gets a mirror of its own, which no reader without them
@@ -57,7 +58,7 @@ func IsSSHURL(location string) bool {
 // kind (a key for an https URL) are not used.
 func OpenAuth(ctx context.Context, location, cacheDir string, auth *Auth) (Repo, error) {
 	fits := IsHTTPURL(location) && auth.HTTP() || IsSSHURL(location) && auth.SSH()
-	if auth == nil || Kind(location) != KindGitRemote || hasUserinfo(location) || !fits {
+	if auth == nil || Kind(location) != KindGitRemote || hasCredentials(location) || !fits {
 		return Open(ctx, location, cacheDir)
 	}
 	if err := checkArg("location", location); err != nil {
@@ -73,9 +74,15 @@ func OpenAuth(ctx context.Context, location, cacheDir string, auth *Auth) (Repo,
 	return openGitAuth(ctx, location, cache, auth)
 }
 
-func hasUserinfo(location string) bool {
+// hasCredentials reports whether location carries its own credentials: a
+// password, or an http(s) user name (a token). An ssh login (git@) is not.
+func hasCredentials(location string) bool {
 	u, err := url.Parse(location)
-	return err == nil && u.Scheme != "" && u.User != nil
+	if err != nil || u.Scheme == "" || u.User == nil {
+		return false
+	}
+	_, hasPass := u.User.Password()
+	return hasPass || isHTTP(u.Scheme)
 }
 
 // authEnv is the environment that hands auth's http(s) credentials to git

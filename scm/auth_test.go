@@ -100,3 +100,51 @@ func TestSSHKeyEnv(t *testing.T) {
 	_, err = os.Stat(path)
 	require.True(t, os.IsNotExist(err))
 }
+
+// TestOpenAuthDeployKey: an ssh URL is fetched with the pipeline's deploy
+// key alone: ssh (a stand-in on PATH that serves the repository locally)
+// is given a key file (0600) holding the key, which is gone afterwards;
+// an ssh login in the URL (git@) does not stop the key from being used.
+func TestOpenAuthDeployKey(t *testing.T) {
+	// Not parallel: PATH is changed for git's ssh.
+	const key = "-----BEGIN OPENSSH PRIVATE KEY-----\nDeployKeyMaterial42\n-----END OPENSSH PRIVATE KEY-----\n"
+	h := newHistory(t)
+	bin := t.TempDir()
+	seen := filepath.Join(t.TempDir(), "seen")
+	// ssh [-i FILE] [-o OPT]... HOST COMMAND: check the key, then run the
+	// command (git-upload-pack '<path>') here.
+	script := `#!/bin/sh
+keyfile=
+while [ $# -gt 2 ]; do
+  case "$1" in
+    -i) keyfile=$2; shift 2;;
+    *) shift;;
+  esac
+done
+printf '%s\n' "$keyfile" >> ` + seen + `
+[ -n "$keyfile" ] && [ "$(stat -c %a "$keyfile")" = 600 ] && grep -q DeployKeyMaterial42 "$keyfile" || { echo "ssh: Permission denied (publickey)." >&2; exit 255; }
+exec sh -c "$2"
+`
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "ssh"), []byte(script), 0o755))
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+
+	location := "ssh://git@example.invalid" + h.dir
+	ctx := context.Background()
+	r, err := OpenAuth(ctx, location, t.TempDir(), &Auth{Scope: "app", SSHKey: key})
+	require.NoError(t, err)
+	sha, err := r.Resolve(ctx, "main")
+	require.NoError(t, err)
+	require.Equal(t, h.c4, sha)
+	b, err := os.ReadFile(seen)
+	require.NoError(t, err)
+	files := strings.Fields(string(b))
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		_, err := os.Stat(f)
+		require.True(t, os.IsNotExist(err), "key file %s left behind", f)
+	}
+	// Without the key, the stand-in refuses: an authentication error.
+	_, err = OpenAuth(ctx, location, t.TempDir(), nil)
+	require.Error(t, err)
+	require.True(t, IsAuthError(err), "%v", err)
+}
