@@ -60,6 +60,9 @@ type Activities struct {
 	Reporter Reporter
 	// Statuses is how a controller posts commit statuses (no posters: none).
 	Statuses *StatusSettings
+	// Notify is how a controller sends email and Slack notifications
+	// (nil: no mail server, Slack's public API).
+	Notify *NotifySettings
 	// Outbox is the directory where finished attempts' results wait until
 	// Temporal has them ("" keeps them in memory only).
 	Outbox string
@@ -79,10 +82,9 @@ func (f RepoOpenerFunc) Open(ctx context.Context, location string) (scm.Repo, er
 }
 
 // CachedRepos opens repositories with their git mirrors under cacheDir.
+// It also takes a pipeline's own credentials (AuthRepoOpener).
 func CachedRepos(cacheDir string) RepoOpener {
-	return RepoOpenerFunc(func(ctx context.Context, location string) (scm.Repo, error) {
-		return scm.Open(ctx, location, cacheDir)
-	})
+	return cachedRepos{dir: cacheDir}
 }
 
 // QueueLister lists the defined queues.

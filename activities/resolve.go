@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
@@ -80,6 +81,9 @@ type ResolveEventResult struct {
 	StatusesOff string            `json:"statuses_off,omitempty"`
 	// BaseSHA is the commit of BaseRef whose spec gave the settings.
 	BaseSHA string `json:"base_sha,omitempty"`
+	// RepoAuth says the repository was read with the pipeline's own
+	// credentials (RepoAuthSecrets): its builds' checkouts ask for them.
+	RepoAuth bool `json:"repo_auth,omitempty"`
 }
 
 // ResolveMaxAttempts bounds ResolveEvent's attempts (the event workflow's
@@ -114,9 +118,14 @@ func (a *Activities) ResolveEvent(ctx context.Context, in ResolveEventInput) (Re
 		out.StatusesOff = err.Error()
 		a.Logger.WarnContext(ctx, "statuses_off", "pipeline", in.Pipeline, "error", err)
 	}
-	repo, err := a.Repos.Open(ctx, in.Repo)
+	auth, err := RepoAuth(ctx, a.pipelineTokens(), in.Pipeline, in.Repo)
 	if err != nil {
-		return out, repoError(fmt.Errorf("open repository %s: %w", scm.RedactURL(in.Repo), err))
+		return out, err // the API did not answer: retried
+	}
+	out.RepoAuth = auth != nil
+	repo, err := openRepo(ctx, a.Repos, in.Repo, auth)
+	if err != nil {
+		return out, repoError(authHint(fmt.Errorf("open repository %s: %w", scm.RedactURL(in.Repo), err), in.Pipeline, in.Repo, auth))
 	}
 	sha := in.SHA
 	if sha == "" || len(sha) < 40 {
@@ -128,7 +137,7 @@ func (a *Activities) ResolveEvent(ctx context.Context, in ResolveEventInput) (Re
 			ref = "" // a plain directory has no branches: use its current content
 		}
 		if sha, err = repo.Resolve(ctx, ref); err != nil {
-			return out, repoError(fmt.Errorf("resolve %q in %s: %w", ref, scm.RedactURL(in.Repo), err))
+			return out, repoError(authHint(fmt.Errorf("resolve %q in %s: %w", ref, scm.RedactURL(in.Repo), err), in.Pipeline, in.Repo, auth))
 		}
 	}
 	out.SHA = sha
@@ -221,10 +230,40 @@ func (a *Activities) baseSpec(ctx context.Context, repo scm.Repo, in ResolveEven
 	return base, sha, "", nil
 }
 
-// repoError keeps transient errors retryable; a missing repository or commit
-// is final.
+// authError is a repository that refused sluice's credentials, or wants
+// some it was not given: retrying does not help.
+type authError struct{ error }
+
+func (e authError) Unwrap() error { return e.error }
+
+// authHint says, when the remote wanted credentials, which pipeline secret
+// gives them (or that the one given was refused).
+func authHint(err error, pipeline, location string, auth *scm.Auth) error {
+	if !scm.IsAuthError(err) {
+		return err
+	}
+	names := repoAuthNames(location)
+	switch {
+	case auth != nil:
+		return authError{fmt.Errorf("%w (the repository refused the pipeline's own credentials: check its %s secret)", err, names[0])}
+	case len(names) == 0:
+		return authError{err}
+	}
+	return authError{fmt.Errorf("%w (a private repository? give the pipeline its credentials: as a pipeline admin, sluice secret set %s %s)", err, pipeline, names[0]+gitlabAlso(names))}
+}
+
+func gitlabAlso(names []string) string {
+	if len(names) > 1 {
+		return " (" + strings.Join(names[1:], ", ") + " for GitLab)"
+	}
+	return ""
+}
+
+// repoError keeps transient errors retryable; a missing repository or
+// commit, and credentials refused, are final.
 func repoError(err error) error {
-	if errors.Is(err, scm.ErrNotFound) || errors.Is(err, scm.ErrInvalidArgument) {
+	var ae authError
+	if errors.Is(err, scm.ErrNotFound) || errors.Is(err, scm.ErrInvalidArgument) || errors.As(err, &ae) {
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeRepo, err)
 	}
 	return err

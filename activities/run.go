@@ -44,7 +44,10 @@ type RunBuildInput struct {
 	Trigger string `json:"trigger,omitempty"`
 	// Fork marks a pull request from a fork: its build gets only the
 	// secrets the pipeline allows in fork pull requests.
-	Fork        bool               `json:"fork,omitempty"`
+	Fork bool `json:"fork,omitempty"`
+	// RepoAuth: the pipeline reads its repository with its own credentials
+	// (RepoAuthSecrets), which the checkout asks the API for.
+	RepoAuth    bool               `json:"repo_auth,omitempty"`
 	Image       string             `json:"image,omitempty"`
 	Steps       []pipeline.Command `json:"steps"`
 	Environment map[string]string  `json:"environment,omitempty"`
@@ -162,7 +165,14 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 		}
 	}()
 
-	repo, err := a.Repos.Open(runCtx, in.Repo)
+	// The pipeline's own repository credentials go to git alone (its
+	// environment, for the fetch into the executor's mirror): never to the
+	// checkout's configuration nor to the steps.
+	auth, err := a.checkoutAuth(runCtx, in, credential)
+	var repo scm.Repo
+	if err == nil {
+		repo, err = openRepo(runCtx, a.Repos, in.Repo, auth)
+	}
 	if err == nil {
 		err = repo.Checkout(runCtx, in.SHA, dir)
 	}
@@ -395,6 +405,23 @@ func (a *Activities) resolveSecrets(ctx context.Context, in RunBuildInput, crede
 		return nil, nil, fmt.Errorf("job %s lists secrets %s, but this executor has no secret source (SLUICE_API_URL)", in.Job, strings.Join(in.Secrets, ", "))
 	}
 	return a.Secrets.ResolveSecrets(ctx, SecretRequest{Build: in.BuildID, Attempt: in.Attempt, Names: in.Secrets, Fork: in.Fork, Credential: credential})
+}
+
+// checkoutAuth asks the API for the pipeline's repository credentials when
+// it has some (nil otherwise). A fork's pull request gets them only when
+// the secret allows fork pull requests; its checkout then uses the host's
+// credentials alone.
+func (a *Activities) checkoutAuth(ctx context.Context, in RunBuildInput, credential string) (*scm.Auth, error) {
+	if !in.RepoAuth || a.Secrets == nil {
+		return nil, nil
+	}
+	values, _, err := a.Secrets.ResolveSecrets(ctx, SecretRequest{
+		Build: in.BuildID, Attempt: in.Attempt, Names: RepoAuthSecrets, Fork: in.Fork, Credential: credential, Checkout: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("the pipeline's repository credentials: %w", err)
+	}
+	return RepoAuthFrom(in.Pipeline, in.Repo, values), nil
 }
 
 // IsDeclined reports whether err is an executor's refusal to run a build.

@@ -31,6 +31,10 @@ type SecretRequest struct {
 	Names      []string
 	Fork       bool
 	Credential string
+	// Checkout asks for the pipeline's repository credentials
+	// (RepoAuthSecrets) for the checkout: the job need not list them, and
+	// a name the pipeline does not have is left out, not an error.
+	Checkout bool
 }
 
 // SecretSourceFunc adapts a function to SecretSource.

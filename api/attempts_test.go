@@ -266,3 +266,44 @@ func TestResolveOnlyWhileTheBuildRuns(t *testing.T) {
 		})
 	}
 }
+
+// TestResolveCheckoutCredentials: an executor's checkout gets the
+// pipeline's repository credentials, which the job need not list, with
+// the attempt's credential only; no other secret is given that way, and a
+// fork's pull request gets a credential only when it allows fork pull
+// requests.
+func TestResolveCheckoutCredentials(t *testing.T) {
+	t.Parallel()
+	secrets, _, err := api.OpenSecretStore(t.TempDir(), "k")
+	require.NoError(t, err)
+	_, err = secrets.Set(queue.Identity{User: "ann"}, "app", "LISTED", api.SetSecretRequest{Value: "listed-value"}, testNow)
+	require.NoError(t, err)
+	_, err = secrets.Set(queue.Identity{User: "ann"}, "app", "SLUICE_GITHUB_TOKEN", api.SetSecretRequest{Value: "repo-token"}, testNow)
+	require.NoError(t, err)
+	handler := func(t *testing.T) http.Handler {
+		c := newMockClient(t)
+		serveBuild(t, c, attemptState(workflows.StatusRunning, true), 1)
+		return newHandler(t, api.Deps{Service: newService(t, c), Secrets: secrets, Authenticate: readSecretsOnly})
+	}
+	const names = `"names":["SLUICE_GITHUB_TOKEN","SLUICE_GITLAB_TOKEN","SLUICE_DEPLOY_KEY"]`
+	got := decodeBody[api.ResolveSecretsResponse](t, call(t, handler(t), http.MethodPost, "/api/v1/secrets/resolve",
+		`{"build":"app/deploy/7",`+names+`,"attempt":2,"checkout":true}`, withCredential(credential2)), http.StatusOK)
+	require.Equal(t, map[string]string{"SLUICE_GITHUB_TOKEN": "repo-token"}, got.Values)
+
+	rec := call(t, handler(t), http.MethodPost, "/api/v1/secrets/resolve", `{"build":"app/deploy/7",`+names+`,"attempt":2,"checkout":true}`, nil)
+	require.Contains(t, errorOf(t, rec, http.StatusForbidden), "secrets need the attempt's credential")
+	require.NotContains(t, rec.Body.String(), "repo-token")
+
+	rec = call(t, handler(t), http.MethodPost, "/api/v1/secrets/resolve", `{"build":"app/deploy/7","names":["LISTED"],"attempt":2,"checkout":true}`, withCredential(credential2))
+	require.Contains(t, errorOf(t, rec, http.StatusForbidden), "LISTED is not a repository credential")
+	require.NotContains(t, rec.Body.String(), "listed-value")
+
+	values, err := secrets.ResolveCheckout("app", []string{"SLUICE_GITHUB_TOKEN"}, true)
+	require.NoError(t, err)
+	require.Empty(t, values, "a fork's pull request")
+	_, err = secrets.Set(queue.Identity{User: "ann"}, "app", "SLUICE_GITHUB_TOKEN", api.SetSecretRequest{Value: "repo-token", AllowInPR: true, AllowInForkPR: true}, testNow)
+	require.NoError(t, err)
+	values, err = secrets.ResolveCheckout("app", []string{"SLUICE_GITHUB_TOKEN"}, true)
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"SLUICE_GITHUB_TOKEN": "repo-token"}, values)
+}

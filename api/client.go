@@ -319,7 +319,7 @@ func (c *Client) PipelineTokens() activities.PipelineTokens {
 // SecretSource is the client as an executor's source of build secrets.
 func (c *Client) SecretSource() activities.SecretSource {
 	return activities.SecretSourceFunc(func(ctx context.Context, req activities.SecretRequest) (map[string]string, []string, error) {
-		res, err := c.ResolveSecrets(ctx, ResolveSecretsRequest{Build: req.Build, Attempt: req.Attempt, Names: req.Names, Fork: req.Fork, Credential: req.Credential})
+		res, err := c.ResolveSecrets(ctx, ResolveSecretsRequest{Build: req.Build, Attempt: req.Attempt, Names: req.Names, Fork: req.Fork, Credential: req.Credential, Checkout: req.Checkout})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -75,6 +75,11 @@ type ResolveSecretsRequest struct {
 	// Credential is the attempt's credential, which the client sends in
 	// the logstore.AttemptCredentialHeader header (never in the body).
 	Credential string `json:"-"`
+	// Checkout asks for the pipeline's repository credentials (Names must
+	// be among activities.RepoAuthSecrets) for the executor's checkout:
+	// the job need not list them, and one the pipeline does not have is
+	// left out rather than an error.
+	Checkout bool `json:"checkout,omitempty"`
 }
 
 // SCMTokenRequest asks for a pipeline's own SCM token (POST
@@ -91,8 +96,10 @@ type SCMTokenResponse struct {
 	Found bool   `json:"found"`
 }
 
-// scmTokenNames are the only secrets /secrets/scm-token gives out.
-var scmTokenNames = []string{"SLUICE_GITHUB_TOKEN", "SLUICE_GITLAB_TOKEN"}
+// scmTokenNames are the only secrets /secrets/scm-token gives out (to
+// controllers): SCM tokens and the deploy key, which read the repository
+// and post statuses, and the Slack credentials of notifications.
+var scmTokenNames = []string{"SLUICE_GITHUB_TOKEN", "SLUICE_GITLAB_TOKEN", activities.DeployKeySecret, activities.SlackTokenSecret, activities.SlackWebhookSecret}
 
 // ResolveSecretsResponse maps each name to its value; Withheld names the
 // secrets a pull request's build does not get.
@@ -441,6 +448,37 @@ func (s *SecretStore) Resolve(pipeline string, names []string, aud Audience) (va
 	return values, withheld, nil
 }
 
+// ResolveCheckout returns the values of the repository credential secrets
+// among names that pipeline has (a missing one is left out). A pull
+// request from a fork gets a value only when its secret allows fork pull
+// requests; a pull request from the same repository gets it for its
+// checkout (its author can push there anyway; the steps never see it).
+func (s *SecretStore) ResolveCheckout(pipeline string, names []string, fork bool) (map[string]string, error) {
+	for _, n := range names {
+		if !slices.Contains(activities.RepoAuthSecrets, n) {
+			return nil, fmt.Errorf("%w: %s is not a repository credential (%s)", queue.ErrForbidden, n, strings.Join(activities.RepoAuthSecrets, ", "))
+		}
+	}
+	aud := AudienceBranch
+	if fork {
+		aud = AudienceForkPR
+	}
+	values := map[string]string{}
+	for _, n := range names {
+		v, _, err := s.Resolve(pipeline, []string{n}, aud)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			continue
+		case err != nil:
+			return nil, err
+		}
+		for k, val := range v {
+			values[k] = val
+		}
+	}
+	return values, nil
+}
+
 // SCMToken returns a pipeline's own SCM token secret, if it has one.
 func (s *SecretStore) SCMToken(pipeline, name string) (string, bool, error) {
 	values, _, err := s.Resolve(pipeline, []string{name}, AudienceBranch)
@@ -468,6 +506,10 @@ func (s *SecretStore) LocalSource() activities.SecretSource {
 		ref, err := workflows.ParseBuildRef(req.Build)
 		if err != nil {
 			return nil, nil, err
+		}
+		if req.Checkout {
+			v, err := s.ResolveCheckout(ref.Pipeline, req.Names, req.Fork && ref.PR > 0)
+			return v, nil, err
 		}
 		return s.Resolve(ref.Pipeline, req.Names, audienceOf(ref, req.Fork))
 	})
@@ -602,9 +644,12 @@ func (h *handler) resolveSecrets(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, fmt.Errorf("%w: build %s is %s: secrets are given to running builds only", ErrConflict, ref, b.Status))
 		return
 	}
-	// Only the names the build's job lists, and only for its current
-	// attempt.
+	// Only the names the build's job lists (or, for its checkout, the
+	// repository credentials), and only for its current attempt.
 	for _, n := range req.Names {
+		if req.Checkout {
+			break // ResolveCheckout takes repository credentials only
+		}
 		// A build started before the names were recorded keeps the old
 		// rule (any name of its pipeline) until it ends.
 		if b.SecretsListed && !slices.Contains(b.Secrets, n) {
@@ -628,6 +673,16 @@ func (h *handler) resolveSecrets(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := h.checkCredential(r.Context(), ref, at, r.Header.Get(logstore.AttemptCredentialHeader), "secrets"); err != nil {
 		h.fail(w, r, err)
+		return
+	}
+	if req.Checkout {
+		values, err := h.d.Secrets.ResolveCheckout(ref.Pipeline, req.Names, audienceOf(ref, req.Fork || b.Fork) == AudienceForkPR)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		h.log.InfoContext(r.Context(), "checkout_credentials_resolved", "build", ref.String(), "names", len(values), "user", id.User)
+		writeJSON(w, http.StatusOK, ResolveSecretsResponse{Values: values})
 		return
 	}
 	// The stricter of what the executor says and what the build records.

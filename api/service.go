@@ -51,6 +51,10 @@ type Service struct {
 	// HasSecrets reports whether a pipeline has secrets (nil: no secret
 	// store): repointing such a pipeline needs manage-secrets.
 	HasSecrets func(pipeline string) (bool, error)
+	// PipelineTokens reads a pipeline's repository credentials (its
+	// secrets SLUICE_GITHUB_TOKEN, SLUICE_GITLAB_TOKEN, SLUICE_DEPLOY_KEY)
+	// for the API's own reads of its repository (nil: none).
+	PipelineTokens activities.PipelineTokens
 	// LocalRepos are the path prefixes under which a pipeline may use a
 	// repository on this machine (SLUICE_LOCAL_REPOS); none allows none.
 	LocalRepos []string

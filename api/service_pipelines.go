@@ -52,17 +52,28 @@ func (s *Service) CreatePipeline(ctx context.Context, id queue.Identity, req Cre
 	if err := validStatuses(req.Statuses); err != nil {
 		return Pipeline{}, err
 	}
-	repo, err := s.Repos.Open(ctx, req.Repo)
-	if err != nil {
-		return Pipeline{}, invalid("repo %s: %v", scm.RedactURL(req.Repo), err)
-	}
-	ref := req.Branch
-	if scm.Kind(req.Repo) == scm.KindDir {
-		ref = ""
-	}
-	sha, err := repo.Resolve(ctx, ref)
-	if err != nil {
-		return Pipeline{}, invalid("repo %s: cannot resolve branch %s: %v", scm.RedactURL(req.Repo), req.Branch, err)
+	var repo scm.Repo
+	var sha string
+	if req.Private {
+		// Read with the pipeline's own credentials, which can be set only
+		// once it exists: its first event reads it.
+		if scm.Kind(req.Repo) != scm.KindGitRemote || (!scm.IsHTTPURL(req.Repo) && !scm.IsSSHURL(req.Repo)) {
+			return Pipeline{}, invalid("repo %s: a private repository is an http(s) or ssh git URL", scm.RedactURL(req.Repo))
+		}
+	} else {
+		var err error
+		repo, err = s.Repos.Open(ctx, req.Repo)
+		if err != nil {
+			return Pipeline{}, invalid("repo %s: %v%s", scm.RedactURL(req.Repo), err, privateHint(err))
+		}
+		ref := req.Branch
+		if scm.Kind(req.Repo) == scm.KindDir {
+			ref = ""
+		}
+		sha, err = repo.Resolve(ctx, ref)
+		if err != nil {
+			return Pipeline{}, invalid("repo %s: cannot resolve branch %s: %v%s", scm.RedactURL(req.Repo), req.Branch, err, privateHint(err))
+		}
 	}
 	next, err := s.nextEventNumber(ctx, req.Name)
 	if err != nil {
@@ -87,6 +98,9 @@ func (s *Service) CreatePipeline(ctx context.Context, id queue.Identity, req Cre
 	s.forgetPipelines()
 	var spec *pipeline.Spec
 	// Subscriptions and schedules exist before the first commit event.
+	if repo == nil {
+		return s.GetPipeline(ctx, req.Name)
+	}
 	if data, err := repo.ReadFile(ctx, sha, activities.SpecFile); err == nil {
 		if spec, err = pipeline.ParseWithOptions(data, pipeline.Options{Pipeline: req.Name}); err == nil {
 			// The creator sets the schedules up: the periodic events act for
@@ -354,7 +368,7 @@ func (s *Service) UpdatePipeline(ctx context.Context, id queue.Identity, name st
 			return Pipeline{}, err
 		}
 		cfg.Repo = *req.Repo
-		if _, err := s.Repos.Open(ctx, cfg.Repo); err != nil {
+		if _, err := s.openPipelineRepo(ctx, name, cfg.Repo); err != nil {
 			return Pipeline{}, invalid("repo %s: %v", scm.RedactURL(cfg.Repo), err)
 		}
 	}
@@ -417,4 +431,26 @@ func (s *Service) keepNextEvent(ctx context.Context, name string) {
 		s.Logger.WarnContext(ctx, "next_event_not_kept", "pipeline", name, "error", err,
 			"effect", "a pipeline created again under this name after Temporal's retention may repeat event IDs")
 	}
+}
+
+// privateHint tells, when a repository wanted credentials, how a pipeline
+// gets its own.
+func privateHint(err error) string {
+	if !scm.IsAuthError(err) {
+		return ""
+	}
+	return " (a private repository? create the pipeline with --private, then give it credentials: sluice secret set NAME SLUICE_GITHUB_TOKEN, or SLUICE_DEPLOY_KEY for an ssh URL)"
+}
+
+// openPipelineRepo opens a pipeline's repository with its own credentials
+// when it has some.
+func (s *Service) openPipelineRepo(ctx context.Context, pipeline, location string) (scm.Repo, error) {
+	auth, err := activities.RepoAuth(ctx, s.PipelineTokens, pipeline, location)
+	if err != nil {
+		return nil, err
+	}
+	if ao, ok := s.Repos.(activities.AuthRepoOpener); ok && auth != nil {
+		return ao.OpenAuth(ctx, location, auth)
+	}
+	return s.Repos.Open(ctx, location)
 }

@@ -23,6 +23,10 @@ type CreatePipelineRequest struct {
 	// Statuses is where commit statuses go: "" derives it from the repo
 	// URL, "off", github:<owner>/<repo> or gitlab:<group>/<project>.
 	Statuses string `json:"statuses,omitempty"`
+	// Private: the repository is read with the pipeline's own credentials
+	// (its secret SLUICE_GITHUB_TOKEN, SLUICE_GITLAB_TOKEN or
+	// SLUICE_DEPLOY_KEY, set once it exists), so it is not read at create.
+	Private bool `json:"private,omitempty"`
 }
 
 // UpdatePipelineRequest is the body of PATCH /api/v1/pipelines/{name}.

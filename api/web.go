@@ -343,7 +343,7 @@ func (wh *webHandler) specOf(ctx context.Context, name, sha string) (*pipeline.S
 	if err != nil {
 		return nil, err
 	}
-	repo, err := wh.h.svc.Repos.Open(ctx, location)
+	repo, err := wh.h.svc.openPipelineRepo(ctx, name, location)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", p.Repo, err)
 	}

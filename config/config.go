@@ -88,6 +88,11 @@ type Config struct {
 	// GitLabURL is the GitLab instance.
 	GitLabURL string `env:"SLUICE_GITLAB_URL" envDefault:"https://gitlab.com" desc:"GitLab instance URL; repositories on its host report there"`
 
+	// SMTPURL is the mail server email notifications go through.
+	SMTPURL string `env:"SLUICE_SMTP_URL" desc:"mail server of email notifications (a job's settings.email): smtp://[user:password@]host[:port]?from=sluice@example.com (port 587 by default; STARTTLS when the server offers it, and a password is sent only over TLS or to localhost) or smtps://... (TLS from the start, port 465); read by controllers. Empty: no email" json:"-"`
+	// SlackAPIURL is Slack's Web API (tests point it elsewhere).
+	SlackAPIURL string `env:"SLUICE_SLACK_API_URL" desc:"Slack Web API base URL that Slack notifications with a pipeline's SLUICE_SLACK_TOKEN post to (default: https://slack.com/api/)"`
+
 	// MetricsAddr serves a worker's Prometheus metrics.
 	MetricsAddr string `env:"SLUICE_METRICS_ADDR" desc:"host:port where 'sluice worker' serves Prometheus /metrics (empty: off); the API always serves /metrics on its own address"`
 	// LogRetention bounds how long build logs are kept.
@@ -269,7 +274,15 @@ func (c *Config) validate(skip map[string]bool) error {
 			bad(name, "port %d out of range 0-65535", p)
 		}
 	}
-	for name, u := range map[string]string{"SLUICE_TEMPORAL_UI_URL": c.TemporalUIURL, "SLUICE_PUBLIC_URL": c.PublicURL, "SLUICE_GITHUB_API_URL": c.GitHubAPIURL, "SLUICE_GITLAB_URL": c.GitLabURL} {
+	if c.SMTPURL != "" {
+		// Never quoted: it may hold a password.
+		if u, err := url.Parse(c.SMTPURL); err != nil || (u.Scheme != "smtp" && u.Scheme != "smtps") || u.Hostname() == "" {
+			bad("SLUICE_SMTP_URL", "want smtp://[user:password@]host[:port]?from=address or smtps://...")
+		} else if u.Query().Get("from") == "" {
+			bad("SLUICE_SMTP_URL", "names no sender: add ?from=sluice@example.com")
+		}
+	}
+	for name, u := range map[string]string{"SLUICE_TEMPORAL_UI_URL": c.TemporalUIURL, "SLUICE_PUBLIC_URL": c.PublicURL, "SLUICE_GITHUB_API_URL": c.GitHubAPIURL, "SLUICE_GITLAB_URL": c.GitLabURL, "SLUICE_SLACK_API_URL": c.SlackAPIURL} {
 		if u == "" {
 			continue
 		}

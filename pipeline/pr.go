@@ -138,6 +138,16 @@ func ApplyBase(head, base *Spec) *Spec {
 		for i := range job.Permutations {
 			job.Permutations[i].Secrets = slices.Clone(bsecrets)
 		}
+		// Who is notified (and with which pipeline's Slack credentials) is
+		// the base branch's choice, never the pull request's.
+		var bnotify map[string]any
+		if bjob != nil {
+			bnotify = bjob.Notifications
+		}
+		if len(job.Notifications) > 0 && fmt.Sprint(job.Notifications) != fmt.Sprint(bnotify) {
+			head.warn("jobs."+name+".settings", "the pull request's settings (notifications) are ignored; the base branch's apply")
+		}
+		job.Notifications = bnotify
 	}
 	return head
 }

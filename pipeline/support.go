@@ -104,8 +104,7 @@ var Fields = map[string]Support{
 	"jobs.*.order":         {Instead: "sluice has no templates, so \"order\" is ignored: the job's steps run in the order written"},
 	"jobs.*.parameters":    {Instead: "job-level parameters are ignored: declare parameters at the top level (pipeline parameters reach every job as SD_PARAM_<NAME>)"},
 	"jobs.*.provider":      {Instead: "providers (cloud build services) are not supported: the job runs on a sluice executor, on the queue named by screwdriver.cd/executor or the pipeline's default queue"},
-	// settings: email/slack notifications (U4 implements them).
-	"jobs.*.settings": {Instead: "notifications (email, slack) are not yet sent by sluice: nobody is told about this job's builds; watch `sluice event show` or the event page"},
+	"jobs.*.settings":      acted, // email and slack notifications (pipeline/notify.go)
 
 	"stages.*.description": acted, // documentation
 	"stages.*.jobs":        acted,

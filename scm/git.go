@@ -44,6 +44,7 @@ type gitRepo struct {
 	location string       // URL (with any credentials) or absolute path
 	remote   string       // location as git's command line shows it: no credentials
 	credEnv  []string     // the credentials, handed to git in its environment
+	sshKey   string       // a deploy key, written to a file for each command that reaches the remote
 	display  string       // location with any password redacted
 	mirror   string       // cacheDir/git/<hash>-<suffix>.git
 	lockPath string       // cacheDir/git/<hash>-<suffix>.lock
@@ -53,6 +54,12 @@ type gitRepo struct {
 
 // openGit opens (cloning on first use) the mirror of location under cache.
 func openGit(ctx context.Context, location, cache string) (*gitRepo, error) {
+	return openGitAuth(ctx, location, cache, nil)
+}
+
+// openGitAuth is openGit with a pipeline's own credentials (see OpenAuth;
+// the caller checked they fit location).
+func openGitAuth(ctx context.Context, location, cache string, auth *Auth) (*gitRepo, error) {
 	if err := gitAvailable(); err != nil {
 		return nil, err
 	}
@@ -67,9 +74,22 @@ func openGit(ctx context.Context, location, cache string) (*gitRepo, error) {
 		remote:   remote,
 		credEnv:  credEnv,
 		display:  redact(location),
-		mirror:   filepath.Join(base, name+".git"),
-		lockPath: filepath.Join(base, name+".lock"),
 	}
+	if auth != nil {
+		// The pipeline's own mirror: a reader without its credentials
+		// never gets what they fetched.
+		name = mirrorName(location + "#" + auth.Scope)
+		switch {
+		case auth.HTTP():
+			if r.credEnv, err = authEnv(auth); err != nil {
+				return nil, fmt.Errorf("open %s: %w", r.display, err)
+			}
+		case auth.SSH():
+			r.sshKey = auth.SSHKey
+		}
+	}
+	r.mirror = filepath.Join(base, name+".git")
+	r.lockPath = filepath.Join(base, name+".lock")
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		return nil, fmt.Errorf("open %s: create cache: %w", r.display, err)
 	}
@@ -89,6 +109,21 @@ func openGit(ctx context.Context, location, cache string) (*gitRepo, error) {
 	}
 	r.cloned = true
 	return r, nil
+}
+
+// remoteGit runs a git command that reaches the remote, with its
+// credentials: a deploy key lives in a file for the command's duration.
+func (r *gitRepo) remoteGit(ctx context.Context, dir string, args ...string) ([]byte, error) {
+	env := r.credEnv
+	if r.sshKey != "" {
+		keyEnv, cleanup, err := sshKeyEnv(r.sshKey)
+		if err != nil {
+			return nil, err
+		}
+		defer cleanup()
+		env = append(slices.Clone(env), keyEnv...)
+	}
+	return runGitEnv(ctx, dir, nil, env, args...)
 }
 
 // mirrorName derives the cache entry name of location: a hash of the location
@@ -157,7 +192,7 @@ func (r *gitRepo) fetchInto(ctx context.Context, dir string) error {
 	start := time.Now()
 	r.fetches.Add(1)
 	args := append([]string{"fetch", "--quiet", "--prune", "--no-write-fetch-head", r.remote}, mirrorRefspecs...)
-	if _, err := runGitEnv(ctx, dir, nil, r.credEnv, args...); err != nil {
+	if _, err := r.remoteGit(ctx, dir, args...); err != nil {
 		return err
 	}
 	stamp := strconv.FormatInt(start.UnixNano(), 10) + "\n"
@@ -206,7 +241,7 @@ func (r *gitRepo) fetchOne(ctx context.Context, src, ref string) error {
 		return err
 	}
 	defer func() { _ = lock.Unlock() }()
-	_, err = runGitEnv(ctx, r.mirror, nil, r.credEnv, "fetch", "--quiet", "--no-write-fetch-head", r.remote, "+"+src+":"+ref)
+	_, err = r.remoteGit(ctx, r.mirror, "fetch", "--quiet", "--no-write-fetch-head", r.remote, "+"+src+":"+ref)
 	return err
 }
 
@@ -278,7 +313,7 @@ func (r *gitRepo) Resolve(ctx context.Context, ref string) (string, error) {
 // resolveHead asks the remote for its HEAD commit (the default branch's tip,
 // or a local repository's detached HEAD) and makes sure the mirror holds it.
 func (r *gitRepo) resolveHead(ctx context.Context, ref string) (string, error) {
-	out, err := runGitEnv(ctx, r.mirror, nil, r.credEnv, "ls-remote", "--quiet", r.remote, "HEAD")
+	out, err := r.remoteGit(ctx, r.mirror, "ls-remote", "--quiet", r.remote, "HEAD")
 	if err != nil {
 		return "", fmt.Errorf("resolve %q in %s: %w", ref, r.display, err)
 	}

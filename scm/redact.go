@@ -88,7 +88,13 @@ func remoteCredentials(location string) (remote string, env []string, err error)
 		return "", nil, fmt.Errorf("%w: %s: the user name or password has a control character", ErrInvalidArgument, RedactURL(location))
 	}
 	u.User = nil
-	return u.String(), []string{
+	return u.String(), credentialHelperEnv(user, pass), nil
+}
+
+// credentialHelperEnv is the environment of a git command that gets user
+// and pass from a credential helper reading them from that environment.
+func credentialHelperEnv(user, pass string) []string {
+	return []string{
 		// The helper list is reset first, so no configured helper (store,
 		// cache) gets the credentials to keep.
 		"GIT_CONFIG_COUNT=2",
@@ -97,5 +103,5 @@ func remoteCredentials(location string) (remote string, env []string, err error)
 		`GIT_CONFIG_VALUE_1=!f() { test "$1" = get || exit 0; printf 'username=%s\npassword=%s\n' "$SLUICE_GIT_USERNAME" "$SLUICE_GIT_PASSWORD"; }; f`,
 		"SLUICE_GIT_USERNAME=" + user,
 		"SLUICE_GIT_PASSWORD=" + pass,
-	}, nil
+	}
 }

@@ -43,13 +43,17 @@ func repoLocation(repo string) (string, error) {
 func (a *app) pipelineCreateCmd() *cobra.Command {
 	var repo, branch, queueName, statuses string
 	var admins []string
+	var private bool
 	cmd := &cobra.Command{
-		Use:   "create NAME --repo REPO [--branch main] [--queue QUEUE]",
+		Use:   "create NAME --repo REPO [--branch main] [--queue QUEUE] [--private]",
 		Short: "Create a pipeline from a repository",
 		Long: `Create a pipeline named NAME for REPO: a git URL, a local git repository or a
 plain directory holding a screwdriver.yaml. A relative local path is made
 absolute before it is sent (the server reads it on its own file system).
---queue names the default queue of jobs without screwdriver.cd/executor.`,
+--queue names the default queue of jobs without screwdriver.cd/executor.
+--private: REPO is read with the pipeline's own credentials, set once it
+exists (sluice secret set NAME SLUICE_GITHUB_TOKEN, or SLUICE_DEPLOY_KEY for
+an ssh URL), so it is not read now.`,
 		Example: `  sluice pipeline create myapp --repo https://github.com/acme/myapp.git
   sluice pipeline create tools --repo . --branch develop --queue linux`,
 		Args: args("NAME"),
@@ -64,7 +68,7 @@ absolute before it is sent (the server reads it on its own file system).
 				}
 			}
 			p, err := a.client().CreatePipeline(cmd.Context(), api.CreatePipelineRequest{
-				Name: argv[0], Repo: loc, Branch: branch, Queue: queueName, Statuses: statuses, Admins: admins,
+				Name: argv[0], Repo: loc, Branch: branch, Queue: queueName, Statuses: statuses, Admins: admins, Private: private,
 			})
 			if err != nil {
 				return err
@@ -82,6 +86,7 @@ absolute before it is sent (the server reads it on its own file system).
 	cmd.Flags().StringVar(&queueName, "queue", "", "default queue of the pipeline's jobs (default: the built-in \"default\")")
 	cmd.Flags().StringVar(&statuses, "statuses", "", statusesFlagHelp)
 	cmd.Flags().StringSliceVar(&admins, "admin", nil, adminFlagHelp)
+	cmd.Flags().BoolVar(&private, "private", false, "read REPO with the pipeline's own credentials (secrets), not now")
 	return cmd
 }
 

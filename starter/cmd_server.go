@@ -333,6 +333,7 @@ func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Sto
 	}
 	if secrets != nil {
 		svc.HasSecrets = secrets.HasAny
+		svc.PipelineTokens = secrets.PipelineTokens()
 		svc.Numbers = secrets.EventNumbers()
 	}
 	h := api.NewHandler(api.Deps{

@@ -86,6 +86,7 @@ func RegisterController(w worker.Registry, acts *activities.Activities) {
 	w.RegisterActivity(acts.TriggerRemote)
 	w.RegisterActivity(acts.SyncSchedules)
 	w.RegisterActivity(acts.PostCommitStatus)
+	w.RegisterActivity(acts.SendNotification)
 }
 
 // RunController registers search attributes, makes sure the registry runs,
@@ -116,6 +117,7 @@ func RunController(ctx context.Context, o Options) error {
 		return fmt.Errorf("commit statuses: %w", err)
 	}
 	acts.Statuses = statuses
+	acts.Notify = &activities.NotifySettings{SMTPURL: o.Config.SMTPURL, SlackAPIURL: o.Config.SlackAPIURL, PublicURL: statuses.PublicURL}
 	w := worker.New(o.Client, workflows.ControllerTaskQueue, worker.Options{
 		Identity:                           o.Name,
 		WorkerStopTimeout:                  5 * time.Second,

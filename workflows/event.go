@@ -51,6 +51,11 @@ type eventRun struct {
 	// prBase: a pull request's event that takes its settings from the
 	// base branch's spec and may wait for approval (changePRBase).
 	prBase bool
+	// repoAuth: the repository was read with the pipeline's own credentials.
+	repoAuth bool
+	// notifies are the notification workflows started, until they are
+	// known started (notify.go).
+	notifies []workflow.Future
 }
 
 type startedBuild struct {
@@ -102,6 +107,7 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 		return e.end(ctx, StatusFailure, fmt.Sprintf("cannot read the pipeline's repository: %s", rootMessage(err))), nil
 	}
 	e.state.SHA, e.state.BaseSHA = res.SHA, res.BaseSHA
+	e.repoAuth = res.RepoAuth
 	_ = workflow.UpsertTypedSearchAttributes(ctx, SASHA.ValueSet(res.SHA))
 	if workflow.GetVersion(ctx, changeCommitStatuses, workflow.DefaultVersion, 1) >= 1 {
 		e.statusesResolved(ctx, res)
@@ -463,7 +469,7 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 			Environment: withParameters(perm.Environment, e.state.Parameters), Parameters: e.state.Parameters,
 			Timeout: spec.Settings.Timeout, Virtual: spec.Settings.VirtualJob,
 			CPU: annotationText(spec.Annotations, pipeline.AnnotationCPU), RAM: annotationText(spec.Annotations, pipeline.AnnotationRAM),
-			Dispatch: e.in.Config.Dispatch,
+			Dispatch: e.in.Config.Dispatch, RepoAuth: e.repoAuth,
 			Statuses: e.statusesID(),
 			Lane: LaneRequest{
 				Build: ref, Collapse: spec.Settings.CollapseBuilds, BlockedBySameJob: spec.Settings.BlockedBySameJob,
@@ -541,6 +547,7 @@ func (e *eventRun) abortBuild(ctx workflow.Context, b BuildRef, reason string) {
 // buildEnded records one build's end and, when the job's last permutation
 // ends, moves the graph on.
 func (e *eventRun) buildEnded(ctx workflow.Context, jr *jobRun, st BuildState) {
+	e.notifyBuild(ctx, jr.name, st)
 	jr.results = append(jr.results, st)
 	jr.left--
 	if jr.left > 0 {
@@ -698,6 +705,7 @@ func (e *eventRun) end(ctx workflow.Context, s Status, reason string) EventState
 	e.state.Status, e.state.Reason, e.state.EndTime = s, reason, workflow.Now(ctx)
 	e.state.Jobs = e.outcomes()
 	e.state.Succeeded = e.succeededJobs()
+	e.notifiesStarted(ctx)
 	e.statusesDone(ctx)
 	if !e.notified && e.in.Notify != "" {
 		e.notified = true

@@ -187,4 +187,5 @@ func Register(r WorkflowRegistry) {
 	r.RegisterWorkflow(BuildWorkflow)
 	r.RegisterWorkflow(PeriodicWorkflow)
 	r.RegisterWorkflow(StatusWorkflow)
+	r.RegisterWorkflow(NotifyWorkflow)
 }

@@ -391,6 +391,10 @@ type BuildInput struct {
 	// Environment as SD_PARAM_<NAME>), for the build's meta
 	// (parameters.NAME.value).
 	Parameters map[string]string `json:"parameters,omitempty"`
+
+	// RepoAuth: the event read the repository with the pipeline's own
+	// credentials, which the build's checkout asks for too.
+	RepoAuth bool `json:"repo_auth,omitempty"`
 }
 
 // Attempt is one dispatch of a build to an executor.

@@ -174,6 +174,7 @@ func (s *Server) NewEnv(t testing.TB, opts Options) *Env {
 	secrets, _, err := api.OpenSecretStore(filepath.Join(dir, "secrets"), "test key "+e.Namespace)
 	require.NoError(t, err)
 	e.Service.HasSecrets = secrets.HasAny
+	e.Service.PipelineTokens = secrets.PipelineTokens()
 	e.Service.Numbers = secrets.EventNumbers()
 	e.Service.LocalRepos = []string{"/"} // the tests' repositories are temporary directories
 	srv := httptest.NewServer(api.NewHandler(api.Deps{
