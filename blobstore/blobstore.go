@@ -80,6 +80,17 @@ func DefaultURL(dataDir string) (string, error) {
 // AWS_SECRET_ACCESS_KEY, a profile, an instance role), or anonymous=true.
 // Open checks that the bucket answers, so a wrong URL fails at start-up.
 func Open(ctx context.Context, rawURL string) (*Store, error) {
+	return open(ctx, rawURL, true)
+}
+
+// Dial is Open without the check that the bucket answers: for executors,
+// whose builds go on without caches while the store is away (each use
+// reports its own error).
+func Dial(ctx context.Context, rawURL string) (*Store, error) {
+	return open(ctx, rawURL, false)
+}
+
+func open(ctx context.Context, rawURL string, check bool) (*Store, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Scheme == "" {
 		return nil, fmt.Errorf("%w: want a URL such as file:///var/lib/sluice/blobs or s3://bucket?region=eu-west-1, got %q", ErrBadURL, rawURL)
@@ -94,6 +105,9 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 	b, err := blob.OpenBucket(ctx, rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("%w: open %s: %w", ErrBadURL, shown, err)
+	}
+	if !check {
+		return &Store{b: b, scheme: u.Scheme, shown: shown}, nil
 	}
 	ok, err := b.IsAccessible(ctx)
 	if err != nil || !ok {

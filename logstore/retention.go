@@ -13,6 +13,8 @@ import (
 
 // DeletePipeline removes every log of a pipeline (its builds' IDs start
 // with "<pipeline>/").
+//
+//nolint:contextcheck // blob store calls are bounded by archiveTimeout
 func (s *Store) DeletePipeline(pipeline string) error {
 	if err := checkName(pipeline); err != nil {
 		return fmt.Errorf("%w: pipeline %q: %s", ErrInvalidID, pipeline, err.Error())
@@ -32,6 +34,8 @@ func (s *Store) DeletePipeline(pipeline string) error {
 // archive (SetArchive) it also removes the archived logs of every attempt
 // whose newest archived step log is older than before, and counts those
 // attempts too (an attempt held in both places counts twice).
+//
+//nolint:contextcheck // blob store calls are bounded by archiveTimeout
 func (s *Store) Prune(before time.Time) (int, error) {
 	n, err := s.pruneLocal(before)
 	if err != nil || s.archive == nil {

@@ -221,6 +221,8 @@ func (s *Store) openLog(sp stepPaths) (*os.File, error) {
 
 // Finish marks the step log complete, creating an empty log if the step
 // wrote nothing. Finishing twice is not an error.
+//
+//nolint:contextcheck // blob store lookups are bounded by archiveTimeout
 func (s *Store) Finish(build, step string) error {
 	sp, err := s.paths(build, step)
 	if err != nil {
@@ -252,6 +254,8 @@ func (s *Store) Finish(build, step string) error {
 // means to the end. At most MaxReadLength bytes are returned either way;
 // read on from NextOffset. Reading at the end returns empty Data; an offset
 // beyond the end is ErrBadOffset.
+//
+//nolint:contextcheck // blob store lookups are bounded by archiveTimeout
 func (s *Store) Read(build, step string, offset, length int64) (Chunk, error) {
 	sp, err := s.paths(build, step)
 	if err != nil {
@@ -298,6 +302,8 @@ func (s *Store) Read(build, step string, offset, length int64) (Chunk, error) {
 }
 
 // Stat describes one step log; a missing log is ErrNotFound.
+//
+//nolint:contextcheck // blob store lookups are bounded by archiveTimeout
 func (s *Store) Stat(build, step string) (StepInfo, error) {
 	sp, err := s.paths(build, step)
 	if err != nil {
@@ -337,6 +343,8 @@ func stat(sp stepPaths, step string) (StepInfo, error) {
 
 // Steps lists the build's step logs in creation order. A build without any
 // log is ErrNotFound.
+//
+//nolint:contextcheck // blob store lookups are bounded by archiveTimeout
 func (s *Store) Steps(build string) ([]StepInfo, error) {
 	dir, err := s.buildDir(build)
 	if err != nil {

@@ -180,6 +180,7 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 			EventID: in.Build.EventRef().String(), Attempt: b.attempt, Repo: in.Repo, SHA: in.SHA, Branch: in.Branch,
 			PR: in.Trigger.PR, Trigger: string(in.Trigger.Kind), Image: in.Image, Steps: in.Steps, Secrets: in.Secrets,
 			Environment: in.Environment, Timeout: in.Timeout, CPU: in.CPU, RAM: in.RAM, Fork: b.state.Fork,
+			Cache: in.Cache,
 		}
 		if !b.legacy {
 			runIn.Dispatch = b.dispatchN

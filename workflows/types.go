@@ -378,6 +378,8 @@ type BuildInput struct {
 	// the build tells it when it waits and when it runs, in StatusContext.
 	Statuses      string `json:"statuses,omitempty"`
 	StatusContext string `json:"status_context,omitempty"`
+	// Cache is the job's `cache:` paths per scope (nil: none).
+	Cache *pipeline.JobCache `json:"cache,omitempty"`
 }
 
 // Attempt is one dispatch of a build to an executor.

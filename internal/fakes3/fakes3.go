@@ -59,6 +59,13 @@ func (s *Server) BucketURL(bucket string) string {
 	return (&url.URL{Scheme: "s3", Host: bucket, RawQuery: q.Encode()}).String()
 }
 
+// AnonymousURL is BucketURL with anonymous credentials (the server does not
+// check them): for a test's own client, where the environment cannot be set
+// (parallel tests).
+func (s *Server) AnonymousURL(bucket string) string {
+	return s.BucketURL(bucket) + "&anonymous=true"
+}
+
 // Env is the environment an S3 client needs for this server: static
 // credentials (the server does not check them) and no shared config files,
 // so a developer's ~/.aws never leaks into a test.
