@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sluice-ci/sluice/cache"
 	"github.com/sluice-ci/sluice/queue"
 	"github.com/sluice-ci/sluice/runner"
 	"github.com/sluice-ci/sluice/scm"
@@ -35,6 +36,9 @@ type Activities struct {
 	// Secrets gives running builds their secrets (nil: a job that lists
 	// secrets fails with that reason).
 	Secrets SecretSource
+	// Caches restores and saves the caches of jobs with `cache:` (nil: the
+	// build log says "cache unavailable" and the build goes on).
+	Caches *cache.Store
 	// Metrics hears of claims and finished attempts (nil: none).
 	Metrics BuildMetrics
 	// WorkDir is the root of build workspaces.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,6 +17,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/sluice-ci/sluice/cache"
 	"github.com/sluice-ci/sluice/pipeline"
 	"github.com/sluice-ci/sluice/runner"
 	"github.com/sluice-ci/sluice/scm"
@@ -62,6 +64,9 @@ type RunBuildInput struct {
 	// Dispatch numbers the build workflow's dispatches: the claim names it,
 	// so a claim from a dispatch the workflow gave up on is refused.
 	Dispatch int `json:"dispatch,omitempty"`
+	// Cache is the job's cache paths per scope (Screwdriver `cache:`),
+	// restored before the first step and saved after a success.
+	Cache *pipeline.JobCache `json:"cache,omitempty"`
 }
 
 // LogKey is the log store key of one build attempt's step logs.
@@ -287,7 +292,15 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 			}
 		}
 	}
+	entries := cache.Entries(in.Cache)
+	cb := cache.Build{Pipeline: in.Pipeline, Event: eventNumber(in.EventID), Job: in.Job, PR: in.PR > 0}
+	if len(entries) > 0 {
+		a.cacheStep(in, spec.Logs, "sd-setup-cache", func(w io.Writer) { a.Caches.Restore(runCtx, cb, entries, dir, w) })
+	}
 	out := runner.Run(runCtx, spec)
+	if len(entries) > 0 && out.Status == runner.StatusSuccess && runCtx.Err() == nil {
+		a.cacheStep(in, spec.Logs, "sd-teardown-cache", func(w io.Writer) { a.Caches.Save(runCtx, cb, entries, dir, w) })
+	}
 	removeContainer()
 	if groups != "" {
 		// Run returned: every group it created is gone.
@@ -300,6 +313,28 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 		res.Steps = append(res.Steps, StepResult{Name: s.Name, ExitCode: s.ExitCode, Start: s.Start, End: s.End, Skipped: s.Skipped})
 	}
 	return a.finish(ctx, runCtx, rep, hb, late, &stopped, info.TaskToken, in, res)
+}
+
+// cacheStep runs a cache restore or save under its own step log. A log
+// that cannot be opened does not stop it (the cache still works; the
+// executor's log says why the step log is missing).
+func (a *Activities) cacheStep(in RunBuildInput, logs runner.LogSink, step string, run func(io.Writer)) {
+	w := io.Discard
+	if logs != nil {
+		lw, err := logs.Open(step)
+		if err != nil {
+			a.Logger.Warn("cache_log_failed", "build", in.BuildID, "step", step, "error", err)
+		} else {
+			defer func() { _ = lw.Close() }()
+			w = lw
+		}
+	}
+	run(w)
+}
+
+// eventNumber is the event's number from its short ID "<pipeline>/<n>".
+func eventNumber(eventID string) string {
+	return eventID[strings.LastIndex(eventID, "/")+1:]
 }
 
 // claim claims the build, heartbeating while the claim waits (a controller

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-ci/sluice/cache"
 	"github.com/sluice-ci/sluice/logstore"
 	"github.com/sluice-ci/sluice/queue"
 	"github.com/sluice-ci/sluice/scm"
@@ -29,6 +30,9 @@ type Deps struct {
 	Service *Service
 	// Logs is the build log store; nil disables the log routes.
 	Logs *logstore.Store
+	// Caches are the build caches; deleting a pipeline deletes its caches
+	// (nil: nothing to delete).
+	Caches *cache.Store
 	// Ready reports whether Temporal answers (GET /readyz).
 	Ready func(ctx context.Context) error
 	// GitHubSecret and GitLabSecret verify webhook deliveries.
@@ -317,6 +321,11 @@ func (h *handler) deletePipeline(w http.ResponseWriter, r *http.Request) {
 	if h.d.Logs != nil {
 		if err := h.d.Logs.DeletePipeline(r.PathValue("name")); err != nil {
 			h.log.WarnContext(r.Context(), "pipeline_logs_delete_failed", "pipeline", r.PathValue("name"), "error", err)
+		}
+	}
+	if h.d.Caches != nil {
+		if err := h.d.Caches.DeletePipeline(r.Context(), r.PathValue("name")); err != nil {
+			h.log.WarnContext(r.Context(), "pipeline_caches_delete_failed", "pipeline", r.PathValue("name"), "error", err)
 		}
 	}
 	if h.d.Secrets != nil {

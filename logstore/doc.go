@@ -32,6 +32,17 @@
 // output to the HTTP API served by NewHTTPHandler (see there for the routes
 // and NewRemoteSink for buffering, retries and the drop policy).
 //
+// # Archive
+//
+// With SetArchive, every step log the store finishes is copied to a blob
+// store (SLUICE_BLOB_URL) under logs/<escaped build segments>/@/<seq>.<escaped
+// step>.log, seq being the step's position in the build's index. Read, Stat,
+// Steps and Wait fall back to the archive for the logs the directory lacks,
+// so API replicas without a shared volume all serve finished logs. Prune and
+// DeletePipeline clean the archive too. A live log is only in the directory
+// of the replica receiving its appends: a remote writer's appends for one
+// log must reach one replica (or the replicas share the directory).
+//
 // A step log is written once: a build attempt that runs again (after an
 // executor died) should log under its own build ID, e.g. with an attempt
 // suffix, because a finished log refuses appends and a remote writer refuses

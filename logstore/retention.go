@@ -13,6 +13,8 @@ import (
 
 // DeletePipeline removes every log of a pipeline (its builds' IDs start
 // with "<pipeline>/").
+//
+//nolint:contextcheck // blob store calls are bounded by archiveTimeout
 func (s *Store) DeletePipeline(pipeline string) error {
 	if err := checkName(pipeline); err != nil {
 		return fmt.Errorf("%w: pipeline %q: %s", ErrInvalidID, pipeline, err.Error())
@@ -23,13 +25,30 @@ func (s *Store) DeletePipeline(pipeline string) error {
 	if err := os.RemoveAll(filepath.Join(s.dir, escape(pipeline))); err != nil {
 		return fmt.Errorf("delete the logs of pipeline %s: %w", pipeline, err)
 	}
-	return nil
+	return s.deleteArchivedPipeline(pipeline)
 }
 
 // Prune removes the logs of every build attempt none of whose files changed
 // since before: a log being written is never removed. It returns how many
-// attempts' logs it removed, and leaves no empty directory behind.
+// attempts' logs it removed, and leaves no empty directory behind. With an
+// archive (SetArchive) it also removes the archived logs of every attempt
+// whose newest archived step log is older than before, and counts those
+// attempts too (an attempt held in both places counts twice).
+//
+//nolint:contextcheck // blob store calls are bounded by archiveTimeout
 func (s *Store) Prune(before time.Time) (int, error) {
+	n, err := s.pruneLocal(before)
+	if err != nil || s.archive == nil {
+		return n, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), archiveTimeout)
+	defer cancel()
+	m, err := s.pruneArchive(ctx, before)
+	return n + m, err
+}
+
+// pruneLocal is Prune for the local directory.
+func (s *Store) pruneLocal(before time.Time) (int, error) {
 	var stale []string
 	err := filepath.WalkDir(s.dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -100,7 +119,7 @@ func (s *Store) KeepPruned(ctx context.Context, retention, interval time.Duratio
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		n, err := s.Prune(time.Now().Add(-retention))
+		n, err := s.Prune(time.Now().Add(-retention)) //nolint:contextcheck // Prune bounds its blob store calls itself
 		if n > 0 || err != nil {
 			report(n, err)
 		}

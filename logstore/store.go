@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sluice-ci/sluice/blobstore"
 )
 
 // MaxReadLength caps the bytes one Read returns.
@@ -93,6 +95,11 @@ type Store struct {
 	// waiting, when set (tests), is called each time Wait found nothing
 	// new and is about to block.
 	waiting func()
+
+	// archive, when set, keeps a copy of every finished step log and
+	// serves the logs the directory lacks (SetArchive).
+	archive    *blobstore.Store
+	archiveErr func(error)
 }
 
 // watch wakes the Wait calls on one step log.
@@ -214,6 +221,8 @@ func (s *Store) openLog(sp stepPaths) (*os.File, error) {
 
 // Finish marks the step log complete, creating an empty log if the step
 // wrote nothing. Finishing twice is not an error.
+//
+//nolint:contextcheck // blob store lookups are bounded by archiveTimeout
 func (s *Store) Finish(build, step string) error {
 	sp, err := s.paths(build, step)
 	if err != nil {
@@ -235,6 +244,9 @@ func (s *Store) Finish(build, step string) error {
 		return fmt.Errorf("finish log %s/%s: %w", build, step, err)
 	}
 	s.notify(sp.key)
+	if err := s.upload(sp, build, step); err != nil && s.archiveErr != nil {
+		s.archiveErr(err)
+	}
 	return nil
 }
 
@@ -242,6 +254,8 @@ func (s *Store) Finish(build, step string) error {
 // means to the end. At most MaxReadLength bytes are returned either way;
 // read on from NextOffset. Reading at the end returns empty Data; an offset
 // beyond the end is ErrBadOffset.
+//
+//nolint:contextcheck // blob store lookups are bounded by archiveTimeout
 func (s *Store) Read(build, step string, offset, length int64) (Chunk, error) {
 	sp, err := s.paths(build, step)
 	if err != nil {
@@ -255,6 +269,12 @@ func (s *Store) Read(build, step string, offset, length int64) (Chunk, error) {
 	complete := exists(sp.done)
 	f, err := os.Open(sp.log)
 	if errors.Is(err, fs.ErrNotExist) {
+		if s.archive != nil {
+			c, err := s.readArchived(build, step, offset, length)
+			if err == nil || !isNotFound(err) {
+				return c, err
+			}
+		}
 		return Chunk{}, fmt.Errorf("read log %s/%s: %w", build, step, ErrNotFound)
 	}
 	if err != nil {
@@ -282,6 +302,8 @@ func (s *Store) Read(build, step string, offset, length int64) (Chunk, error) {
 }
 
 // Stat describes one step log; a missing log is ErrNotFound.
+//
+//nolint:contextcheck // blob store lookups are bounded by archiveTimeout
 func (s *Store) Stat(build, step string) (StepInfo, error) {
 	sp, err := s.paths(build, step)
 	if err != nil {
@@ -289,6 +311,17 @@ func (s *Store) Stat(build, step string) (StepInfo, error) {
 	}
 	info, err := stat(sp, step)
 	if errors.Is(err, fs.ErrNotExist) {
+		if s.archive != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), archiveTimeout)
+			defer cancel()
+			a, err := s.archivedStep(ctx, build, step)
+			if err == nil {
+				return StepInfo{Name: step, Size: a.size, Complete: true}, nil
+			}
+			if !isNotFound(err) {
+				return StepInfo{}, fmt.Errorf("stat log %s/%s: %w", build, step, err)
+			}
+		}
 		return StepInfo{}, fmt.Errorf("stat log %s/%s: %w", build, step, ErrNotFound)
 	}
 	if err != nil {
@@ -310,6 +343,8 @@ func stat(sp stepPaths, step string) (StepInfo, error) {
 
 // Steps lists the build's step logs in creation order. A build without any
 // log is ErrNotFound.
+//
+//nolint:contextcheck // blob store lookups are bounded by archiveTimeout
 func (s *Store) Steps(build string) ([]StepInfo, error) {
 	dir, err := s.buildDir(build)
 	if err != nil {
@@ -319,8 +354,39 @@ func (s *Store) Steps(build string) ([]StepInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list logs of %s: %w", build, err)
 	}
-	if len(names) == 0 {
+	var arch []archived
+	if s.archive != nil {
+		// Finished logs another replica wrote, or whose local copy is
+		// gone, come from the blob store; the local copy wins where both
+		// exist (it is the same bytes, or the live version).
+		ctx, cancel := context.WithTimeout(context.Background(), archiveTimeout)
+		defer cancel()
+		if arch, err = s.archivedSteps(ctx, build); err != nil && len(names) == 0 {
+			return nil, fmt.Errorf("list logs of %s: %w", build, err)
+		}
+	}
+	if len(names) == 0 && len(arch) == 0 {
 		return nil, fmt.Errorf("list logs of %s: %w", build, ErrNotFound)
+	}
+	if len(names) == 0 {
+		infos := make([]StepInfo, 0, len(arch))
+		for _, a := range arch {
+			infos = append(infos, StepInfo{Name: a.name, Size: a.size, Complete: true})
+		}
+		return infos, nil
+	}
+	local := map[string]bool{}
+	for _, n := range names {
+		local[n] = true
+	}
+	for _, a := range arch {
+		if !local[a.name] {
+			names = append(names, a.name)
+		}
+	}
+	archivedInfo := map[string]StepInfo{}
+	for _, a := range arch {
+		archivedInfo[a.name] = StepInfo{Name: a.name, Size: a.size, Complete: true}
 	}
 	infos := make([]StepInfo, 0, len(names))
 	for _, name := range names {
@@ -330,6 +396,9 @@ func (s *Store) Steps(build string) ([]StepInfo, error) {
 		}
 		info, err := stat(sp, name)
 		if err != nil {
+			if a, ok := archivedInfo[name]; ok {
+				infos = append(infos, a)
+			}
 			continue
 		}
 		infos = append(infos, info)
@@ -414,12 +483,20 @@ func (s *Store) Wait(ctx context.Context, build, step string, offset int64) erro
 
 	ticker := time.NewTicker(pollInterval)
 	defer ticker.Stop()
-	for {
+	for polls := 0; ; polls++ {
 		s.mu.Lock()
 		changed := w.ch
 		s.mu.Unlock()
-		if info, err := stat(sp, step); err == nil && (info.Complete || info.Size > offset) {
+		info, err := stat(sp, step)
+		if err == nil && (info.Complete || info.Size > offset) {
 			return nil
+		}
+		if err != nil && s.archive != nil && polls%blobPoll == 0 {
+			// Not here: finished on another replica? An archived log is
+			// complete.
+			if _, err := s.archivedStep(ctx, build, step); err == nil {
+				return nil
+			}
 		}
 		if s.waiting != nil {
 			s.waiting()

@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"fmt"
+	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -953,6 +955,7 @@ func (p *parser) parseCache(v *value, jobs []*rawJob) *cacheDef {
 			if list == nil {
 				list = []string{}
 			}
+			p.warnUncachable("cache."+k, list)
 			if k == "pipeline" {
 				c.pipeline = list
 			} else {
@@ -968,6 +971,7 @@ func (p *parser) parseCache(v *value, jobs []*rawJob) *cacheDef {
 					list = []string{}
 				}
 				c.job[jn] = list
+				p.warnUncachable("cache.job."+jn, list)
 				if !names[jn] {
 					p.add(jn, "cache.job."+jn, "Cache is set for non-existing job: %s", jn)
 				}
@@ -977,6 +981,22 @@ func (p *parser) parseCache(v *value, jobs []*rawJob) *cacheDef {
 		}
 	}
 	return c
+}
+
+// warnUncachable warns about cache paths the executor skips at run time
+// (cache.checkPath): only paths inside the workspace are cached.
+func (p *parser) warnUncachable(field string, paths []string) {
+	for _, c := range paths {
+		cl := path.Clean(filepath.ToSlash(c))
+		switch {
+		case c == "~" || strings.HasPrefix(c, "~/"):
+			p.warn(field, "%q is not cached: ~ paths are not supported; cache a path inside the workspace (for example MAVEN_OPTS=-Dmaven.repo.local=.m2 and cache .m2)", c)
+		case path.IsAbs(cl) || filepath.IsAbs(c):
+			p.warn(field, "%q is not cached: absolute paths are not supported; cache a path inside the workspace", c)
+		case cl == "." || cl == ".." || strings.HasPrefix(cl, "../"):
+			p.warn(field, "%q is not cached: the path leaves the workspace (or is the whole workspace)", c)
+		}
+	}
 }
 
 // finishJob runs the functional checks on a merged job and builds its permutations.

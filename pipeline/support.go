@@ -83,9 +83,8 @@ var Fields = map[string]Support{
 	"shared":      acted, // merged into every job like jobs.*
 	"stages":      acted,
 
-	// cache and jobs.*.cache: flip both together (U2 implements caches).
-	"cache":        {Instead: "caches are not yet acted on: every build starts from a fresh checkout with nothing restored or saved"},
-	"jobs.*.cache": {Instead: "caches are not yet acted on: every build starts from a fresh checkout with nothing restored or saved"},
+	"cache":        acted, // cache/ (paths outside the workspace warn: warnUncachable)
+	"jobs.*.cache": acted,
 
 	"childPipelines": {Instead: "child pipelines are not created, updated or started by sluice; create each one with `sluice pipeline create` (it then runs on its own repository's events)"},
 	"subscribe":      {Instead: "events of the subscribed repositories do not start this pipeline: only the pipeline's own repository's webhooks and `sluice event start` do (~subscribe never fires)"},

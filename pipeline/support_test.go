@@ -182,7 +182,6 @@ stages:
 		"annotations.screwdriver.cd/buildCluster",
 		"annotations.screwdriver.cd/timeout",
 		"annotations.sluice.dev/priority",
-		"cache",
 		"childPipelines",
 		"jobs.main.annotations.screwdriver.cd/chainPR",
 		"jobs.main.annotations.screwdriver.cd/disk",
@@ -210,16 +209,28 @@ stages:
 // TestFieldTableFlips shows the table is the single switch: a field marked
 // acted draws no warning.
 func TestFieldTableFlips(t *testing.T) { //nolint:paralleltest // changes the package table
-	yaml := sharedHeader + "cache:\n\tpipeline: [x]\njobs:\n\tmain:\n\t\trequires: [~commit]\n\t\tcache: false\n"
+	yaml := sharedHeader + "childPipelines:\n\tscmUrls: [git@github.com:org/child.git]\njobs:\n\tmain:\n\t\trequires: [~commit]\n\t\tprovider: git@github.com:org/p.git#main:p.yaml\n"
 	spec := mustParse(t, yaml)
-	require.True(t, hasWarning(spec.Warnings, "cache"))
-	require.True(t, hasWarning(spec.Warnings, "jobs.main.cache"))
-	saved := Fields["cache"]
-	savedJob := Fields["jobs.*.cache"]
-	Fields["cache"], Fields["jobs.*.cache"] = acted, acted
-	defer func() { Fields["cache"], Fields["jobs.*.cache"] = saved, savedJob }()
+	require.True(t, hasWarning(spec.Warnings, "childPipelines"))
+	require.True(t, hasWarning(spec.Warnings, "jobs.main.provider"))
+	saved := Fields["childPipelines"]
+	savedJob := Fields["jobs.*.provider"]
+	Fields["childPipelines"], Fields["jobs.*.provider"] = acted, acted
+	defer func() { Fields["childPipelines"], Fields["jobs.*.provider"] = saved, savedJob }()
 	spec = mustParse(t, yaml)
 	require.Empty(t, spec.Warnings)
+}
+
+// TestCachePathsOutsideTheWorkspaceWarn: the executor skips ~, absolute
+// and escaping cache paths, so validation says so.
+func TestCachePathsOutsideTheWorkspaceWarn(t *testing.T) {
+	t.Parallel()
+	spec := mustParse(t, sharedHeader+"cache:\n\tpipeline: [node_modules, ~/.m2]\n\tevent: [/tmp/x]\n\tjob: {main: [../up]}\njobs:\n\tmain:\n\t\trequires: [~commit]\n")
+	got := WarningTexts(spec.Warnings)
+	require.Len(t, got, 3, got)
+	require.Contains(t, got[0]+got[1]+got[2], `cache.pipeline: "~/.m2" is not cached: ~ paths are not supported`)
+	require.Contains(t, got[0]+got[1]+got[2], `cache.event: "/tmp/x" is not cached: absolute paths`)
+	require.Contains(t, got[0]+got[1]+got[2], `cache.job.main: "../up" is not cached: the path leaves the workspace`)
 }
 
 func TestWarningDecodesLegacyString(t *testing.T) {

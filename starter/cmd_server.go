@@ -20,6 +20,8 @@ import (
 
 	"github.com/sluice-ci/sluice/activities"
 	"github.com/sluice-ci/sluice/api"
+	"github.com/sluice-ci/sluice/blobstore"
+	"github.com/sluice-ci/sluice/cache"
 	"github.com/sluice-ci/sluice/config"
 	"github.com/sluice-ci/sluice/internal/devstack"
 	"github.com/sluice-ci/sluice/logstore"
@@ -133,10 +135,11 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 	if err := workers.RegisterSearchAttributes(ctx, c, cfg.TemporalNamespace); err != nil {
 		return err
 	}
-	store, err := logstore.Open(filepath.Join(cfg.DataDir, "logs"))
+	store, blobs, err := openLogStore(ctx, cfg, log)
 	if err != nil {
-		return fmt.Errorf("open the log store: %w", err)
+		return err
 	}
+	defer func() { _ = blobs.Close() }()
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", cfg.APIAddr)
 	if err != nil {
@@ -150,7 +153,8 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 	if stack != nil && stack.UIURL() != "" && cfg.TemporalUIURL == "" {
 		cfg.TemporalUIURL = stack.UIURL()
 	}
-	srv := a.apiServer(cfg, c, store, secrets, log, auth)
+	caches := cache.New(blobs, int64(cfg.CacheMax))
+	srv := a.apiServer(cfg, c, store, caches, secrets, log, auth)
 
 	ui := "disabled"
 	if stack != nil && stack.UIURL() != "" {
@@ -175,10 +179,10 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 	return workers.RunAll(ctx,
 		func(ctx context.Context) error { go pruneLogs(ctx, cfg, store, log); return serve(ctx, srv, ln) },
 		func(ctx context.Context) error {
-			return workers.RunController(ctx, workers.Options{Client: c, Config: cfg, Logger: log, Logs: local, PipelineTokens: secrets.PipelineTokens(), Reaper: reaperCommand(), Dev: true})
+			return workers.RunController(ctx, workers.Options{Client: c, Config: cfg, Logger: log, Logs: local, Caches: caches, PipelineTokens: secrets.PipelineTokens(), Reaper: reaperCommand(), Dev: true})
 		},
 		func(ctx context.Context) error {
-			return workers.RunExecutor(ctx, workers.Options{Client: c, Config: cfg, Logger: log, Logs: local, Name: name, Secrets: secrets.LocalSource(), Reaper: reaperCommand(), Dev: true})
+			return workers.RunExecutor(ctx, workers.Options{Client: c, Config: cfg, Logger: log, Logs: local, Caches: caches, Name: name, Secrets: secrets.LocalSource(), Reaper: reaperCommand(), Dev: true})
 		},
 	)
 }
@@ -324,7 +328,7 @@ func openSecrets(ctx context.Context, cfg *config.Config, log *slog.Logger) (sec
 	return secrets, closeDB, nil
 }
 
-func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Store, secrets *api.SecretStore, log *slog.Logger, auth func(*http.Request) (queue.Identity, error)) *http.Server {
+func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Store, caches *cache.Store, secrets *api.SecretStore, log *slog.Logger, auth func(*http.Request) (queue.Identity, error)) *http.Server {
 	svc := &api.Service{
 		Client: c, Namespace: cfg.TemporalNamespace, Liveness: cfg.LivenessTimeout,
 		Dispatch: workflows.Dispatch{HeartbeatTimeout: cfg.HeartbeatTimeout, MaxAttempts: cfg.MaxAttempts},
@@ -337,7 +341,7 @@ func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Sto
 		svc.Numbers = secrets.EventNumbers()
 	}
 	h := api.NewHandler(api.Deps{
-		Service: svc, Logs: store, Logger: log, Secrets: secrets, Metrics: api.NewMetrics(svc),
+		Service: svc, Logs: store, Caches: caches, Logger: log, Secrets: secrets, Metrics: api.NewMetrics(svc),
 		GitHubSecret: cfg.GitHubSecret, GitLabSecret: cfg.GitLabSecret,
 		Authenticate: auth, TemporalUI: cfg.TemporalUIURL, LoopbackOnly: api.LoopbackAddr(cfg.APIAddr),
 		Ready: func(ctx context.Context) error {
@@ -346,6 +350,29 @@ func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Sto
 		},
 	})
 	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+}
+
+// openLogStore opens the blob store (SLUICE_BLOB_URL) and the log store
+// under DATA_DIR/logs that copies every finished step log there and reads
+// from there the finished logs it lacks (written through another API
+// replica, or pruned locally).
+func openLogStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*logstore.Store, *blobstore.Store, error) {
+	u, err := cfg.BlobURL()
+	if err != nil {
+		return nil, nil, err
+	}
+	blobs, err := blobstore.Open(ctx, u)
+	if err != nil {
+		return nil, nil, fmt.Errorf("SLUICE_BLOB_URL: %w", err)
+	}
+	store, err := logstore.Open(filepath.Join(cfg.DataDir, "logs"))
+	if err != nil {
+		_ = blobs.Close()
+		return nil, nil, fmt.Errorf("open the log store: %w", err)
+	}
+	store.SetArchive(blobs, func(err error) { log.Warn("log_archive_failed", "error", err) })
+	log.Info("blob_store_opened", "store", blobs.String())
+	return store, blobs, nil
 }
 
 // pruneLogs deletes build logs older than SLUICE_LOG_RETENTION, hourly.
@@ -414,9 +441,21 @@ Executors ship step logs to the API (SLUICE_API_URL).`,
 			}
 			apiClient := api.NewClient(cfg.APIURL)
 			apiClient.Token = cfg.Token
+			// Build caches go straight to the blob store: executors are
+			// trusted with it (docs/security.md); an outage makes builds
+			// log "cache unavailable", never fail or stop the start.
+			blobURL, err := cfg.BlobURL()
+			if err != nil {
+				return err
+			}
+			blobs, err := blobstore.Dial(cmd.Context(), blobURL)
+			if err != nil {
+				return fmt.Errorf("SLUICE_BLOB_URL: %w", err)
+			}
+			defer func() { _ = blobs.Close() }()
 			o := workers.Options{
 				Client: c, Config: cfg, Logger: log, Logs: remote, Secrets: apiClient.SecretSource(), PipelineTokens: apiClient.PipelineTokens(),
-				Reaper: reaperCommand(),
+				Caches: cache.New(blobs, int64(cfg.CacheMax)), Reaper: reaperCommand(),
 			}
 			if role == "controller" {
 				return workers.RunController(cmd.Context(), o)
@@ -446,7 +485,11 @@ func (a *app) apiCmd() *cobra.Command {
 webhook endpoints (/webhooks/github, /webhooks/gitlab) and the build log store
 that executors ship logs to. It needs an existing Temporal cluster
 (TEMPORAL_ADDRESS, default ` + defaultTemporal + `). Logs are kept under
-SLUICE_DATA_DIR/logs: give every API replica the same volume.`,
+SLUICE_DATA_DIR/logs while they are written and copied to the blob store
+(SLUICE_BLOB_URL) when each step finishes; replicas read finished logs from
+there. Give every replica the same s3:// bucket, and route each build's log
+appends (POST /api/v1/builds/{id}/logs/...) to one replica, or share
+SLUICE_DATA_DIR/logs between replicas, for live logs to be followed on all.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := a.config()
@@ -469,10 +512,11 @@ SLUICE_DATA_DIR/logs: give every API replica the same volume.`,
 				return err
 			}
 			defer c.Close()
-			store, err := logstore.Open(filepath.Join(cfg.DataDir, "logs"))
+			store, blobs, err := openLogStore(cmd.Context(), cfg, log)
 			if err != nil {
-				return fmt.Errorf("open the log store: %w", err)
+				return err
 			}
+			defer func() { _ = blobs.Close() }()
 			var lc net.ListenConfig
 			ln, err := lc.Listen(cmd.Context(), "tcp", cfg.APIAddr)
 			if err != nil {
@@ -483,7 +527,7 @@ SLUICE_DATA_DIR/logs: give every API replica the same volume.`,
 				return err
 			}
 			defer closeDB()
-			srv := a.apiServer(cfg, c, store, secrets, log, auth)
+			srv := a.apiServer(cfg, c, store, cache.New(blobs, int64(cfg.CacheMax)), secrets, log, auth)
 			log.Info("api_listening", "address", apiBase(cfg.APIAddr))
 			go pruneLogs(cmd.Context(), cfg, store, log)
 			return serve(cmd.Context(), srv, ln)

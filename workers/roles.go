@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sluice-ci/sluice/activities"
+	"github.com/sluice-ci/sluice/cache"
 	"github.com/sluice-ci/sluice/config"
 	"github.com/sluice-ci/sluice/queue"
 	"github.com/sluice-ci/sluice/runner"
@@ -30,6 +31,9 @@ type Options struct {
 	Logs func(key, credential string) runner.LogSink
 	// Secrets gives executors the secrets of the builds they run.
 	Secrets activities.SecretSource
+	// Caches keeps build caches in the blob store (nil: builds with
+	// `cache:` log "cache unavailable").
+	Caches *cache.Store
 	// Metrics, when set, records the executor's builds and slots; it is
 	// served on SLUICE_METRICS_ADDR when that is set.
 	Metrics *Metrics
@@ -58,6 +62,7 @@ func (o Options) activities() *activities.Activities {
 		Claimer:          t,
 		Logs:             o.Logs,
 		Secrets:          o.Secrets,
+		Caches:           o.Caches,
 		WorkDir:          o.Config.Workspaces(),
 		KeepWorkspaces:   o.Config.KeepWorkspaces,
 		ContainerNetwork: o.Config.ContainerNetwork,

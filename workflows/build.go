@@ -181,6 +181,7 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 			PR: in.Trigger.PR, Trigger: string(in.Trigger.Kind), Image: in.Image, Steps: in.Steps, Secrets: in.Secrets,
 			Environment: in.Environment, Timeout: in.Timeout, CPU: in.CPU, RAM: in.RAM, Fork: b.state.Fork,
 			RepoAuth: in.RepoAuth,
+			Cache: in.Cache,
 		}
 		if !b.legacy {
 			runIn.Dispatch = b.dispatchN

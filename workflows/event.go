@@ -471,6 +471,7 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 			CPU: annotationText(spec.Annotations, pipeline.AnnotationCPU), RAM: annotationText(spec.Annotations, pipeline.AnnotationRAM),
 			Dispatch: e.in.Config.Dispatch, RepoAuth: e.repoAuth,
 			Statuses: e.statusesID(),
+			Cache:    spec.Cache,
 			Lane: LaneRequest{
 				Build: ref, Collapse: spec.Settings.CollapseBuilds, BlockedBySameJob: spec.Settings.BlockedBySameJob,
 				BlockedBy: spec.BlockedBy, FreezeWindows: spec.FreezeWindows, Delay: spec.Settings.Delay, Force: e.in.Force,

@@ -395,6 +395,8 @@ type BuildInput struct {
 	// RepoAuth: the event read the repository with the pipeline's own
 	// credentials, which the build's checkout asks for too.
 	RepoAuth bool `json:"repo_auth,omitempty"`
+	// Cache is the job's `cache:` paths per scope (nil: none).
+	Cache *pipeline.JobCache `json:"cache,omitempty"`
 }
 
 // Attempt is one dispatch of a build to an executor.
