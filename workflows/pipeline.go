@@ -258,6 +258,9 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 		// Oldest event first, so the lanes see builds in event order.
 		sort.SliceStable(batches, func(i, j int) bool { return batches[i].Event < batches[j].Event })
 		for _, batch := range batches {
+			if batch.Sync != nil {
+				p.syncs = append(p.syncs, *batch.Sync)
+			}
 			p.st.Lanes.Release(batch.Event)
 			for _, req := range batch.Requests {
 				if p.st.Deleted {
@@ -504,6 +507,7 @@ func (p *pipelineRun) launchEvent(ctx workflow.Context, r StartEventRequest) lau
 		Event: ref, Config: p.cfg, Trigger: r.Trigger, StartFrom: r.StartFrom, StartJobs: r.StartJobs, Rerun: r.Rerun,
 		Notify: r.Notify, Force: r.Force, Parent: r.Parent,
 		ParentSucceeded: r.ParentSucceeded, Creator: r.Creator, Identity: r.Identity,
+		Lean: true, // data, not a command: old runs replay alike
 	})
 	return launchedEvent{res: StartEventResult{Event: ref}, started: child.GetChildWorkflowExecution()}
 }

@@ -274,6 +274,9 @@ type SpecSync struct {
 type EnqueueBatch struct {
 	Event    int           `json:"event"`
 	Requests []LaneRequest `json:"requests,omitempty"`
+	// Sync is the event's spec sync, carried by its first batch (events
+	// at leanVersion) instead of a SignalSpecSynced of its own.
+	Sync *SpecSync `json:"sync,omitempty"`
 }
 
 // BuildStarted tells a pipeline that a build an executor claimed runs.
@@ -304,6 +307,15 @@ type EventInput struct {
 	ParentSucceeded []string        `json:"parent_succeeded,omitempty"`
 	Creator         string          `json:"creator,omitempty"`
 	Identity        *queue.Identity `json:"identity,omitempty"`
+	// Lean versions the event by its input instead of markers: the
+	// features versioned separately before it (lane order, commit
+	// statuses, schedules set by, restarts by hand, pull requests' base
+	// settings) are on; its spec sync rides on its first enqueue signal
+	// instead of a signal of its own; its SHA goes with the next upsert;
+	// and its builds start lean (BuildInput.Lean). Each version marker
+	// costs two history events and a visibility task; events recorded
+	// without Lean replay with the markers they have.
+	Lean bool `json:"lean,omitempty"`
 }
 
 // JobOutcome is one job's part in an event.
@@ -348,6 +360,12 @@ type EventState struct {
 
 // BuildInput starts a BuildWorkflow: everything an executor needs to run it.
 type BuildInput struct {
+	// Lean (set by a lean event, EventInput.Lean): no version markers (lane
+	// order, reports of lost attempts and untrusted queues are on); the
+	// build starts QUEUED with its memo set by its start options, and its
+	// claim upserts the executor and the status together.
+	Lean bool `json:"lean,omitempty"`
+
 	// NoRetryOnLoss (sluice.dev/retryOnLoss: false) ends the build at its
 	// first lost attempt instead of dispatching it again.
 	NoRetryOnLoss bool `json:"no_retry_on_loss,omitempty"`
