@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"go.temporal.io/sdk/mocks"
 
 	"github.com/sluice-ci/sluice/api"
+	"github.com/sluice-ci/sluice/workflows"
 )
 
 // testNow is the fixed clock of every Service built here.
@@ -155,6 +157,38 @@ func onUpdate(t *testing.T, c *mocks.Client, workflowID, name string, result fun
 	})).Return(func(_ context.Context, o client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error) {
 		return updateHandle(t, result, o), nil
 	})
+}
+
+// onAdmit makes c admit event starts to pipeline (SignalAdmitEvents) and
+// answer QueryAdmissions with result's outcome for each.
+func onAdmit(t *testing.T, c *mocks.Client, pipeline string, result func(req workflows.StartEventRequest) (workflows.StartEventResult, error)) {
+	t.Helper()
+	var mu sync.Mutex
+	seen := map[string]workflows.AdmissionSeen{}
+	c.On("SignalWorkflow", mock.Anything, workflows.PipelineWorkflowID(pipeline), "", workflows.SignalAdmitEvents, mock.Anything).Return(
+		func(_ context.Context, _, _, _ string, arg any) error {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, r := range arg.(workflows.AdmitEvents).Requests {
+				res, err := result(r)
+				a := workflows.AdmissionSeen{ID: r.Admission, Event: res.Event.Number, Duplicate: res.Duplicate}
+				if err != nil {
+					a = workflows.AdmissionSeen{ID: r.Admission, Error: err.Error()}
+				}
+				seen[r.Admission] = a
+			}
+			return nil
+		})
+	c.On("QueryWorkflow", mock.Anything, workflows.PipelineWorkflowID(pipeline), "", workflows.QueryAdmissions, mock.Anything).Return(
+		func(_ context.Context, _, _, _ string, args ...any) (converter.EncodedValue, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			var out []workflows.AdmissionSeen
+			for _, id := range args[0].([]string) {
+				out = append(out, seen[id])
+			}
+			return encode(t, out), nil
+		})
 }
 
 // ownedBy is a pipeline lookup for handlers without Temporal: every

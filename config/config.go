@@ -115,6 +115,9 @@ type Config struct {
 	// HeartbeatTimeout is how long a running build may go without a heartbeat
 	// before it is dispatched again to another executor.
 	HeartbeatTimeout time.Duration `env:"SLUICE_BUILD_HEARTBEAT_TIMEOUT" envDefault:"20s" desc:"a running build whose executor is silent this long is dispatched again"`
+	// AdmitWait bounds how long the API waits for a pipeline to number an
+	// event it admitted (docs/performance.md, Admission).
+	AdmitWait time.Duration `env:"SLUICE_ADMIT_WAIT" envDefault:"2s" desc:"an event start (API or webhook) is admitted at once and durably; the API then waits at most this long for the pipeline to number it, and answers 202 with the admission ID (the event still starts) when it did not"`
 	// MaxAttempts bounds dispatches of one build after executor loss.
 	MaxAttempts int `env:"SLUICE_BUILD_MAX_ATTEMPTS" envDefault:"3" desc:"dispatch attempts per build before it fails for executor loss"`
 	// ScheduleCatchup bounds how late a periodic build may still start.
@@ -318,6 +321,7 @@ func (c *Config) validate(skip map[string]bool) error {
 		"SLUICE_BUILD_HEARTBEAT_TIMEOUT": c.HeartbeatTimeout,
 		"SLUICE_EXECUTOR_LIVENESS":       c.LivenessTimeout,
 		"SLUICE_MEMBER_HEARTBEAT":        c.MemberHeartbeat,
+		"SLUICE_ADMIT_WAIT":              c.AdmitWait,
 	}
 	for name, d := range positive {
 		if d <= 0 {

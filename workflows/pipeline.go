@@ -191,6 +191,15 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 		return fmt.Errorf("register delete update: %w", err)
 	}
 
+	if err := workflow.SetQueryHandler(ctx, QueryAdmissions, p.admissions); err != nil {
+		return fmt.Errorf("register admissions query: %w", err)
+	}
+	// Admissions are numbered as they arrive, whatever the main loop waits
+	// for (a coroutine issues no command until a signal comes: runs
+	// recorded before it replay alike).
+	admitCh := workflow.GetSignalChannel(ctx, SignalAdmitEvents)
+	workflow.Go(ctx, func(ctx workflow.Context) { p.admitLoop(ctx, admitCh) })
+
 	enqueueCh := workflow.GetSignalChannel(ctx, SignalEnqueue)
 	doneCh := workflow.GetSignalChannel(ctx, SignalBuildDone)
 	syncCh := workflow.GetSignalChannel(ctx, SignalSpecSynced)
@@ -348,7 +357,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 			if !drained && workflow.GetVersion(ctx, changeDrainBeforeCAN, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 				drained = true
 			}
-			if enqueueCh.Len() == 0 && doneCh.Len() == 0 && syncCh.Len() == 0 && startCh.Len() == 0 && startedCh.Len() == 0 &&
+			if enqueueCh.Len() == 0 && doneCh.Len() == 0 && syncCh.Len() == 0 && startCh.Len() == 0 && startedCh.Len() == 0 && admitCh.Len() == 0 &&
 				len(p.startQueue) == 0 && len(p.syncs) == 0 && p.launching == 0 && drained {
 				st := p.st
 				return workflow.NewContinueAsNewError(ctx, PipelineWorkflow, PipelineInput{Config: p.cfg, State: &st})

@@ -164,6 +164,9 @@ type PipelineState struct {
 	NextEvent  int            `json:"next_event"`
 	Lanes      Lanes          `json:"lanes"`
 	Deliveries []DeliverySeen `json:"deliveries,omitempty"`
+	// Admissions are the last starts admitted by SignalAdmitEvents, with
+	// their outcomes (QueryAdmissions).
+	Admissions []AdmissionSeen `json:"admissions,omitempty"`
 	// Subscriptions are the remote jobs this pipeline's spec requires.
 	Subscriptions []string `json:"subscriptions,omitempty"`
 	// Periodic maps periodic jobs to their expanded cron.
@@ -245,6 +248,9 @@ type StartEventRequest struct {
 	// nil means the pipeline's owner (webhooks, schedules, remote triggers)
 	// or, without one, the system.
 	Identity *queue.Identity `json:"identity,omitempty"`
+	// Admission identifies a start admitted by SignalAdmitEvents: the
+	// pipeline answers QueryAdmissions for it and starts it once.
+	Admission string `json:"admission,omitempty"`
 }
 
 // StartEventResult is UpdateStartEvent's answer.
