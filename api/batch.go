@@ -4,11 +4,15 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"strings"
 	"sync"
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
+	"github.com/sluice-ci/sluice/workers"
 	"github.com/sluice-ci/sluice/workflows"
 )
 
@@ -21,15 +25,16 @@ const eventBatchTimeout = 2 * time.Minute
 const DefaultAdmitWait = 2 * time.Second
 
 // eventBatcher admits event starts per pipeline (docs/performance.md,
-// "Admission"). A start is admitted by SignalAdmitEvents, which Temporal
-// acknowledges once it is in the pipeline's history — durably, and without
-// waiting for the pipeline workflow, whatever it is doing. The starts that
-// arrive while a signal to the same pipeline is in flight go together in
-// the next one. Then each caller waits, at most admitWait from its arrival,
-// for the pipeline to answer QueryAdmissions with its event's number (a
-// query is answered after the workflow task that handled the signal); past
-// that it answers pending, with the admission ID, and the event still
-// starts.
+// "Admission"). Starts that arrive while one to the same pipeline is in
+// flight queue and go together. A batch is first sent as one
+// UpdateStartEvents, answered once the pipeline numbered the events, but
+// only until the earliest caller's admit wait (admitWait from its arrival)
+// runs out: then the batch is admitted by SignalAdmitEvents, which Temporal
+// acknowledges once it is in the pipeline's history — durably, whatever the
+// pipeline workflow is doing — and the callers get pending with their
+// admission IDs. Each start carries its admission ID in both, so the
+// pipeline starts it once whichever it handles first (an update that timed
+// out for the client may still be applied).
 type eventBatcher struct {
 	mu    sync.Mutex
 	lanes map[string]*startLane
@@ -129,11 +134,77 @@ func (b *eventBatcher) drain(ctx context.Context, c client.Client, pipeline stri
 		calls := lane.waiting[:n:n]
 		lane.waiting = lane.waiting[n:]
 		b.mu.Unlock()
+		if numberStarts(ctx, c, pipeline, calls) {
+			continue // answered by the pipeline within the wait
+		}
 		if !admitStarts(ctx, c, pipeline, calls) {
 			continue // every call has its answer (an error)
 		}
-		go awaitNumbers(ctx, c, pipeline, calls)
+		for _, call := range calls {
+			call.pending = true
+			close(call.done)
+		}
 	}
+}
+
+// numberStarts asks the pipeline to number calls by one UpdateStartEvents,
+// until the earliest caller's deadline. It reports whether every call got
+// its answer (numbers or refusals): false when the update did not complete
+// in time or could not be sent, and the calls are to be admitted by signal
+// (the same admission IDs: the pipeline starts each once, whichever of the
+// update and the signal it handles first).
+func numberStarts(ctx context.Context, c client.Client, pipeline string, calls []*startCall) bool {
+	deadline := calls[0].deadline
+	req := workflows.StartEventsRequest{Requests: make([]workflows.StartEventRequest, len(calls))}
+	for i, call := range calls {
+		req.Requests[i] = call.req
+		if call.deadline.Before(deadline) {
+			deadline = call.deadline
+		}
+	}
+	if !time.Now().Before(deadline) {
+		return false // queued past its wait behind a slow update: admit at once
+	}
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	var res workflows.StartEventsResult
+	h, err := c.UpdateWorkflow(dctx, client.UpdateWorkflowOptions{
+		WorkflowID: workflows.PipelineWorkflowID(pipeline), UpdateName: workflows.UpdateStartEvents,
+		Args: []any{req}, WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err == nil {
+		err = h.Get(dctx, &res)
+	}
+	var rejected *temporal.ApplicationError
+	switch {
+	case err != nil && strings.Contains(err.Error(), "unknown update "+workflows.UpdateStartEvents):
+		// A controller from before start-events (and admit-events): one
+		// update each, as then; unbounded, as then.
+		ctx, cancel := context.WithTimeout(ctx, eventBatchTimeout)
+		defer cancel()
+		for _, call := range calls {
+			call.res, call.err = workers.StartEvent(ctx, c, pipeline, call.req)
+			close(call.done)
+		}
+		return true
+	case err == nil && len(res.Outcomes) == len(calls):
+		for i, call := range calls {
+			call.res = res.Outcomes[i].Result
+			if msg := res.Outcomes[i].Error; msg != "" {
+				call.err = startRefused(msg)
+			}
+			close(call.done)
+		}
+		return true
+	case err != nil && errors.As(err, &rejected):
+		// Refused as a whole (a deleted pipeline): the signal would be too.
+		for _, call := range calls {
+			call.err = err
+			close(call.done)
+		}
+		return true
+	}
+	return false
 }
 
 // admitStarts signals calls to the pipeline; on failure every call gets the
@@ -154,46 +225,4 @@ func admitStarts(ctx context.Context, c client.Client, pipeline string, calls []
 		close(call.done)
 	}
 	return false
-}
-
-// awaitNumbers asks the pipeline for the calls' outcomes until each is
-// known or past its deadline; those past it are pending.
-func awaitNumbers(ctx context.Context, c client.Client, pipeline string, calls []*startCall) {
-	for len(calls) > 0 {
-		deadline := calls[0].deadline
-		ids := make([]string, len(calls))
-		for i, call := range calls {
-			ids[i] = call.req.Admission
-			if call.deadline.Before(deadline) {
-				deadline = call.deadline
-			}
-		}
-		qctx, cancel := context.WithDeadline(ctx, deadline)
-		var seen []workflows.AdmissionSeen
-		v, err := c.QueryWorkflow(qctx, workflows.PipelineWorkflowID(pipeline), "", workflows.QueryAdmissions, ids)
-		if err == nil {
-			err = v.Get(&seen)
-		}
-		cancel()
-		now := time.Now()
-		left := calls[:0:0]
-		for i, call := range calls {
-			switch {
-			case err == nil && i < len(seen) && seen[i].Error != "":
-				call.err = startRefused(seen[i].Error)
-			case err == nil && i < len(seen) && seen[i].Event > 0:
-				call.res = workflows.StartEventResult{Event: workflows.EventRef{Pipeline: pipeline, Number: seen[i].Event}, Duplicate: seen[i].Duplicate}
-			case !now.Before(call.deadline):
-				call.pending = true
-			default:
-				left = append(left, call)
-				continue
-			}
-			close(call.done)
-		}
-		calls = left
-		if len(calls) > 0 {
-			time.Sleep(20 * time.Millisecond) // the pipeline's worker is away: ask again
-		}
-	}
 }

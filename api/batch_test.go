@@ -27,69 +27,106 @@ type started struct {
 	err     error
 }
 
-// fakePipeline numbers admitted starts as the pipeline workflow does, and
-// answers QueryAdmissions once release is closed (a busy pipeline).
+// fakePipeline numbers starts as the pipeline workflow does, by update
+// (UpdateStartEvents) or admission signal, once per admission ID. The
+// first update waits for hold; with busy set, updates never answer (their
+// caller's wait runs out).
 type fakePipeline struct {
 	mu       sync.Mutex
+	updates  [][]workflows.StartEventRequest
 	signals  [][]workflows.StartEventRequest
 	seen     map[string]workflows.AdmissionSeen
 	next     int
-	inFlight chan struct{} // closed at the first signal
-	hold     chan struct{} // the first signal waits for it
-	release  chan struct{} // queries wait for it
+	inFlight chan struct{} // closed at the first update
+	hold     chan struct{} // the first update waits for it
+	busy     bool
 	sigErr   error
+	updErr   error
 }
 
 func newFakePipeline() *fakePipeline {
-	return &fakePipeline{seen: map[string]workflows.AdmissionSeen{}, next: 1, inFlight: make(chan struct{}), hold: make(chan struct{}), release: make(chan struct{})}
+	return &fakePipeline{seen: map[string]workflows.AdmissionSeen{}, next: 1, inFlight: make(chan struct{}), hold: make(chan struct{})}
+}
+
+// number handles one request, once per admission (f.mu held).
+func (f *fakePipeline) number(r workflows.StartEventRequest) workflows.AdmissionSeen {
+	if a, ok := f.seen[r.Admission]; ok {
+		return a
+	}
+	a := workflows.AdmissionSeen{ID: r.Admission, Event: f.next}
+	if r.Trigger.SHA == "bad" {
+		a = workflows.AdmissionSeen{ID: r.Admission, Error: "parent event 9 does not exist in pipeline app (last event is 0)"}
+	} else {
+		f.next++
+	}
+	f.seen[r.Admission] = a
+	return a
 }
 
 func (f *fakePipeline) client(t *testing.T) *mocks.Client {
 	c := mocks.NewClient(t)
-	c.On("SignalWorkflow", mock.Anything, workflows.PipelineWorkflowID("app"), "", workflows.SignalAdmitEvents, mock.Anything).Return(
-		func(_ context.Context, _, _, _ string, arg any) error {
+	c.On("UpdateWorkflow", mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, o client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+			require.Equal(t, workflows.UpdateStartEvents, o.UpdateName)
 			f.mu.Lock()
-			first := len(f.signals) == 0
+			first := len(f.updates) == 0
+			reqs := o.Args[0].(workflows.StartEventsRequest).Requests
+			f.updates = append(f.updates, reqs)
 			f.mu.Unlock()
 			if first {
 				close(f.inFlight)
 				<-f.hold
 			}
+			if f.busy {
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
+			if f.updErr != nil {
+				return nil, f.updErr
+			}
 			f.mu.Lock()
 			defer f.mu.Unlock()
-			if f.sigErr != nil && !first {
+			var out workflows.StartEventsResult
+			for _, r := range reqs {
+				a := f.number(r)
+				out.Outcomes = append(out.Outcomes, workflows.StartEventOutcome{
+					Result: workflows.StartEventResult{Event: workflows.EventRef{Pipeline: "app", Number: a.Event}}, Error: a.Error,
+				})
+			}
+			return answer(t, out, nil), nil
+		}).Maybe()
+	c.On("SignalWorkflow", mock.Anything, workflows.PipelineWorkflowID("app"), "", workflows.SignalAdmitEvents, mock.Anything).Return(
+		func(_ context.Context, _, _, _ string, arg any) error {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.sigErr != nil {
 				return f.sigErr
 			}
 			reqs := arg.(workflows.AdmitEvents).Requests
 			f.signals = append(f.signals, reqs)
 			for _, r := range reqs {
-				if r.Trigger.SHA == "bad" {
-					f.seen[r.Admission] = workflows.AdmissionSeen{ID: r.Admission, Error: "parent event 9 does not exist in pipeline app (last event is 0)"}
-					continue
-				}
-				f.seen[r.Admission] = workflows.AdmissionSeen{ID: r.Admission, Event: f.next}
-				f.next++
+				f.number(r)
 			}
 			return nil
 		}).Maybe()
-	c.On("QueryWorkflow", mock.Anything, workflows.PipelineWorkflowID("app"), "", workflows.QueryAdmissions, mock.Anything).Return(
-		func(ctx context.Context, _, _, _ string, args ...any) (converter.EncodedValue, error) {
-			select {
-			case <-f.release:
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-			f.mu.Lock()
-			defer f.mu.Unlock()
-			ids := args[0].([]string)
-			out := make([]workflows.AdmissionSeen, len(ids))
-			for i, id := range ids {
-				out[i] = f.seen[id]
-				out[i].ID = id
-			}
-			return encodedValue{out}, nil
-		}).Maybe()
 	return c
+}
+
+// answer is an update handle whose Get decodes v (like the SDK) or fails.
+func answer(t *testing.T, v any, err error) *mocks.WorkflowUpdateHandle {
+	t.Helper()
+	h := mocks.NewWorkflowUpdateHandle(t)
+	h.On("Get", mock.Anything, mock.Anything).Return(func(_ context.Context, ptr any) error {
+		if err != nil {
+			return err
+		}
+		p, perr := converter.GetDefaultDataConverter().ToPayloads(v)
+		if perr != nil {
+			return perr
+		}
+		return converter.GetDefaultDataConverter().FromPayloads(p, ptr)
+	}).Once()
+	return h
 }
 
 // burst starts first, waits until its signal is in flight, queues rest
@@ -123,13 +160,13 @@ func burst(t *testing.T, b *eventBatcher, c client.Client, f *fakePipeline, firs
 	return out
 }
 
-func TestEventStartsQueuedBehindASignalGoTogether(t *testing.T) {
+func TestEventStartsQueuedBehindAnUpdateGoTogether(t *testing.T) {
 	t.Parallel()
 	f := newFakePipeline()
-	close(f.release)
 	got := burst(t, &eventBatcher{}, f.client(t), f, "aaa", "bbb", "ccc", "bad")
-	require.Len(t, f.signals, 2, "the starts queued behind the first signal went in one")
-	require.Len(t, f.signals[1], 3)
+	require.Len(t, f.updates, 2, "the starts queued behind the first update went in one")
+	require.Len(t, f.updates[1], 3)
+	require.Empty(t, f.signals, "answered in time: nothing admitted by signal")
 	numbers := map[int]bool{}
 	for _, sha := range []string{"aaa", "bbb", "ccc"} {
 		require.NoError(t, got[sha].err)
@@ -137,12 +174,12 @@ func TestEventStartsQueuedBehindASignalGoTogether(t *testing.T) {
 		numbers[got[sha].res.Event.Number] = true
 	}
 	require.Equal(t, map[int]bool{1: true, 2: true, 3: true}, numbers)
-	// A refusal reaches its caller as the update's did.
+	// A refusal reaches its caller as before.
 	require.ErrorContains(t, updateError(got["bad"].err, "pipeline app"), "parent event 9 does not exist")
 	require.ErrorIs(t, updateError(got["bad"].err, "pipeline app"), ErrInvalid)
-	// Every admission has an ID of its own.
+	// Every start has an admission ID of its own.
 	ids := map[string]bool{}
-	for _, batch := range f.signals {
+	for _, batch := range f.updates {
 		for _, r := range batch {
 			require.NotEmpty(t, r.Admission)
 			ids[r.Admission] = true
@@ -153,28 +190,31 @@ func TestEventStartsQueuedBehindASignalGoTogether(t *testing.T) {
 
 // TestEventStartAnswersPendingWhenThePipelineIsBusy: a pipeline that does
 // not answer (busy, or its controller down) holds no caller past the admit
-// wait: the start is admitted, and the answer is pending.
+// wait: the start is admitted by signal, with the update's admission ID
+// (the pipeline starts it once), and the answer is pending.
 func TestEventStartAnswersPendingWhenThePipelineIsBusy(t *testing.T) {
 	t.Parallel()
 	f := newFakePipeline()
+	f.busy = true
 	close(f.hold)
 	b := &eventBatcher{admitWait: 50 * time.Millisecond}
 	res, pending, err := b.admit(context.Background(), f.client(t), "app", commitAt("aaa"))
 	require.NoError(t, err)
 	require.Zero(t, res)
 	require.Len(t, f.signals, 1, "admitted before answering")
+	require.Equal(t, f.updates[0][0].Admission, f.signals[0][0].Admission)
 	require.Equal(t, f.signals[0][0].Admission, pending)
 }
 
 func TestEventStartsSignalFailureReachesEveryCaller(t *testing.T) {
 	t.Parallel()
 	f := newFakePipeline()
+	f.updErr = errors.New("resource exhausted")
 	f.sigErr = errors.New("frontend unavailable")
-	close(f.release)
-	got := burst(t, &eventBatcher{}, f.client(t), f, "aaa", "bbb", "ccc")
-	require.NoError(t, got["aaa"].err)
-	require.ErrorContains(t, got["bbb"].err, "frontend unavailable")
-	require.ErrorContains(t, got["ccc"].err, "frontend unavailable")
+	close(f.hold)
+	b := &eventBatcher{}
+	_, _, err := b.admit(context.Background(), f.client(t), "app", commitAt("aaa"))
+	require.ErrorContains(t, err, "frontend unavailable")
 }
 
 func TestEventStartCallerMayGiveUp(t *testing.T) {
@@ -191,9 +231,8 @@ func TestEventStartCallerMayGiveUp(t *testing.T) {
 	<-f.inFlight
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
-	// The signal it sent still goes; the lane empties.
+	// The update it sent still completes; the lane empties.
 	close(f.hold)
-	close(f.release)
 	require.Eventually(t, func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()

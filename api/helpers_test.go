@@ -3,12 +3,12 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -159,36 +159,25 @@ func onUpdate(t *testing.T, c *mocks.Client, workflowID, name string, result fun
 	})
 }
 
-// onAdmit makes c admit event starts to pipeline (SignalAdmitEvents) and
-// answer QueryAdmissions with result's outcome for each.
+// onAdmit makes c number event starts to pipeline (UpdateStartEvents)
+// with result's outcome for each.
 func onAdmit(t *testing.T, c *mocks.Client, pipeline string, result func(req workflows.StartEventRequest) (workflows.StartEventResult, error)) {
 	t.Helper()
-	var mu sync.Mutex
-	seen := map[string]workflows.AdmissionSeen{}
-	c.On("SignalWorkflow", mock.Anything, workflows.PipelineWorkflowID(pipeline), "", workflows.SignalAdmitEvents, mock.Anything).Return(
-		func(_ context.Context, _, _, _ string, arg any) error {
-			mu.Lock()
-			defer mu.Unlock()
-			for _, r := range arg.(workflows.AdmitEvents).Requests {
-				res, err := result(r)
-				a := workflows.AdmissionSeen{ID: r.Admission, Event: res.Event.Number, Duplicate: res.Duplicate}
-				if err != nil {
-					a = workflows.AdmissionSeen{ID: r.Admission, Error: err.Error()}
-				}
-				seen[r.Admission] = a
+	onUpdate(t, c, workflows.PipelineWorkflowID(pipeline), workflows.UpdateStartEvents, func(o client.UpdateWorkflowOptions) (any, error) {
+		var out workflows.StartEventsResult
+		for _, r := range o.Args[0].(workflows.StartEventsRequest).Requests {
+			if r.Admission == "" {
+				return nil, errors.New("a start without an admission ID")
 			}
-			return nil
-		})
-	c.On("QueryWorkflow", mock.Anything, workflows.PipelineWorkflowID(pipeline), "", workflows.QueryAdmissions, mock.Anything).Return(
-		func(_ context.Context, _, _, _ string, args ...any) (converter.EncodedValue, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			var out []workflows.AdmissionSeen
-			for _, id := range args[0].([]string) {
-				out = append(out, seen[id])
+			res, err := result(r)
+			o := workflows.StartEventOutcome{Result: res}
+			if err != nil {
+				o = workflows.StartEventOutcome{Error: err.Error()}
 			}
-			return encode(t, out), nil
-		})
+			out.Outcomes = append(out.Outcomes, o)
+		}
+		return out, nil
+	})
 }
 
 // ownedBy is a pipeline lookup for handlers without Temporal: every

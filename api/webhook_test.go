@@ -238,6 +238,8 @@ func TestWebhookFailuresAre502(t *testing.T) {
 		t.Parallel()
 		tc := newMockClient(t)
 		pipelinesOf(t, tc, map[string]string{"app": "https://github.com/acme/app.git"})
+		// Neither the update nor the admission signal gets through.
+		tc.On("UpdateWorkflow", mock.Anything, mock.Anything).Return(nil, errors.New("frontend unavailable")).Once()
 		tc.On("SignalWorkflow", mock.Anything, workflows.PipelineWorkflowID("app"), "", workflows.SignalAdmitEvents, mock.Anything).Return(errors.New("pipeline busy")).Once()
 		h := newHandler(t, api.Deps{Service: newService(t, tc)})
 		res := decodeBody[api.WebhookResult](t, call(t, h, http.MethodPost, "/webhooks/github", pushBody, githubHeaders("push", "")), http.StatusBadGateway)

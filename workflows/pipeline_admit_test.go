@@ -47,3 +47,32 @@ func TestPipelineAdmitsEvents(t *testing.T) {
 	}
 	require.Equal(t, []string{"event/app/1", "event/app/2", "event/app/3", "event/app/4"}, ids)
 }
+
+// TestPipelineUpdateAndSignalOfOneAdmission: the API sends a start by
+// update and, when the update is slow, the same start (same admission ID)
+// by signal; whichever the pipeline handles first starts it, the other
+// answers with the same event.
+func TestPipelineUpdateAndSignalOfOneAdmission(t *testing.T) {
+	t.Parallel()
+	h := newPipelineHarness(t)
+	push := func(admission string) StartEventRequest {
+		return StartEventRequest{Trigger: Trigger{Kind: TriggerCommit, Branch: "main"}, Admission: admission}
+	}
+	// a-1: signal first, then the update; a-2: update first, then the signal.
+	h.signal(time.Minute, SignalAdmitEvents, AdmitEvents{Requests: []StartEventRequest{push("a-1")}})
+	first := updateAt(h.env, 2*time.Minute, UpdateStartEvents, StartEventsRequest{Requests: []StartEventRequest{push("a-1"), push("a-2")}})
+	h.signal(3*time.Minute, SignalAdmitEvents, AdmitEvents{Requests: []StartEventRequest{push("a-2")}})
+	at(h.env, 4*time.Minute, func() {
+		got := query[[]AdmissionSeen](t, h.env, QueryAdmissions, []string{"a-1", "a-2"})
+		require.Equal(t, []AdmissionSeen{{ID: "a-1", Event: 1}, {ID: "a-2", Event: 2}}, got)
+	})
+	h.deleteAt(10 * time.Minute)
+	h.run(PipelineInput{Config: appConfig})
+
+	ev := func(n int) EventRef { return EventRef{Pipeline: "app", Number: n} }
+	require.Equal(t, StartEventsResult{Outcomes: []StartEventOutcome{
+		{Result: StartEventResult{Event: ev(1)}},
+		{Result: StartEventResult{Event: ev(2)}},
+	}}, startEventsResult(t, first))
+	require.Len(t, h.events, 2, "each admission started once")
+}
