@@ -11,8 +11,9 @@ import (
 // admitted events in the order their signals arrived, as it would updates;
 // each carries an admission ID (StartEventRequest.Admission) that
 // QueryAdmissions answers with the event's number (or why it was refused),
-// and that deduplicates a signal sent twice. The API sends it and waits a
-// bounded time for the numbers (api: admitWait).
+// and that deduplicates a signal sent twice, or a start that came by
+// UpdateStartEvents too. The API sends it when its UpdateStartEvents was not
+// answered within its admit wait (api/batch.go), and answers pending.
 const SignalAdmitEvents = "admit-events"
 
 // QueryAdmissions answers, for admission IDs, what the pipeline made of them.
