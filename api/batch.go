@@ -2,12 +2,15 @@ package api
 
 import (
 	"context"
-	"fmt"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"strings"
 	"sync"
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/sluice-ci/sluice/workers"
 	"github.com/sluice-ci/sluice/workflows"
@@ -16,30 +19,44 @@ import (
 // eventBatchTimeout bounds one update that starts events.
 const eventBatchTimeout = 2 * time.Minute
 
-// eventBatcher coalesces event starts per pipeline. A start for a pipeline
-// with nothing in flight goes out at once, as a plain UpdateStartEvent, and
-// waits for nothing. Starts that arrive while an update to the same pipeline
-// is in flight queue up and then go together in one UpdateStartEvents, which
-// is answered once the events are numbered. Without it, a burst of webhooks
-// sends one update each: Temporal refuses all but 10 in flight per workflow,
-// the refused clients back off for up to 6 s at a time, and starts fail
-// after a minute (docs/performance.md, collapse_storm).
+// DefaultAdmitWait is how long an event start waits for the pipeline to
+// number an admitted event before it answers without the number (202,
+// "pending"): well under a webhook sender's timeout (GitHub: 10 s).
+const DefaultAdmitWait = 2 * time.Second
+
+// eventBatcher admits event starts per pipeline (docs/performance.md,
+// "Admission"). Starts that arrive while one to the same pipeline is in
+// flight queue and go together. A batch is first sent as one
+// UpdateStartEvents, answered once the pipeline numbered the events, but
+// only until the earliest caller's admit wait (admitWait from its arrival)
+// runs out: then the batch is admitted by SignalAdmitEvents, which Temporal
+// acknowledges once it is in the pipeline's history — durably, whatever the
+// pipeline workflow is doing — and the callers get pending with their
+// admission IDs. Each start carries its admission ID in both, so the
+// pipeline starts it once whichever it handles first (an update that timed
+// out for the client may still be applied).
 type eventBatcher struct {
 	mu    sync.Mutex
 	lanes map[string]*startLane
+	// admitWait bounds the wait for the number (0: DefaultAdmitWait).
+	admitWait time.Duration
 }
 
-// startLane holds one pipeline's starts queued behind the update in flight.
+// startLane holds one pipeline's starts queued behind the signal in flight.
 type startLane struct {
 	waiting []*startCall
 }
 
 // startCall is one caller's event start.
 type startCall struct {
-	req  workflows.StartEventRequest
-	res  workflows.StartEventResult
-	err  error
-	done chan struct{}
+	req workflows.StartEventRequest
+	res workflows.StartEventResult
+	// pending: admitted, not numbered within admitWait (req.Admission).
+	pending bool
+	err     error
+	done    chan struct{}
+	// deadline is when the caller stops waiting for the number.
+	deadline time.Time
 }
 
 // startRefused is one request's refusal inside an UpdateStartEvents answer.
@@ -49,9 +66,33 @@ type startRefused string
 func (m startRefused) Error() string   { return string(m) }
 func (m startRefused) Message() string { return string(m) }
 
-// start starts one event of pipeline through its lane.
-func (b *eventBatcher) start(ctx context.Context, c client.Client, pipeline string, req workflows.StartEventRequest) (workflows.StartEventResult, error) {
-	call := &startCall{req: req, done: make(chan struct{})}
+// setWait sets admitWait (0: DefaultAdmitWait).
+func (b *eventBatcher) setWait(d time.Duration) {
+	b.mu.Lock()
+	b.admitWait = d
+	b.mu.Unlock()
+}
+
+// admissionID is a fresh admission ID.
+func admissionID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "adm-" + hex.EncodeToString(b[:])
+}
+
+// admit admits one start and waits, within admitWait, for its number; it
+// returns the admission ID when the number did not come in time.
+func (b *eventBatcher) admit(ctx context.Context, c client.Client, pipeline string, req workflows.StartEventRequest) (workflows.StartEventResult, string, error) {
+	b.mu.Lock()
+	wait := b.admitWait
+	b.mu.Unlock()
+	if wait <= 0 {
+		wait = DefaultAdmitWait
+	}
+	if req.Admission == "" {
+		req.Admission = admissionID()
+	}
+	call := &startCall{req: req, done: make(chan struct{}), deadline: time.Now().Add(wait)}
 	b.mu.Lock()
 	if b.lanes == nil {
 		b.lanes = map[string]*startLane{}
@@ -70,14 +111,17 @@ func (b *eventBatcher) start(ctx context.Context, c client.Client, pipeline stri
 	}
 	select {
 	case <-call.done:
-		return call.res, call.err
+		if call.pending {
+			return workflows.StartEventResult{}, req.Admission, nil
+		}
+		return call.res, "", call.err
 	case <-ctx.Done():
-		return workflows.StartEventResult{}, ctx.Err()
+		return workflows.StartEventResult{}, "", ctx.Err()
 	}
 }
 
-// drain sends the lane's queued starts, at most MaxStartEvents per update,
-// until none is left.
+// drain signals the lane's queued starts, at most MaxStartEvents per signal,
+// until none is left; each batch then waits for its numbers on its own.
 func (b *eventBatcher) drain(ctx context.Context, c client.Client, pipeline string, lane *startLane) {
 	for {
 		b.mu.Lock()
@@ -90,52 +134,95 @@ func (b *eventBatcher) drain(ctx context.Context, c client.Client, pipeline stri
 		calls := lane.waiting[:n:n]
 		lane.waiting = lane.waiting[n:]
 		b.mu.Unlock()
-		sendStarts(ctx, c, pipeline, calls)
+		if numberStarts(ctx, c, pipeline, calls) {
+			continue // answered by the pipeline within the wait
+		}
+		if !admitStarts(ctx, c, pipeline, calls) {
+			continue // every call has its answer (an error)
+		}
 		for _, call := range calls {
+			call.pending = true
 			close(call.done)
 		}
 	}
 }
 
-// sendStarts sends one update for calls: UpdateStartEvent for a single call,
-// UpdateStartEvents for several — or, to a controller that predates it, one
-// UpdateStartEvent after another.
-func sendStarts(ctx context.Context, c client.Client, pipeline string, calls []*startCall) {
+// numberStarts asks the pipeline to number calls by one UpdateStartEvents,
+// until the earliest caller's deadline. It reports whether every call got
+// its answer (numbers or refusals): false when the update did not complete
+// in time or could not be sent, and the calls are to be admitted by signal
+// (the same admission IDs: the pipeline starts each once, whichever of the
+// update and the signal it handles first).
+func numberStarts(ctx context.Context, c client.Client, pipeline string, calls []*startCall) bool {
+	deadline := calls[0].deadline
+	req := workflows.StartEventsRequest{Requests: make([]workflows.StartEventRequest, len(calls))}
+	for i, call := range calls {
+		req.Requests[i] = call.req
+		if call.deadline.Before(deadline) {
+			deadline = call.deadline
+		}
+	}
+	if !time.Now().Before(deadline) {
+		return false // queued past its wait behind a slow update: admit at once
+	}
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	var res workflows.StartEventsResult
+	h, err := c.UpdateWorkflow(dctx, client.UpdateWorkflowOptions{
+		WorkflowID: workflows.PipelineWorkflowID(pipeline), UpdateName: workflows.UpdateStartEvents,
+		Args: []any{req}, WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err == nil {
+		err = h.Get(dctx, &res)
+	}
+	var rejected *temporal.ApplicationError
+	switch {
+	case err != nil && strings.Contains(err.Error(), "unknown update "+workflows.UpdateStartEvents):
+		// A controller from before start-events (and admit-events): one
+		// update each, as then; unbounded, as then.
+		ctx, cancel := context.WithTimeout(ctx, eventBatchTimeout)
+		defer cancel()
+		for _, call := range calls {
+			call.res, call.err = workers.StartEvent(ctx, c, pipeline, call.req)
+			close(call.done)
+		}
+		return true
+	case err == nil && len(res.Outcomes) == len(calls):
+		for i, call := range calls {
+			call.res = res.Outcomes[i].Result
+			if msg := res.Outcomes[i].Error; msg != "" {
+				call.err = startRefused(msg)
+			}
+			close(call.done)
+		}
+		return true
+	case err != nil && errors.As(err, &rejected):
+		// Refused as a whole (a deleted pipeline): the signal would be too.
+		for _, call := range calls {
+			call.err = err
+			close(call.done)
+		}
+		return true
+	}
+	return false
+}
+
+// admitStarts signals calls to the pipeline; on failure every call gets the
+// error and is done (false).
+func admitStarts(ctx context.Context, c client.Client, pipeline string, calls []*startCall) bool {
 	ctx, cancel := context.WithTimeout(ctx, eventBatchTimeout)
 	defer cancel()
-	if len(calls) > 1 {
-		req := workflows.StartEventsRequest{Requests: make([]workflows.StartEventRequest, len(calls))}
-		for i, call := range calls {
-			req.Requests[i] = call.req
-		}
-		var res workflows.StartEventsResult
-		h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-			WorkflowID: workflows.PipelineWorkflowID(pipeline), UpdateName: workflows.UpdateStartEvents,
-			Args: []any{req}, WaitForStage: client.WorkflowUpdateStageCompleted,
-		})
-		if err == nil {
-			err = h.Get(ctx, &res)
-		}
-		if err == nil && len(res.Outcomes) != len(calls) {
-			err = fmt.Errorf("pipeline %s answered %d outcomes for %d event starts", pipeline, len(res.Outcomes), len(calls))
-		}
-		switch {
-		case err == nil:
-			for i, call := range calls {
-				call.res = res.Outcomes[i].Result
-				if msg := res.Outcomes[i].Error; msg != "" {
-					call.err = startRefused(msg)
-				}
-			}
-			return
-		case !strings.Contains(err.Error(), "unknown update "+workflows.UpdateStartEvents):
-			for _, call := range calls {
-				call.err = err
-			}
-			return
-		}
+	batch := workflows.AdmitEvents{Requests: make([]workflows.StartEventRequest, len(calls))}
+	for i, call := range calls {
+		batch.Requests[i] = call.req
+	}
+	err := c.SignalWorkflow(ctx, workflows.PipelineWorkflowID(pipeline), "", workflows.SignalAdmitEvents, batch)
+	if err == nil {
+		return true
 	}
 	for _, call := range calls {
-		call.res, call.err = workers.StartEvent(ctx, c, pipeline, call.req)
+		call.err = err
+		close(call.done)
 	}
+	return false
 }

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +16,101 @@ import (
 
 	"github.com/sluice-ci/sluice/workflows"
 )
+
+func commitAt(sha string) workflows.StartEventRequest {
+	return workflows.StartEventRequest{Trigger: workflows.Trigger{Kind: workflows.TriggerCommit, SHA: sha}}
+}
+
+type started struct {
+	res     workflows.StartEventResult
+	pending string
+	err     error
+}
+
+// fakePipeline numbers starts as the pipeline workflow does, by update
+// (UpdateStartEvents) or admission signal, once per admission ID. The
+// first update waits for hold; with busy set, updates never answer (their
+// caller's wait runs out).
+type fakePipeline struct {
+	mu       sync.Mutex
+	updates  [][]workflows.StartEventRequest
+	signals  [][]workflows.StartEventRequest
+	seen     map[string]workflows.AdmissionSeen
+	next     int
+	inFlight chan struct{} // closed at the first update
+	hold     chan struct{} // the first update waits for it
+	busy     bool
+	sigErr   error
+	updErr   error
+}
+
+func newFakePipeline() *fakePipeline {
+	return &fakePipeline{seen: map[string]workflows.AdmissionSeen{}, next: 1, inFlight: make(chan struct{}), hold: make(chan struct{})}
+}
+
+// number handles one request, once per admission (f.mu held).
+func (f *fakePipeline) number(r workflows.StartEventRequest) workflows.AdmissionSeen {
+	if a, ok := f.seen[r.Admission]; ok {
+		return a
+	}
+	a := workflows.AdmissionSeen{ID: r.Admission, Event: f.next}
+	if r.Trigger.SHA == "bad" {
+		a = workflows.AdmissionSeen{ID: r.Admission, Error: "parent event 9 does not exist in pipeline app (last event is 0)"}
+	} else {
+		f.next++
+	}
+	f.seen[r.Admission] = a
+	return a
+}
+
+func (f *fakePipeline) client(t *testing.T) *mocks.Client {
+	c := mocks.NewClient(t)
+	c.On("UpdateWorkflow", mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, o client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+			require.Equal(t, workflows.UpdateStartEvents, o.UpdateName)
+			f.mu.Lock()
+			first := len(f.updates) == 0
+			reqs := o.Args[0].(workflows.StartEventsRequest).Requests
+			f.updates = append(f.updates, reqs)
+			f.mu.Unlock()
+			if first {
+				close(f.inFlight)
+				<-f.hold
+			}
+			if f.busy {
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
+			if f.updErr != nil {
+				return nil, f.updErr
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			var out workflows.StartEventsResult
+			for _, r := range reqs {
+				a := f.number(r)
+				out.Outcomes = append(out.Outcomes, workflows.StartEventOutcome{
+					Result: workflows.StartEventResult{Event: workflows.EventRef{Pipeline: "app", Number: a.Event}}, Error: a.Error,
+				})
+			}
+			return answer(t, out, nil), nil
+		}).Maybe()
+	c.On("SignalWorkflow", mock.Anything, workflows.PipelineWorkflowID("app"), "", workflows.SignalAdmitEvents, mock.Anything).Return(
+		func(_ context.Context, _, _, _ string, arg any) error {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.sigErr != nil {
+				return f.sigErr
+			}
+			reqs := arg.(workflows.AdmitEvents).Requests
+			f.signals = append(f.signals, reqs)
+			for _, r := range reqs {
+				f.number(r)
+			}
+			return nil
+		}).Maybe()
+	return c
+}
 
 // answer is an update handle whose Get decodes v (like the SDK) or fails.
 func answer(t *testing.T, v any, err error) *mocks.WorkflowUpdateHandle {
@@ -35,39 +129,24 @@ func answer(t *testing.T, v any, err error) *mocks.WorkflowUpdateHandle {
 	return h
 }
 
-func isUpdate(name string) any {
-	return mock.MatchedBy(func(o client.UpdateWorkflowOptions) bool {
-		return o.WorkflowID == workflows.PipelineWorkflowID("app") && o.UpdateName == name
-	})
-}
-
-func commitAt(sha string) workflows.StartEventRequest {
-	return workflows.StartEventRequest{Trigger: workflows.Trigger{Kind: workflows.TriggerCommit, SHA: sha}}
-}
-
-type started struct {
-	res workflows.StartEventResult
-	err error
-}
-
-// burst starts first, waits until its update is in flight, queues rest
-// behind it and lets the first update answer; it returns every caller's
-// result by SHA.
-func burst(t *testing.T, b *eventBatcher, c client.Client, inFlight, release chan struct{}, first string, rest ...string) map[string]started {
+// burst starts first, waits until its signal is in flight, queues rest
+// behind it and lets the first signal go; it returns every caller's result
+// by SHA.
+func burst(t *testing.T, b *eventBatcher, c client.Client, f *fakePipeline, first string, rest ...string) map[string]started {
 	t.Helper()
 	var mu sync.Mutex
 	out := map[string]started{}
 	var wg sync.WaitGroup
 	start := func(sha string) {
 		wg.Go(func() {
-			res, err := b.start(context.Background(), c, "app", commitAt(sha))
+			res, pending, err := b.admit(context.Background(), c, "app", commitAt(sha))
 			mu.Lock()
-			out[sha] = started{res, err}
+			out[sha] = started{res, pending, err}
 			mu.Unlock()
 		})
 	}
 	start(first)
-	<-inFlight
+	<-f.inFlight
 	for _, sha := range rest {
 		start(sha)
 	}
@@ -76,121 +155,84 @@ func burst(t *testing.T, b *eventBatcher, c client.Client, inFlight, release cha
 		defer b.mu.Unlock()
 		return len(b.lanes["app"].waiting) == len(rest)
 	}, 5*time.Second, time.Millisecond)
-	close(release)
+	close(f.hold)
 	wg.Wait()
 	return out
 }
 
-// blockedStart makes the plain start-event update wait for release and
-// answer event 1.
-func blockedStart(t *testing.T, c *mocks.Client) (inFlight, release chan struct{}) {
-	t.Helper()
-	inFlight, release = make(chan struct{}), make(chan struct{})
-	c.On("UpdateWorkflow", mock.Anything, isUpdate(workflows.UpdateStartEvent)).Return(
-		func(context.Context, client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error) {
-			close(inFlight)
-			<-release
-			return answer(t, workflows.StartEventResult{Event: workflows.EventRef{Pipeline: "app", Number: 1}}, nil), nil
-		}).Once()
-	return inFlight, release
-}
-
 func TestEventStartsQueuedBehindAnUpdateGoTogether(t *testing.T) {
 	t.Parallel()
-	c := mocks.NewClient(t)
-	inFlight, release := blockedStart(t, c)
-	var batch workflows.StartEventsRequest
-	c.On("UpdateWorkflow", mock.Anything, isUpdate(workflows.UpdateStartEvents)).Return(
-		func(_ context.Context, o client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error) {
-			batch = o.Args[0].(workflows.StartEventsRequest)
-			var res workflows.StartEventsResult
-			for i, r := range batch.Requests {
-				if r.Trigger.SHA == "bad" {
-					res.Outcomes = append(res.Outcomes, workflows.StartEventOutcome{Error: "parent event 9 does not exist in pipeline app (last event is 3)"})
-					continue
-				}
-				ev := workflows.EventRef{Pipeline: "app", Number: 2 + i}
-				res.Outcomes = append(res.Outcomes, workflows.StartEventOutcome{Result: workflows.StartEventResult{Event: ev}})
-			}
-			return answer(t, res, nil), nil
-		}).Once()
-
-	b := &eventBatcher{}
-	got := burst(t, b, c, inFlight, release, "aaa", "bbb", "bad", "ccc")
-
-	require.Equal(t, started{res: workflows.StartEventResult{Event: workflows.EventRef{Pipeline: "app", Number: 1}}}, got["aaa"])
-	require.Len(t, batch.Requests, 3, "the three queued starts went in one update")
-	for i, r := range batch.Requests {
-		if r.Trigger.SHA == "bad" {
-			continue
+	f := newFakePipeline()
+	got := burst(t, &eventBatcher{}, f.client(t), f, "aaa", "bbb", "ccc", "bad")
+	require.Len(t, f.updates, 2, "the starts queued behind the first update went in one")
+	require.Len(t, f.updates[1], 3)
+	require.Empty(t, f.signals, "answered in time: nothing admitted by signal")
+	numbers := map[int]bool{}
+	for _, sha := range []string{"aaa", "bbb", "ccc"} {
+		require.NoError(t, got[sha].err)
+		require.Empty(t, got[sha].pending)
+		numbers[got[sha].res.Event.Number] = true
+	}
+	require.Equal(t, map[int]bool{1: true, 2: true, 3: true}, numbers)
+	// A refusal reaches its caller as before.
+	require.ErrorContains(t, updateError(got["bad"].err, "pipeline app"), "parent event 9 does not exist")
+	require.ErrorIs(t, updateError(got["bad"].err, "pipeline app"), ErrInvalid)
+	// Every start has an admission ID of its own.
+	ids := map[string]bool{}
+	for _, batch := range f.updates {
+		for _, r := range batch {
+			require.NotEmpty(t, r.Admission)
+			ids[r.Admission] = true
 		}
-		require.NoError(t, got[r.Trigger.SHA].err)
-		require.Equal(t, 2+i, got[r.Trigger.SHA].res.Event.Number, "each caller gets its own outcome")
 	}
-	// A refusal inside the batch reads like an update rejection.
-	err := updateError(got["bad"].err, "pipeline app")
-	require.ErrorIs(t, err, ErrInvalid)
-	require.ErrorContains(t, err, "parent event 9 does not exist")
-	b.mu.Lock()
-	require.Empty(t, b.lanes, "an idle pipeline keeps no lane")
-	b.mu.Unlock()
+	require.Len(t, ids, 4)
 }
 
-func TestEventStartsBatchFailureReachesEveryCaller(t *testing.T) {
+// TestEventStartAnswersPendingWhenThePipelineIsBusy: a pipeline that does
+// not answer (busy, or its controller down) holds no caller past the admit
+// wait: the start is admitted by signal, with the update's admission ID
+// (the pipeline starts it once), and the answer is pending.
+func TestEventStartAnswersPendingWhenThePipelineIsBusy(t *testing.T) {
 	t.Parallel()
-	c := mocks.NewClient(t)
-	inFlight, release := blockedStart(t, c)
-	c.On("UpdateWorkflow", mock.Anything, isUpdate(workflows.UpdateStartEvents)).Return(
-		func(context.Context, client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error) {
-			return nil, errors.New("frontend unavailable")
-		}).Once()
-	got := burst(t, &eventBatcher{}, c, inFlight, release, "aaa", "bbb", "ccc")
-	require.NoError(t, got["aaa"].err)
-	require.ErrorContains(t, got["bbb"].err, "frontend unavailable")
-	require.ErrorContains(t, got["ccc"].err, "frontend unavailable")
+	f := newFakePipeline()
+	f.busy = true
+	close(f.hold)
+	b := &eventBatcher{admitWait: 50 * time.Millisecond}
+	res, pending, err := b.admit(context.Background(), f.client(t), "app", commitAt("aaa"))
+	require.NoError(t, err)
+	require.Zero(t, res)
+	require.Len(t, f.signals, 1, "admitted before answering")
+	require.Equal(t, f.updates[0][0].Admission, f.signals[0][0].Admission)
+	require.Equal(t, f.signals[0][0].Admission, pending)
 }
 
-func TestEventStartsFallBackToSingleUpdatesOnAnOldController(t *testing.T) {
+func TestEventStartsSignalFailureReachesEveryCaller(t *testing.T) {
 	t.Parallel()
-	c := mocks.NewClient(t)
-	inFlight, release := blockedStart(t, c)
-	c.On("UpdateWorkflow", mock.Anything, isUpdate(workflows.UpdateStartEvents)).Return(
-		func(context.Context, client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error) {
-			return answer(t, nil, fmt.Errorf("unknown update %s. KnownUpdates=[start-event configure delete]", workflows.UpdateStartEvents)), nil
-		}).Once()
-	var mu sync.Mutex
-	next := 2
-	c.On("UpdateWorkflow", mock.Anything, isUpdate(workflows.UpdateStartEvent)).Return(
-		func(context.Context, client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			next++
-			return answer(t, workflows.StartEventResult{Event: workflows.EventRef{Pipeline: "app", Number: next - 1}}, nil), nil
-		}).Twice()
-	got := burst(t, &eventBatcher{}, c, inFlight, release, "aaa", "bbb", "ccc")
-	numbers := []int{got["aaa"].res.Event.Number, got["bbb"].res.Event.Number, got["ccc"].res.Event.Number}
-	require.ElementsMatch(t, []int{1, 2, 3}, numbers)
-	for _, s := range got {
-		require.NoError(t, s.err)
-	}
+	f := newFakePipeline()
+	f.updErr = errors.New("resource exhausted")
+	f.sigErr = errors.New("frontend unavailable")
+	close(f.hold)
+	b := &eventBatcher{}
+	_, _, err := b.admit(context.Background(), f.client(t), "app", commitAt("aaa"))
+	require.ErrorContains(t, err, "frontend unavailable")
 }
 
 func TestEventStartCallerMayGiveUp(t *testing.T) {
 	t.Parallel()
-	c := mocks.NewClient(t)
-	inFlight, release := blockedStart(t, c)
+	f := newFakePipeline()
+	c := f.client(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &eventBatcher{}
 	done := make(chan error, 1)
 	go func() {
-		_, err := b.start(ctx, c, "app", commitAt("aaa"))
+		_, _, err := b.admit(ctx, c, "app", commitAt("aaa"))
 		done <- err
 	}()
-	<-inFlight
+	<-f.inFlight
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
 	// The update it sent still completes; the lane empties.
-	close(release)
+	close(f.hold)
 	require.Eventually(t, func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()

@@ -366,7 +366,7 @@ func (h *handler) startEvent(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, ev)
+	writeJSON(w, startedStatus(ev), ev)
 }
 
 func (h *handler) schedule(w http.ResponseWriter, r *http.Request) {
@@ -451,7 +451,7 @@ func (h *handler) rerunEvent(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, ev)
+	writeJSON(w, startedStatus(ev), ev)
 }
 
 func (h *handler) restartEvent(w http.ResponseWriter, r *http.Request) {
@@ -475,7 +475,7 @@ func (h *handler) restartEvent(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, ev)
+	writeJSON(w, startedStatus(ev), ev)
 }
 
 // ---- builds ----
@@ -726,4 +726,13 @@ func allDuplicates(evs []EventStarted) bool {
 		}
 	}
 	return true
+}
+
+// startedStatus is 201 for a numbered event, 202 for one admitted but not
+// numbered within the admit wait (it starts; the answer has its admission).
+func startedStatus(ev EventStarted) int {
+	if ev.Pending {
+		return http.StatusAccepted
+	}
+	return http.StatusCreated
 }

@@ -307,8 +307,8 @@ func TestStartEventReachesThePipeline(t *testing.T) {
 			tc := newMockClient(t)
 			alice := queue.Identity{User: "alice", Roles: []string{"dev"}}
 			var got workflows.StartEventRequest
-			onUpdate(t, tc, workflows.PipelineWorkflowID("app"), workflows.UpdateStartEvent, func(o client.UpdateWorkflowOptions) (any, error) {
-				got = o.Args[0].(workflows.StartEventRequest)
+			onAdmit(t, tc, "app", func(r workflows.StartEventRequest) (workflows.StartEventResult, error) {
+				got = r
 				return workflows.StartEventResult{Event: workflows.EventRef{Pipeline: "app", Number: 4}}, nil
 			})
 			h := newHandler(t, api.Deps{

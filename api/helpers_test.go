@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"go.temporal.io/sdk/mocks"
 
 	"github.com/sluice-ci/sluice/api"
+	"github.com/sluice-ci/sluice/workflows"
 )
 
 // testNow is the fixed clock of every Service built here.
@@ -154,6 +156,27 @@ func onUpdate(t *testing.T, c *mocks.Client, workflowID, name string, result fun
 		return o.WorkflowID == workflowID && o.UpdateName == name
 	})).Return(func(_ context.Context, o client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error) {
 		return updateHandle(t, result, o), nil
+	})
+}
+
+// onAdmit makes c number event starts to pipeline (UpdateStartEvents)
+// with result's outcome for each.
+func onAdmit(t *testing.T, c *mocks.Client, pipeline string, result func(req workflows.StartEventRequest) (workflows.StartEventResult, error)) {
+	t.Helper()
+	onUpdate(t, c, workflows.PipelineWorkflowID(pipeline), workflows.UpdateStartEvents, func(o client.UpdateWorkflowOptions) (any, error) {
+		var out workflows.StartEventsResult
+		for _, r := range o.Args[0].(workflows.StartEventsRequest).Requests {
+			if r.Admission == "" {
+				return nil, errors.New("a start without an admission ID")
+			}
+			res, err := result(r)
+			o := workflows.StartEventOutcome{Result: res}
+			if err != nil {
+				o = workflows.StartEventOutcome{Error: err.Error()}
+			}
+			out.Outcomes = append(out.Outcomes, o)
+		}
+		return out, nil
 	})
 }
 

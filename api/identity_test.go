@@ -10,7 +10,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/mocks"
 
 	"github.com/sluice-ci/sluice/api"
@@ -45,8 +44,8 @@ func TestRestartAndRerunActForTheCaller(t *testing.T) {
 			})
 			tc.On("GetWorkflow", mock.Anything, ended.Event.WorkflowID(), "").Return(run)
 			var got workflows.StartEventRequest
-			onUpdate(t, tc, workflows.PipelineWorkflowID("app"), workflows.UpdateStartEvent, func(o client.UpdateWorkflowOptions) (any, error) {
-				got = o.Args[0].(workflows.StartEventRequest)
+			onAdmit(t, tc, "app", func(r workflows.StartEventRequest) (workflows.StartEventResult, error) {
+				got = r
 				return workflows.StartEventResult{Event: workflows.EventRef{Pipeline: "app", Number: 4}}, nil
 			})
 			dana := queue.Identity{User: "dana", Roles: []string{"app-team"}}

@@ -63,6 +63,10 @@ type Service struct {
 	// ID, even after Temporal's retention purged the old histories (nil:
 	// the old pipeline's memo and visibility only).
 	Numbers store.EventNumbers
+	// AdmitWait bounds how long an event start (API or webhook) waits for
+	// the pipeline to number the event it admitted (0: DefaultAdmitWait);
+	// past it the answer is pending, with the admission ID.
+	AdmitWait time.Duration
 
 	idx pipelineIndex
 	// batches coalesces concurrent event starts per pipeline (batch.go).

@@ -107,12 +107,43 @@ func (s *Service) checkParameters(ctx context.Context, name string, kind workflo
 	return nil
 }
 
+// startEvent admits the start (durably, at once) and answers with the
+// event's number, or pending with the admission ID when the pipeline did not
+// number it within AdmitWait.
 func (s *Service) startEvent(ctx context.Context, name string, r workflows.StartEventRequest) (EventStarted, error) {
-	res, err := s.batches.start(ctx, s.Client, name, r)
+	s.batches.setWait(s.AdmitWait)
+	res, pending, err := s.batches.admit(ctx, s.Client, name, r)
 	if err != nil {
 		return EventStarted{}, updateError(err, "pipeline "+name)
 	}
+	if pending != "" {
+		return EventStarted{Pipeline: name, Admission: pending, Pending: true}, nil
+	}
 	return EventStarted{ID: res.Event.String(), Pipeline: name, Number: res.Event.Number, Duplicate: res.Duplicate}, nil
+}
+
+// Admission returns what pipeline made of an admitted start: the event's
+// number once numbered (Pending while not yet).
+func (s *Service) Admission(ctx context.Context, pipeline, admission string) (EventStarted, error) {
+	v, err := s.Client.QueryWorkflow(ctx, workflows.PipelineWorkflowID(pipeline), "", workflows.QueryAdmissions, []string{admission})
+	if err != nil {
+		return EventStarted{}, translate(err, "pipeline "+pipeline)
+	}
+	var seen []workflows.AdmissionSeen
+	if err := v.Get(&seen); err != nil {
+		return EventStarted{}, fmt.Errorf("admission %s of pipeline %s: %w", admission, pipeline, err)
+	}
+	if len(seen) != 1 {
+		return EventStarted{}, fmt.Errorf("admission %s of pipeline %s: %d answers for one", admission, pipeline, len(seen))
+	}
+	switch a := seen[0]; {
+	case a.Error != "":
+		return EventStarted{}, updateError(startRefused(a.Error), "pipeline "+pipeline)
+	case a.Event > 0:
+		ref := workflows.EventRef{Pipeline: pipeline, Number: a.Event}
+		return EventStarted{ID: ref.String(), Pipeline: pipeline, Number: a.Event, Duplicate: a.Duplicate, Admission: admission}, nil
+	}
+	return EventStarted{Pipeline: pipeline, Admission: admission, Pending: true}, nil
 }
 
 // inherited are the jobs an event's restart counts as succeeded: those that

@@ -143,6 +143,11 @@ type EventStarted struct {
 	Pipeline  string `json:"pipeline"`
 	Number    int    `json:"number"`
 	Duplicate bool   `json:"duplicate,omitempty"`
+	// Admission and Pending: the start is admitted (durably: it will
+	// start) but the pipeline had not numbered it within the API's admit
+	// wait; ID and Number are empty then (202 Accepted).
+	Admission string `json:"admission,omitempty"`
+	Pending   bool   `json:"pending,omitempty"`
 }
 
 // Approval is an event's approval (screwdriver.cd/restrictPR): why it

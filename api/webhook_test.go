@@ -14,7 +14,6 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
 
 	"github.com/sluice-ci/sluice/api"
 	"github.com/sluice-ci/sluice/workflows"
@@ -189,8 +188,8 @@ func TestWebhookStartsEventsInMatchingPipelines(t *testing.T) {
 	})
 	started := map[string]workflows.StartEventRequest{}
 	for _, name := range []string{"app", "app-2"} {
-		onUpdate(t, tc, workflows.PipelineWorkflowID(name), workflows.UpdateStartEvent, func(o client.UpdateWorkflowOptions) (any, error) {
-			started[name] = o.Args[0].(workflows.StartEventRequest)
+		onAdmit(t, tc, name, func(r workflows.StartEventRequest) (workflows.StartEventResult, error) {
+			started[name] = r
 			return workflows.StartEventResult{Event: workflows.EventRef{Pipeline: name, Number: 9}}, nil
 		})
 	}
@@ -239,7 +238,9 @@ func TestWebhookFailuresAre502(t *testing.T) {
 		t.Parallel()
 		tc := newMockClient(t)
 		pipelinesOf(t, tc, map[string]string{"app": "https://github.com/acme/app.git"})
-		tc.On("UpdateWorkflow", mock.Anything, mock.Anything).Return(nil, errors.New("pipeline busy")).Once()
+		// Neither the update nor the admission signal gets through.
+		tc.On("UpdateWorkflow", mock.Anything, mock.Anything).Return(nil, errors.New("frontend unavailable")).Once()
+		tc.On("SignalWorkflow", mock.Anything, workflows.PipelineWorkflowID("app"), "", workflows.SignalAdmitEvents, mock.Anything).Return(errors.New("pipeline busy")).Once()
 		h := newHandler(t, api.Deps{Service: newService(t, tc)})
 		res := decodeBody[api.WebhookResult](t, call(t, h, http.MethodPost, "/webhooks/github", pushBody, githubHeaders("push", "")), http.StatusBadGateway)
 		require.Equal(t, []string{"pipeline app: pipeline busy"}, res.Errors)

@@ -83,6 +83,9 @@ stderr and exits 1.`,
 			if !wait {
 				return nil
 			}
+			if started.Pending {
+				return fmt.Errorf("cannot wait: the event was admitted as %s but not numbered yet", started.Admission)
+			}
 			return a.waitEvent(ctx, started.ID)
 		},
 	}
@@ -123,6 +126,13 @@ func parseParams(flags []string) (map[string]string, error) {
 func (a *app) printStarted(ev api.EventStarted) error {
 	if ev.Duplicate && a.output != "json" {
 		_, _ = fmt.Fprintf(a.stderr, "sluice: event %s was already started by this request\n", ev.ID) // a notice: nowhere to report its failure
+	}
+	if ev.Pending {
+		// Admitted (it will start), not numbered within the API's wait.
+		return a.print(ev, func(w io.Writer) error {
+			_, err := fmt.Fprintf(w, "admitted as %s: pipeline %s is busy and has not numbered it yet; `sluice event list %s` shows it once it has\n", ev.Admission, ev.Pipeline, ev.Pipeline)
+			return err
+		})
 	}
 	return a.print(ev, func(w io.Writer) error {
 		_, err := fmt.Fprintln(w, ev.ID)

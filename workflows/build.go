@@ -97,7 +97,9 @@ func BuildWorkflow(ctx workflow.Context, in BuildInput) (BuildState, error) {
 		Priority: in.Priority, SHA: in.SHA, CreateTime: workflow.Now(ctx), Fork: in.Trigger.Fork && in.Build.PR > 0,
 		Secrets: in.Secrets, SecretsListed: true,
 	}}
-	b.legacy = workflow.GetVersion(ctx, changeLaneOrder, workflow.DefaultVersion, 1) == workflow.DefaultVersion
+	if !in.Lean {
+		b.legacy = workflow.GetVersion(ctx, changeLaneOrder, workflow.DefaultVersion, 1) == workflow.DefaultVersion
+	}
 	if err := workflow.SetQueryHandler(ctx, QueryBuild, func() (BuildState, error) { return b.state, nil }); err != nil {
 		return b.state, fmt.Errorf("register build query: %w", err)
 	}
@@ -116,7 +118,13 @@ func BuildWorkflow(ctx workflow.Context, in BuildInput) (BuildState, error) {
 	// 1. Wait for the lane's grant. The event hands the build to its
 	// pipeline's lane once this workflow exists.
 	b.inLane = true
-	b.setStatus(ctx, StatusQueued, "waiting for its turn in the job's lane", time.Time{})
+	if in.Lean {
+		// Its start options set the QUEUED status and this memo already.
+		b.state.Status, b.state.Reason = StatusQueued, laneWaitReason
+		b.commitStatus(ctx)
+	} else {
+		b.setStatus(ctx, StatusQueued, laneWaitReason, time.Time{})
+	}
 	for granted := false; !granted; {
 		var msg LaneMessage
 		sel := workflow.NewSelector(ctx)
@@ -299,7 +307,7 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 			}
 		}
 		b.count(ctx, "sluice_executor_losses", reason)
-		if b.claimed && b.state.Executor != "" && workflow.GetVersion(ctx, changeReportLoss, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
+		if b.claimed && b.state.Executor != "" && (b.in.Lean || workflow.GetVersion(ctx, changeReportLoss, workflow.DefaultVersion, 1) != workflow.DefaultVersion) {
 			// The registry drains an executor that keeps losing builds.
 			_ = workflow.SignalExternalWorkflow(ctx, RegistryID, "", SignalBuildLost, BuildLost{Member: b.state.Executor, Build: b.state.ID})
 		}
@@ -459,8 +467,14 @@ func (b *build) claim(ctx workflow.Context, req ClaimRequest) error {
 		b.state.StartTime = now
 	}
 	b.state.Attempts = append(b.state.Attempts, Attempt{Number: req.Attempt, Executor: req.Executor, Start: now, CredentialHash: req.CredentialHash})
+	running := fmt.Sprintf("running on %s (attempt %d)", req.Executor, req.Attempt)
+	if b.in.Lean && b.state.Status != StatusRunning {
+		// One upsert for the executor and the status.
+		b.setStatusWith(ctx, StatusRunning, running, time.Time{}, SAExecutor.ValueSet(req.Executor))
+		return nil
+	}
 	_ = workflow.UpsertTypedSearchAttributes(ctx, SAExecutor.ValueSet(req.Executor))
-	b.setStatus(ctx, StatusRunning, fmt.Sprintf("running on %s (attempt %d)", req.Executor, req.Attempt), time.Time{})
+	b.setStatus(ctx, StatusRunning, running, time.Time{})
 	return nil
 }
 
@@ -489,14 +503,23 @@ func (b *build) attemptSummary() string {
 	return strings.Join(parts, "; ")
 }
 
+// laneWaitReason is a build's reason while it waits in its lane.
+const laneWaitReason = "waiting for its turn in the job's lane"
+
 func (b *build) setStatus(ctx workflow.Context, s Status, reason string, until time.Time) {
+	b.setStatusWith(ctx, s, reason, until)
+}
+
+// setStatusWith is setStatus with more search attributes in the status's
+// upsert (the status must change).
+func (b *build) setStatusWith(ctx workflow.Context, s Status, reason string, until time.Time, more ...temporal.SearchAttributeUpdate) {
 	if b.state.Status == s && b.state.Reason == reason && b.state.WaitUntil.Equal(until) {
 		return
 	}
 	changed := b.state.Status != s
 	b.state.Status, b.state.Reason, b.state.WaitUntil = s, reason, until
 	if changed {
-		updates := []temporal.SearchAttributeUpdate{SAStatus.ValueSet(string(s))}
+		updates := append([]temporal.SearchAttributeUpdate{SAStatus.ValueSet(string(s))}, more...)
 		if s.Final() && b.state.Cause != "" {
 			// In the same upsert as the final status: no extra command.
 			updates = append(updates, SACause.ValueSet(string(b.state.Cause)))

@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -23,8 +24,10 @@ import (
 
 var testBuild = BuildRef{Pipeline: "app", Job: "test", Event: 7}
 
+// buildInput is a build as events start them now (Lean).
 func buildInput() BuildInput {
 	return BuildInput{
+		Lean:  true,
 		Build: testBuild, Repo: "/src/app", SHA: "0123456789abcdef", Branch: "main",
 		Trigger: Trigger{Kind: TriggerCommit, Branch: "main"}, Queue: "gpu", Priority: 2,
 		Image: "golang:1.26", Steps: []pipeline.Command{{Name: "test", Command: "go test ./..."}},
@@ -218,12 +221,24 @@ func grantAt(h *buildHarness, d time.Duration) {
 
 func TestBuildWorkflowRunsOnItsQueue(t *testing.T) {
 	t.Parallel()
+	for _, lean := range []bool{true, false} {
+		t.Run(fmt.Sprintf("lean=%v", lean), func(t *testing.T) {
+			t.Parallel()
+			testBuildRunsOnItsQueue(t, lean)
+		})
+	}
+}
+
+// testBuildRunsOnItsQueue: a lean build (started QUEUED by its event) and
+// one recorded before Lean behave alike.
+func testBuildRunsOnItsQueue(t *testing.T, lean bool) {
 	steps := []activities.StepResult{{Name: "test", ExitCode: 0, Start: wfT0, End: wfT0.Add(time.Minute)}}
 	h := newBuildHarness(t, attemptPlan{
 		steps:  []buildStep{claimAs("exec-a")},
 		result: activities.RunBuildResult{Executor: "exec-a", Status: runner.StatusSuccess, Steps: steps},
 	})
 	in := buildInput()
+	in.Lean = lean
 	until := wfT0.Add(time.Hour)
 	at(h.env, time.Minute, func() {
 		st := query[BuildState](t, h.env, QueryBuild)

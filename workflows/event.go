@@ -44,6 +44,13 @@ type eventRun struct {
 	releasedHold bool
 	// legacy: a run recorded before changeLaneOrder.
 	legacy bool
+	// lean: EventInput.Lean (no version markers; the spec sync rides on
+	// the first enqueue; one upsert for the commit and the queues).
+	lean bool
+	// shaPending: the SHA search attribute waits for the next upsert (lean).
+	shaPending bool
+	// pendingSync is the spec sync the first enqueue carries (lean runs).
+	pendingSync *SpecSync
 	// notified is set once a periodic fire's PeriodicWorkflow was told.
 	notified bool
 	// statuses is the event's commit status reporter (nil: none).
@@ -79,7 +86,9 @@ type jobRun struct {
 // job stops its downstream jobs, and each of them says why.
 func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 	e := &eventRun{in: in, jobs: map[string]*jobRun{}, succeeded: map[string]bool{}}
-	e.legacy = workflow.GetVersion(ctx, changeLaneOrder, workflow.DefaultVersion, 1) == workflow.DefaultVersion
+	if e.lean = in.Lean; !e.lean {
+		e.legacy = workflow.GetVersion(ctx, changeLaneOrder, workflow.DefaultVersion, 1) == workflow.DefaultVersion
+	}
 	e.state = EventState{
 		Event: in.Event, Status: StatusRunning, Trigger: in.Trigger, StartFrom: in.StartFrom,
 		StartJobs: in.StartJobs, Rerun: in.Rerun, Parent: in.Parent, StartTime: workflow.Now(ctx), SHA: in.Trigger.SHA,
@@ -95,7 +104,7 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 		e.succeeded[j] = true
 	}
 	if e.prEvent() {
-		e.prBase = workflow.GetVersion(ctx, changePRBase, workflow.DefaultVersion, 1) >= 1
+		e.prBase = e.lean || workflow.GetVersion(ctx, changePRBase, workflow.DefaultVersion, 1) >= 1
 	}
 
 	res, err := e.resolve(ctx)
@@ -108,8 +117,12 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 	}
 	e.state.SHA, e.state.BaseSHA = res.SHA, res.BaseSHA
 	e.repoAuth = res.RepoAuth
-	_ = workflow.UpsertTypedSearchAttributes(ctx, SASHA.ValueSet(res.SHA))
-	if workflow.GetVersion(ctx, changeCommitStatuses, workflow.DefaultVersion, 1) >= 1 {
+	if e.lean {
+		e.shaPending = true // with the queues', or the end's, upsert
+	} else {
+		_ = workflow.UpsertTypedSearchAttributes(ctx, SASHA.ValueSet(res.SHA))
+	}
+	if e.lean || workflow.GetVersion(ctx, changeCommitStatuses, workflow.DefaultVersion, 1) >= 1 {
 		e.statusesResolved(ctx, res)
 	}
 	if res.SpecError != "" {
@@ -130,7 +143,7 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 	e.syncSpec(ctx, res.Queues)
 
 	if !e.legacy && e.in.Trigger.Kind == TriggerPeriodic && e.in.Parent > 0 {
-		e.restartByHand = workflow.GetVersion(ctx, changeRestartIsByHand, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+		e.restartByHand = e.lean || workflow.GetVersion(ctx, changeRestartIsByHand, workflow.DefaultVersion, 1) != workflow.DefaultVersion
 	}
 	starts, why := e.startJobs(res.ChangedFiles)
 	if why != "" {
@@ -147,7 +160,7 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 	}
 	if !e.legacy {
 		// Deleting a queue is refused while a running event can reach it.
-		_ = workflow.UpsertTypedSearchAttributes(ctx, SAQueues.ValueSet(reach))
+		_ = workflow.UpsertTypedSearchAttributes(ctx, e.withSHA(SAQueues.ValueSet(reach))...)
 	}
 	if e.prBase {
 		if ok, st := e.awaitApproval(ctx); !ok {
@@ -229,7 +242,7 @@ func (e *eventRun) syncSpec(ctx workflow.Context, defined []queue.Queue) {
 		return
 	}
 	var sync SpecSync
-	if !e.legacy && workflow.GetVersion(ctx, changeScheduleSetBy, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
+	if !e.legacy && (e.lean || workflow.GetVersion(ctx, changeScheduleSetBy, workflow.DefaultVersion, 1) != workflow.DefaultVersion) {
 		id := e.identity()
 		sync.SetBy = &id
 		sync.Periodic, sync.Refused = SchedulesFor(e.spec, id, defined, e.in.Config.Queue)
@@ -242,6 +255,12 @@ func (e *eventRun) syncSpec(ctx workflow.Context, defined []queue.Queue) {
 	sync.SHA, sync.Subscriptions = e.state.SHA, e.spec.RemoteTriggers()
 	if !e.legacy {
 		sync.Event = e.in.Event.Number
+	}
+	if e.lean {
+		// The first enqueue (always sent, at the latest when the event
+		// ends) carries it: no signal, ack and workflow task of its own.
+		e.pendingSync = &sync
+		return
 	}
 	if err := workflow.SignalExternalWorkflow(ctx, PipelineWorkflowID(e.in.Event.Pipeline), "", SignalSpecSynced, sync).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("spec_sync_failed", "event", e.in.Event.String(), "error", err)
@@ -472,6 +491,7 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 			Dispatch: e.in.Config.Dispatch, RepoAuth: e.repoAuth,
 			Statuses: e.statusesID(),
 			Cache:    spec.Cache,
+			Lean:     e.lean,
 			Lane: LaneRequest{
 				Build: ref, Collapse: spec.Settings.CollapseBuilds, BlockedBySameJob: spec.Settings.BlockedBySameJob,
 				BlockedBy: spec.BlockedBy, FreezeWindows: spec.FreezeWindows, Delay: spec.Settings.Delay, Force: e.in.Force,
@@ -485,6 +505,13 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 			SASHA.ValueSet(e.state.SHA), SABranch.ValueSet(in.Branch), SAQueue.ValueSet(q),
 			SAPriority.ValueSet(int64(spec.Settings.Priority)), SAStatus.ValueSet(string(StatusCreated)),
 		}
+		var memo map[string]any
+		if e.lean && !in.Virtual {
+			// A lean build starts QUEUED in its lane: its first workflow
+			// task has no status to upsert.
+			sas[len(sas)-1] = SAStatus.ValueSet(string(StatusQueued))
+			memo = map[string]any{MemoBuild: BuildSummary{Reason: laneWaitReason}}
+		}
 		if ref.PR > 0 {
 			sas = append(sas, SAPR.ValueSet(int64(ref.PR)))
 		}
@@ -494,6 +521,7 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 			ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
 			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 			TypedSearchAttributes: temporal.NewSearchAttributes(sas...),
+			Memo:                  memo,
 			StaticSummary:         fmt.Sprintf("build %s (%s) on queue %s", ref, describeTrigger(t, ""), q),
 		})
 		fut := workflow.ExecuteChildWorkflow(cctx, BuildWorkflow, in)
@@ -521,7 +549,8 @@ func (e *eventRun) enqueue(ctx workflow.Context) {
 	if len(e.toEnqueue) == 0 && e.releasedHold {
 		return
 	}
-	batch := EnqueueBatch{Event: e.in.Event.Number}
+	batch := EnqueueBatch{Event: e.in.Event.Number, Sync: e.pendingSync}
+	e.pendingSync = nil
 	for _, sb := range e.toEnqueue {
 		if err := sb.started.Get(ctx, nil); err != nil {
 			continue // the child never started; its result future reports why
@@ -713,8 +742,18 @@ func (e *eventRun) end(ctx workflow.Context, s Status, reason string) EventState
 		_ = workflow.SignalExternalWorkflow(ctx, e.in.Notify, "", SignalPeriodicDone,
 			PeriodicDone{Event: e.in.Event.String(), Status: s, Reason: reason}).Get(ctx, nil)
 	}
-	_ = workflow.UpsertTypedSearchAttributes(ctx, SAStatus.ValueSet(string(s)))
+	_ = workflow.UpsertTypedSearchAttributes(ctx, e.withSHA(SAStatus.ValueSet(string(s)))...)
 	return e.state
+}
+
+// withSHA adds the SHA search attribute to an upsert when it is still
+// pending (lean runs upsert it with the next one instead of on its own).
+func (e *eventRun) withSHA(u ...temporal.SearchAttributeUpdate) []temporal.SearchAttributeUpdate {
+	if e.shaPending {
+		e.shaPending = false
+		u = append(u, SASHA.ValueSet(e.state.SHA))
+	}
+	return u
 }
 
 func (e *eventRun) snapshot() EventState {

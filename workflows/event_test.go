@@ -200,8 +200,9 @@ func (h *eventHarness) planFor(b BuildRef) buildPlan {
 	return p
 }
 
+// eventInput is an event as pipelines start them now (Lean).
 func eventInput(trigger Trigger) EventInput {
-	return EventInput{Event: EventRef{Pipeline: "app", Number: 1}, Config: appConfig, Trigger: trigger}
+	return EventInput{Event: EventRef{Pipeline: "app", Number: 1}, Config: appConfig, Trigger: trigger, Lean: true}
 }
 
 var commitOnMain = Trigger{Kind: TriggerCommit, Branch: "main"}
@@ -706,7 +707,7 @@ jobs:
 		Build: ref, Repo: "/src/app", SHA: eventSHA, Branch: "main", Trigger: in.Trigger, Queue: "gpu", Priority: 1,
 		Image: "golang:1.26", Steps: []pipeline.Command{{Name: "test", Command: "go test"}},
 		Environment: map[string]string{"GO": "1.26"}, Timeout: 15 * time.Minute,
-		Dispatch: Dispatch{HeartbeatTimeout: time.Minute, MaxAttempts: 7},
+		Dispatch: Dispatch{HeartbeatTimeout: time.Minute, MaxAttempts: 7}, Lean: true,
 		Lane: LaneRequest{
 			Build: ref, Collapse: false, BlockedBySameJob: false, BlockedBy: []string{"~lint"},
 			FreezeWindows: []string{"* 0-6 ? * *"}, Delay: 5 * time.Minute, Force: true,
@@ -883,23 +884,44 @@ jobs:
 		{"pull request", Trigger{Kind: TriggerPR, Branch: "main", PR: 3}, false},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			h := newEventHarness(t, spec)
-			h.run(eventInput(tc.trigger))
-			syncs := h.rec.signalsTo("pipeline/app", SignalSpecSynced)
-			if !tc.wantSync {
-				require.Empty(t, syncs)
-				return
-			}
-			require.Len(t, syncs, 1)
-			s := syncs[0].(SpecSync)
-			require.Equal(t, eventSHA, s.SHA)
-			require.Equal(t, []string{"sd@lib:publish"}, s.Subscriptions)
-			require.Equal(t, []string{"nightly"}, sortedKeys(s.Periodic))
-			require.Regexp(t, `^\d+ 3 \* \* \*$`, s.Periodic["nightly"])
-		})
+		for _, lean := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/lean=%v", tc.name, lean), func(t *testing.T) {
+				t.Parallel()
+				h := newEventHarness(t, spec)
+				in := eventInput(tc.trigger)
+				in.Lean = lean
+				h.run(in)
+				syncs := h.rec.signalsTo("pipeline/app", SignalSpecSynced)
+				if lean {
+					// A lean event sends no spec-synced signal: its first
+					// enqueue batch carries the sync.
+					require.Empty(t, syncs)
+					syncs = nil
+					for i, b := range h.rec.signalsTo("pipeline/app", SignalEnqueue) {
+						if s := b.(EnqueueBatch).Sync; s != nil {
+							require.Zero(t, i, "only the first batch carries the sync")
+							syncs = append(syncs, *s)
+						}
+					}
+				}
+				checkSync(t, syncs, tc.wantSync)
+			})
+		}
 	}
+}
+
+func checkSync(t *testing.T, syncs []any, want bool) {
+	t.Helper()
+	if !want {
+		require.Empty(t, syncs)
+		return
+	}
+	require.Len(t, syncs, 1)
+	s := syncs[0].(SpecSync)
+	require.Equal(t, eventSHA, s.SHA)
+	require.Equal(t, []string{"sd@lib:publish"}, s.Subscriptions)
+	require.Equal(t, []string{"nightly"}, sortedKeys(s.Periodic))
+	require.Regexp(t, `^\d+ 3 \* \* \*$`, s.Periodic["nightly"])
 }
 
 func TestEventQuery(t *testing.T) {
@@ -921,7 +943,9 @@ func TestEventQuery(t *testing.T) {
 func enqueueBatches(h *eventHarness) []EnqueueBatch {
 	var out []EnqueueBatch
 	for _, s := range h.rec.signalsTo("pipeline/app", SignalEnqueue) {
-		out = append(out, s.(EnqueueBatch))
+		b := s.(EnqueueBatch)
+		b.Sync = nil // TestEventSyncsDefaultBranchSpec checks it
+		out = append(out, b)
 	}
 	return out
 }

@@ -191,6 +191,15 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 		return fmt.Errorf("register delete update: %w", err)
 	}
 
+	if err := workflow.SetQueryHandler(ctx, QueryAdmissions, p.admissions); err != nil {
+		return fmt.Errorf("register admissions query: %w", err)
+	}
+	// Admissions are numbered as they arrive, whatever the main loop waits
+	// for (a coroutine issues no command until a signal comes: runs
+	// recorded before it replay alike).
+	admitCh := workflow.GetSignalChannel(ctx, SignalAdmitEvents)
+	workflow.Go(ctx, func(ctx workflow.Context) { p.admitLoop(ctx, admitCh) })
+
 	enqueueCh := workflow.GetSignalChannel(ctx, SignalEnqueue)
 	doneCh := workflow.GetSignalChannel(ctx, SignalBuildDone)
 	syncCh := workflow.GetSignalChannel(ctx, SignalSpecSynced)
@@ -258,6 +267,9 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 		// Oldest event first, so the lanes see builds in event order.
 		sort.SliceStable(batches, func(i, j int) bool { return batches[i].Event < batches[j].Event })
 		for _, batch := range batches {
+			if batch.Sync != nil {
+				p.syncs = append(p.syncs, *batch.Sync)
+			}
 			p.st.Lanes.Release(batch.Event)
 			for _, req := range batch.Requests {
 				if p.st.Deleted {
@@ -345,7 +357,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 			if !drained && workflow.GetVersion(ctx, changeDrainBeforeCAN, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 				drained = true
 			}
-			if enqueueCh.Len() == 0 && doneCh.Len() == 0 && syncCh.Len() == 0 && startCh.Len() == 0 && startedCh.Len() == 0 &&
+			if enqueueCh.Len() == 0 && doneCh.Len() == 0 && syncCh.Len() == 0 && startCh.Len() == 0 && startedCh.Len() == 0 && admitCh.Len() == 0 &&
 				len(p.startQueue) == 0 && len(p.syncs) == 0 && p.launching == 0 && drained {
 				st := p.st
 				return workflow.NewContinueAsNewError(ctx, PipelineWorkflow, PipelineInput{Config: p.cfg, State: &st})
@@ -504,6 +516,7 @@ func (p *pipelineRun) launchEvent(ctx workflow.Context, r StartEventRequest) lau
 		Event: ref, Config: p.cfg, Trigger: r.Trigger, StartFrom: r.StartFrom, StartJobs: r.StartJobs, Rerun: r.Rerun,
 		Notify: r.Notify, Force: r.Force, Parent: r.Parent,
 		ParentSucceeded: r.ParentSucceeded, Creator: r.Creator, Identity: r.Identity, Parameters: r.Parameters,
+		Lean: true, // data, not a command: old runs replay alike
 	})
 	return launchedEvent{res: StartEventResult{Event: ref}, started: child.GetChildWorkflowExecution()}
 }

@@ -58,11 +58,24 @@ func (p *pipelineRun) validateStartEvents(_ workflow.Context, req StartEventsReq
 func (p *pipelineRun) startEvents(ctx workflow.Context, req StartEventsRequest) (StartEventsResult, error) {
 	out := StartEventsResult{Outcomes: make([]StartEventOutcome, len(req.Requests))}
 	for i, r := range req.Requests {
+		if r.Admission != "" {
+			// Admitted before by signal (the API's fallback when this
+			// update was slow), or the other way round: started once.
+			if a, ok := p.admission(r.Admission); ok {
+				out.Outcomes[i] = StartEventOutcome{Error: a.Error, Result: StartEventResult{Duplicate: a.Duplicate}}
+				if a.Event > 0 {
+					out.Outcomes[i].Result.Event = EventRef{Pipeline: p.cfg.Name, Number: a.Event}
+				}
+				continue
+			}
+		}
 		if err := p.validateStart(ctx, r); err != nil {
 			out.Outcomes[i].Error = err.Error()
+			p.remember(AdmissionSeen{ID: r.Admission, Error: err.Error()})
 			continue
 		}
 		l := p.launchEvent(ctx, r)
+		p.remember(AdmissionSeen{ID: r.Admission, Event: l.res.Event.Number, Duplicate: l.res.Duplicate})
 		out.Outcomes[i].Result = l.res
 		if l.started == nil {
 			continue

@@ -147,7 +147,7 @@ func TestPipelineStartEventNumbersEvents(t *testing.T) {
 		require.Equal(t, EventInput{
 			Event: EventRef{Pipeline: "app", Number: n}, Config: appConfig, Trigger: reqs[i].Trigger,
 			StartFrom: reqs[i].StartFrom, Force: reqs[i].Force, Parent: reqs[i].Parent,
-			ParentSucceeded: reqs[i].ParentSucceeded, Creator: reqs[i].Creator, Identity: id,
+			ParentSucceeded: reqs[i].ParentSucceeded, Creator: reqs[i].Creator, Identity: id, Lean: true,
 		}, ev.Input)
 	}
 	require.Equal(t, []string{"event/app/1", "event/app/2", "event/app/3"}, h.rec.children)
@@ -473,6 +473,26 @@ func TestPipelineSpecSync(t *testing.T) {
 		info := query[PipelineInfo](t, h.env, QueryPipeline)
 		require.Equal(t, "s2", info.LastSHA)
 		require.Equal(t, []string{"sd@base:build"}, info.Subscriptions)
+		require.Equal(t, periodic, info.Periodic)
+	})
+	h.deleteAt(time.Hour)
+	h.run(PipelineInput{Config: appConfig})
+	require.Equal(t, []map[string]string{periodic, nil}, h.schedules)
+}
+
+// TestPipelineSpecSyncInEnqueue: a lean event's first enqueue batch carries
+// its spec sync, applied as the signal was, newest event first.
+func TestPipelineSpecSyncInEnqueue(t *testing.T) {
+	t.Parallel()
+	h := newPipelineHarness(t)
+	periodic := map[string]string{"nightly": "17 3 * * *"}
+	h.signal(time.Minute, SignalEnqueue, EnqueueBatch{Event: 4, Sync: &SpecSync{Event: 4, SHA: "s4", Subscriptions: []string{"sd@lib:publish"}, Periodic: periodic}})
+	// An older event's sync arriving later is ignored, as a signal's is.
+	h.signal(2*time.Minute, SignalEnqueue, EnqueueBatch{Event: 3, Sync: &SpecSync{Event: 3, SHA: "s3", Subscriptions: []string{"sd@old:job"}}})
+	at(h.env, 3*time.Minute, func() {
+		info := query[PipelineInfo](t, h.env, QueryPipeline)
+		require.Equal(t, "s4", info.LastSHA)
+		require.Equal(t, []string{"sd@lib:publish"}, info.Subscriptions)
 		require.Equal(t, periodic, info.Periodic)
 	})
 	h.deleteAt(time.Hour)

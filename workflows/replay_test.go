@@ -14,7 +14,9 @@ import (
 // already running fails here: version it with workflow.GetVersion, or, if no
 // deployment runs the old code, record the histories again. Files without a
 // prefix come from the first release's code, v2_* from the code after the
-// pull-request lanes and ordering rules; both must keep replaying.
+// pull-request lanes and ordering rules, v3_* from lean events and builds
+// (versioned by their input) and admission by signal; all must keep
+// replaying.
 func TestReplayRecordedHistories(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob(filepath.Join("testdata", "histories", "*.json"))

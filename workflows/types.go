@@ -164,6 +164,9 @@ type PipelineState struct {
 	NextEvent  int            `json:"next_event"`
 	Lanes      Lanes          `json:"lanes"`
 	Deliveries []DeliverySeen `json:"deliveries,omitempty"`
+	// Admissions are the last starts admitted by SignalAdmitEvents, with
+	// their outcomes (QueryAdmissions).
+	Admissions []AdmissionSeen `json:"admissions,omitempty"`
 	// Subscriptions are the remote jobs this pipeline's spec requires.
 	Subscriptions []string `json:"subscriptions,omitempty"`
 	// Periodic maps periodic jobs to their expanded cron.
@@ -248,6 +251,9 @@ type StartEventRequest struct {
 	// Parameters are the pipeline parameters the event is given (name to
 	// value); the spec's defaults fill the others.
 	Parameters map[string]string `json:"parameters,omitempty"`
+	// Admission identifies a start admitted by SignalAdmitEvents: the
+	// pipeline answers QueryAdmissions for it and starts it once.
+	Admission string `json:"admission,omitempty"`
 }
 
 // StartEventResult is UpdateStartEvent's answer.
@@ -277,6 +283,9 @@ type SpecSync struct {
 type EnqueueBatch struct {
 	Event    int           `json:"event"`
 	Requests []LaneRequest `json:"requests,omitempty"`
+	// Sync is the event's spec sync, carried by its first batch (events
+	// at leanVersion) instead of a SignalSpecSynced of its own.
+	Sync *SpecSync `json:"sync,omitempty"`
 }
 
 // BuildStarted tells a pipeline that a build an executor claimed runs.
@@ -309,6 +318,15 @@ type EventInput struct {
 	Identity        *queue.Identity `json:"identity,omitempty"`
 	// Parameters are the parameters given (see StartEventRequest).
 	Parameters map[string]string `json:"parameters,omitempty"`
+	// Lean versions the event by its input instead of markers: the
+	// features versioned separately before it (lane order, commit
+	// statuses, schedules set by, restarts by hand, pull requests' base
+	// settings) are on; its spec sync rides on its first enqueue signal
+	// instead of a signal of its own; its SHA goes with the next upsert;
+	// and its builds start lean (BuildInput.Lean). Each version marker
+	// costs two history events and a visibility task; events recorded
+	// without Lean replay with the markers they have.
+	Lean bool `json:"lean,omitempty"`
 }
 
 // JobOutcome is one job's part in an event.
@@ -357,6 +375,12 @@ type EventState struct {
 
 // BuildInput starts a BuildWorkflow: everything an executor needs to run it.
 type BuildInput struct {
+	// Lean (set by a lean event, EventInput.Lean): no version markers (lane
+	// order, reports of lost attempts and untrusted queues are on); the
+	// build starts QUEUED with its memo set by its start options, and its
+	// claim upserts the executor and the status together.
+	Lean bool `json:"lean,omitempty"`
+
 	// NoRetryOnLoss (sluice.dev/retryOnLoss: false) ends the build at its
 	// first lost attempt instead of dispatching it again.
 	NoRetryOnLoss bool `json:"no_retry_on_loss,omitempty"`

@@ -13,7 +13,7 @@ const changeUntrustedQueue = "untrusted-queue"
 // otherwise. GetVersion is asked only for forks' builds, so other builds'
 // histories do not change.
 func (b *build) taskQueue(ctx workflow.Context) string {
-	if b.state.Fork && workflow.GetVersion(ctx, changeUntrustedQueue, workflow.DefaultVersion, 1) >= 1 {
+	if b.state.Fork && (b.in.Lean || workflow.GetVersion(ctx, changeUntrustedQueue, workflow.DefaultVersion, 1) >= 1) {
 		return UntrustedTaskQueue(b.in.Queue)
 	}
 	return QueueTaskQueue(b.in.Queue)

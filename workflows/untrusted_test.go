@@ -41,6 +41,7 @@ func TestBuildWorkflowForkGoesToUntrustedTaskQueue(t *testing.T) {
 				h.env.OnGetVersion(changeUntrustedQueue, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 			}
 			in := buildInput()
+			in.Lean = !tt.oldRun // a lean build asks no version
 			in.Build, in.Lane.Build = tt.build, tt.build
 			in.Trigger.Fork = tt.fork
 			h.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: tt.build.WorkflowID()})

@@ -160,7 +160,7 @@ func (s *Server) NewEnv(t testing.TB, opts Options) *Env {
 	require.NoError(t, err)
 
 	e.Service = &api.Service{
-		Client: e.Client, Namespace: e.Namespace, Liveness: cfg.LivenessTimeout,
+		Client: e.Client, Namespace: e.Namespace, Liveness: cfg.LivenessTimeout, AdmitWait: cfg.AdmitWait,
 		Dispatch: workflows.Dispatch{HeartbeatTimeout: cfg.HeartbeatTimeout, MaxAttempts: cfg.MaxAttempts},
 		Repos:    activities.CachedRepos(filepath.Join(dir, "git")), Logger: e.Logger,
 	}

@@ -95,6 +95,9 @@ func (s *stack) oneEvent(ctx context.Context, name string, jobs []job) (time.Dur
 	}
 	t0 := time.Now()
 	ev, err := s.API.StartEvent(ctx, name, api.StartEventRequest{Type: "commit", Branch: "main"})
+	if err == nil {
+		ev, err = s.numbered(ctx, ev)
+	}
 	if err != nil {
 		return 0, st, fmt.Errorf("start event of %s: %w", name, err)
 	}

@@ -89,6 +89,9 @@ type latencyRun struct {
 func (l *latencyRun) sluice(ctx context.Context, i int) error {
 	t0 := time.Now()
 	ev, err := l.s.API.StartEvent(ctx, "lat", api.StartEventRequest{Type: "commit", Branch: "main"})
+	if err == nil {
+		ev, err = l.s.numbered(ctx, ev)
+	}
 	if err != nil {
 		return fmt.Errorf("start event %d: %w", i+1, err)
 	}

@@ -65,6 +65,9 @@ func runScale(ctx context.Context, b *bench) (string, error) {
 	ids := make([]string, len(names))
 	err = parallel(len(names), len(names), func(i int) error {
 		ev, err := s.API.StartEvent(ctx, names[i], api.StartEventRequest{Type: "commit", Branch: "main"})
+		if err == nil {
+			ev, err = s.numbered(ctx, ev)
+		}
 		if err != nil {
 			return fmt.Errorf("start event of %s: %w", names[i], err)
 		}

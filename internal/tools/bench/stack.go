@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -50,6 +51,9 @@ type stack struct {
 	http     *http.Server
 
 	stopController func()
+	// pendingAnswers counts the polls for events the API answered
+	// pending (admitted, not numbered within its admit wait).
+	pendingAnswers atomic.Int64
 	controller     *proc
 
 	mu    sync.Mutex
@@ -165,7 +169,7 @@ func (s *stack) startAPI(ctx context.Context) error {
 		return fmt.Errorf("API log store: %w", err)
 	}
 	svc := &api.Service{
-		Client: s.Client, Namespace: "default", Liveness: s.cfg.LivenessTimeout,
+		Client: s.Client, Namespace: "default", Liveness: s.cfg.LivenessTimeout, AdmitWait: s.cfg.AdmitWait,
 		Dispatch: workflows.Dispatch{HeartbeatTimeout: s.cfg.HeartbeatTimeout, MaxAttempts: s.cfg.MaxAttempts},
 		Repos:    activities.CachedRepos(filepath.Join(s.dir, "api-git")), Logger: s.b.log,
 		LocalRepos: []string{"/"}, // the benchmark's repositories are temporary directories

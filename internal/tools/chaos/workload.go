@@ -118,6 +118,9 @@ func retry(ctx context.Context, limit time.Duration, fn func(context.Context) er
 // event twice.
 func startEvent(ctx context.Context, c *api.Client, pipeline string, want int) (string, error) {
 	var id string
+	// admitted: the API admitted the start but answered before the
+	// pipeline numbered it (pending); it will be numbered, so never again.
+	admitted := ""
 	err := retry(ctx, 3*time.Minute, func(ctx context.Context) error {
 		p, err := c.GetPipeline(ctx, pipeline)
 		if err != nil {
@@ -129,10 +132,16 @@ func startEvent(ctx context.Context, c *api.Client, pipeline string, want int) (
 			return nil
 		case p.Events != want-1:
 			return fmt.Errorf("pipeline %s has %d events, expected %d or %d", pipeline, p.Events, want-1, want)
+		case admitted != "":
+			return fmt.Errorf("pipeline %s has not numbered admission %s yet", pipeline, admitted)
 		}
 		ev, err := c.StartEvent(ctx, pipeline, api.StartEventRequest{Type: "commit", Branch: "main"})
 		if err != nil {
 			return err
+		}
+		if ev.Pending {
+			admitted = ev.Admission
+			return fmt.Errorf("pipeline %s admitted %s, not numbered yet", pipeline, admitted)
 		}
 		if ev.Number != want {
 			return fmt.Errorf("pipeline %s started event %d, expected %d", pipeline, ev.Number, want)
