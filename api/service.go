@@ -59,6 +59,12 @@ type Service struct {
 	// ID, even after Temporal's retention purged the old histories (nil:
 	// the old pipeline's memo and visibility only).
 	Numbers store.EventNumbers
+	// Meta keeps build and event metadata (nil: the metadata routes are
+	// off, and builds start with no metadata from sluice).
+	Meta store.Meta
+	// EventMeta, if set, adds event-level metadata every build of an event
+	// starts with (see EventMetaFunc).
+	EventMeta EventMetaFunc
 
 	idx pipelineIndex
 	// batches coalesces concurrent event starts per pipeline (batch.go).

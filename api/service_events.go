@@ -57,9 +57,13 @@ func (s *Service) StartEvent(ctx context.Context, id queue.Identity, name string
 	if req.Ref != "" && !reBranch.MatchString(req.Ref) {
 		return EventStarted{}, invalid("ref %q: not a valid tag or branch name", req.Ref)
 	}
+	metaRef, err := s.NewEventMeta(ctx, name, req.Meta)
+	if err != nil {
+		return EventStarted{}, err
+	}
 	ident := id
 	r := workflows.StartEventRequest{
-		Trigger:   workflows.Trigger{Kind: kind, Branch: req.Branch, Ref: req.Ref, SHA: req.SHA, PR: req.PR, Sender: id.User},
+		Trigger:   workflows.Trigger{Kind: kind, Branch: req.Branch, Ref: req.Ref, SHA: req.SHA, PR: req.PR, Sender: id.User, MetaRef: metaRef},
 		StartFrom: req.StartFrom, Force: req.Force, Creator: id.User, Identity: &ident,
 	}
 	return s.startEvent(ctx, name, r)

@@ -32,6 +32,7 @@ as a graph, one build per job. EVENT is written <pipeline>/<number>, e.g. myapp/
 func (a *app) eventStartCmd() *cobra.Command {
 	var s cliout.EventStart
 	var force, wait bool
+	var metaFlags []string
 	cmd := &cobra.Command{
 		Use:   "start PIPELINE [flags]",
 		Short: "Start an event and print its ID",
@@ -50,15 +51,20 @@ stderr and exits 1.`,
   sluice event start myapp --branch main --wait
   id=$(sluice event start myapp --type pr --pr 12 --branch main --ref feature)
   sluice event start myapp --type tag --ref v1.2.0 --sha 3f2c1ab
-  sluice event start myapp --start-from deploy --force`,
+  sluice event start myapp --start-from deploy --force
+  sluice event start myapp --meta release.channel=beta --meta notes='{"ticket":42}'`,
 		Args: args("PIPELINE"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if err := s.Validate(); err != nil {
 				return err
 			}
 			ctx := cmd.Context()
+			meta, err := parseMetaFlags(metaFlags)
+			if err != nil {
+				return err
+			}
 			started, err := a.client().StartEvent(ctx, argv[0], api.StartEventRequest{
-				SHA: s.SHA, Branch: s.Branch, Type: s.Type, Ref: s.Ref, PR: s.PR, StartFrom: s.StartFrom, Force: force,
+				SHA: s.SHA, Branch: s.Branch, Type: s.Type, Ref: s.Ref, PR: s.PR, StartFrom: s.StartFrom, Force: force, Meta: meta,
 			})
 			if err != nil {
 				return err
@@ -81,7 +87,24 @@ stderr and exits 1.`,
 	f.StringVar(&s.StartFrom, "start-from", "", "start the event at this job")
 	f.BoolVar(&force, "force", false, "start builds through freeze windows")
 	f.BoolVar(&wait, "wait", false, "wait for the event to end; exit 1 unless it succeeded")
+	f.StringArrayVar(&metaFlags, "meta", nil, "KEY=VALUE metadata every build of the event starts with (dotted KEY; a VALUE that parses as JSON is kept as JSON); repeatable")
 	return cmd
+}
+
+// parseMetaFlags reads --meta KEY=VALUE flags.
+func parseMetaFlags(flags []string) (map[string]string, error) {
+	if len(flags) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(flags))
+	for _, kv := range flags {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usageError(fmt.Errorf("--meta %q: want KEY=VALUE", kv))
+		}
+		out[k] = v
+	}
+	return out, nil
 }
 
 // printStarted prints a started event's ID (text) or the answer (JSON).

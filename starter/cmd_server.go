@@ -150,7 +150,7 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 	if stack != nil && stack.UIURL() != "" && cfg.TemporalUIURL == "" {
 		cfg.TemporalUIURL = stack.UIURL()
 	}
-	srv := a.apiServer(cfg, c, store, secrets, log, auth)
+	srv, svc := a.apiServer(cfg, c, store, secrets, log, auth)
 
 	ui := "disabled"
 	if stack != nil && stack.UIURL() != "" {
@@ -178,7 +178,10 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 			return workers.RunController(ctx, workers.Options{Client: c, Config: cfg, Logger: log, Logs: local, PipelineTokens: secrets.PipelineTokens(), Reaper: reaperCommand(), Dev: true})
 		},
 		func(ctx context.Context) error {
-			return workers.RunExecutor(ctx, workers.Options{Client: c, Config: cfg, Logger: log, Logs: local, Name: name, Secrets: secrets.LocalSource(), Reaper: reaperCommand(), Dev: true})
+			return workers.RunExecutor(ctx, workers.Options{
+				Client: c, Config: cfg, Logger: log, Logs: local, Name: name, Secrets: secrets.LocalSource(), Reaper: reaperCommand(), Dev: true,
+				BuildData: svc.LocalBuildData(), SelfBinary: selfBinary(log),
+			})
 		},
 	)
 }
@@ -324,7 +327,7 @@ func openSecrets(ctx context.Context, cfg *config.Config, log *slog.Logger) (sec
 	return secrets, closeDB, nil
 }
 
-func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Store, secrets *api.SecretStore, log *slog.Logger, auth func(*http.Request) (queue.Identity, error)) *http.Server {
+func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Store, secrets *api.SecretStore, log *slog.Logger, auth func(*http.Request) (queue.Identity, error)) (*http.Server, *api.Service) {
 	svc := &api.Service{
 		Client: c, Namespace: cfg.TemporalNamespace, Liveness: cfg.LivenessTimeout,
 		Dispatch: workflows.Dispatch{HeartbeatTimeout: cfg.HeartbeatTimeout, MaxAttempts: cfg.MaxAttempts},
@@ -334,6 +337,7 @@ func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Sto
 	if secrets != nil {
 		svc.HasSecrets = secrets.HasAny
 		svc.Numbers = secrets.EventNumbers()
+		svc.Meta = secrets.MetaStore()
 	}
 	h := api.NewHandler(api.Deps{
 		Service: svc, Logs: store, Logger: log, Secrets: secrets, Metrics: api.NewMetrics(svc),
@@ -344,7 +348,21 @@ func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Sto
 			return err
 		},
 	})
-	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, svc
+}
+
+// selfBinary is this binary's path, which builds run as their meta and
+// sluice commands ("" when it cannot be found: builds then have neither).
+func selfBinary(log *slog.Logger) string {
+	p, err := os.Executable()
+	if err == nil {
+		p, err = filepath.EvalSymlinks(p)
+	}
+	if err != nil {
+		log.Warn("self_binary_unknown", "error", err, "effect", "builds have no meta command")
+		return ""
+	}
+	return p
 }
 
 // pruneLogs deletes build logs older than SLUICE_LOG_RETENTION, hourly.
@@ -415,7 +433,7 @@ Executors ship step logs to the API (SLUICE_API_URL).`,
 			apiClient.Token = cfg.Token
 			o := workers.Options{
 				Client: c, Config: cfg, Logger: log, Logs: remote, Secrets: apiClient.SecretSource(), PipelineTokens: apiClient.PipelineTokens(),
-				Reaper: reaperCommand(),
+				Reaper: reaperCommand(), BuildData: apiClient.BuildData(), SelfBinary: selfBinary(log),
 			}
 			if role == "controller" {
 				return workers.RunController(cmd.Context(), o)
@@ -482,7 +500,7 @@ SLUICE_DATA_DIR/logs: give every API replica the same volume.`,
 				return err
 			}
 			defer closeDB()
-			srv := a.apiServer(cfg, c, store, secrets, log, auth)
+			srv, _ := a.apiServer(cfg, c, store, secrets, log, auth)
 			log.Info("api_listening", "address", apiBase(cfg.APIAddr))
 			go pruneLogs(cmd.Context(), cfg, store, log)
 			return serve(cmd.Context(), srv, ln)

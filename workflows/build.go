@@ -33,6 +33,13 @@ type ClaimRequest struct {
 	// holder of that credential. The credential itself never reaches
 	// Temporal. "" (older executors): the API keeps the old rule.
 	CredentialHash string `json:"credential_hash,omitempty"`
+	// StepCredentialHash is the SHA-256 (hex) of a second credential the
+	// executor generated for the attempt and gave its steps
+	// (SD_BUILD_CREDENTIAL): with it the build's own commands (meta get
+	// --external, sluice artifact get) read through the API what the
+	// build may read, and nothing else; it does not stand for the
+	// executor. "": none (older executors).
+	StepCredentialHash string `json:"step_credential_hash,omitempty"`
 }
 
 // AvoidLostExecutorFor is how long the executor that lost a build's attempt
@@ -95,7 +102,7 @@ func BuildWorkflow(ctx workflow.Context, in BuildInput) (BuildState, error) {
 	b := &build{in: in, state: BuildState{
 		ID: in.Build.String(), Build: in.Build, Status: StatusCreated, Queue: in.Queue,
 		Priority: in.Priority, SHA: in.SHA, CreateTime: workflow.Now(ctx), Fork: in.Trigger.Fork && in.Build.PR > 0,
-		Secrets: in.Secrets, SecretsListed: true,
+		Secrets: in.Secrets, SecretsListed: true, Upstream: in.Upstream,
 	}}
 	b.legacy = workflow.GetVersion(ctx, changeLaneOrder, workflow.DefaultVersion, 1) == workflow.DefaultVersion
 	if err := workflow.SetQueryHandler(ctx, QueryBuild, func() (BuildState, error) { return b.state, nil }); err != nil {
@@ -434,6 +441,8 @@ func (b *build) validateClaim(_ workflow.Context, req ClaimRequest) error {
 		return errors.New("claim names no executor")
 	case req.CredentialHash != "" && !activities.ValidCredentialHash(req.CredentialHash):
 		return errors.New("claim's credential hash is not a hex SHA-256")
+	case req.StepCredentialHash != "" && !activities.ValidCredentialHash(req.StepCredentialHash):
+		return errors.New("claim's step credential hash is not a hex SHA-256")
 	}
 	return nil
 }
@@ -456,7 +465,9 @@ func (b *build) claim(ctx workflow.Context, req ClaimRequest) error {
 	if b.state.StartTime.IsZero() {
 		b.state.StartTime = now
 	}
-	b.state.Attempts = append(b.state.Attempts, Attempt{Number: req.Attempt, Executor: req.Executor, Start: now, CredentialHash: req.CredentialHash})
+	b.state.Attempts = append(b.state.Attempts, Attempt{
+		Number: req.Attempt, Executor: req.Executor, Start: now, CredentialHash: req.CredentialHash, StepCredentialHash: req.StepCredentialHash,
+	})
 	_ = workflow.UpsertTypedSearchAttributes(ctx, SAExecutor.ValueSet(req.Executor))
 	b.setStatus(ctx, StatusRunning, fmt.Sprintf("running on %s (attempt %d)", req.Executor, req.Attempt), time.Time{})
 	return nil

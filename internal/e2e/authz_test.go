@@ -82,8 +82,11 @@ tokens:
 		"POST /api/v1/secrets/scm-token":                             {"POST", "/api/v1/secrets/scm-token", `{"pipeline":"app","name":"NOPE"}`},
 		"/api/v1/builds/{id}/logs":                                   {"GET", "/api/v1/builds/app%2Fmain%2F999/logs", ""},
 		"/api/v1/builds/{id}/logs/":                                  {"GET", "/api/v1/builds/app%2Fmain%2F999/logs/main", ""},
+		"GET /api/v1/builds/{id}/meta":                               {"GET", "/api/v1/builds/app%2Fmain%2F999/meta", ""},
+		"PUT /api/v1/builds/{id}/meta":                               {"PUT", "/api/v1/builds/app%2Fmain%2F999/meta", `{"attempt":1,"status":"SUCCESS","meta":{}}`},
+		"GET /api/v1/pipelines/{name}/jobs/{job}/meta":               {"GET", "/api/v1/pipelines/app/jobs/main/meta", ""},
 	}
-	routes := api.Routes(api.Deps{Secrets: &api.SecretStore{}, Logs: &logstore.Store{}})
+	routes := api.Routes(api.Deps{Secrets: &api.SecretStore{}, Logs: &logstore.Store{}, Meta: true})
 	require.Len(t, cases, len(routes), "one case per route")
 	// The delete goes last: after it, pipeline app is gone.
 	var last api.Route

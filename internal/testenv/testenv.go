@@ -175,6 +175,7 @@ func (s *Server) NewEnv(t testing.TB, opts Options) *Env {
 	require.NoError(t, err)
 	e.Service.HasSecrets = secrets.HasAny
 	e.Service.Numbers = secrets.EventNumbers()
+	e.Service.Meta = secrets.MetaStore()
 	e.Service.LocalRepos = []string{"/"} // the tests' repositories are temporary directories
 	srv := httptest.NewServer(api.NewHandler(api.Deps{
 		Service: e.Service, Logs: e.Logs, Logger: e.Logger, Authenticate: auth, GitHubSecret: opts.GitHubSecret, Secrets: secrets,

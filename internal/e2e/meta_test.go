@@ -1,0 +1,100 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-ci/sluice/api"
+	"github.com/sluice-ci/sluice/internal/testenv"
+	"github.com/sluice-ci/sluice/workflows"
+)
+
+// TestBuildMetaBetweenJobs: a real executor process puts `meta` on the
+// steps' PATH; what `build` sets, `test` (downstream, same event) reads,
+// together with the event's own metadata (`event start --meta`); `build
+// show` and the API show it; a restart from `test` starts with the meta of
+// the `build` it inherits; another pipeline reads it with `meta get
+// --external`; and a build's credential reaches no other route.
+func TestBuildMetaBetweenJobs(t *testing.T) {
+	t.Parallel()
+	const rootToken, userToken = "root-token-0123456789", "user-token-0123456789"
+	e := server.NewEnv(t, testenv.Options{Token: rootToken, Tokens: `
+tokens:
+  - {user: root, token: ` + rootToken + `, privileges: [manage-pipelines, read-secrets, manage-executors, define-queues]}
+  - {user: uma, token: ` + userToken + `}
+`})
+	ctx := e.Context()
+	e.StartExecutor(testenv.ExecutorOptions{Name: "meta-1"})
+	e.WaitExecutorLive("meta-1")
+
+	spec := `
+shared: {image: alpine}
+jobs:
+  build:
+    requires: [~commit]
+    steps:
+      - set: meta set version 1.2.3 && meta set deploy.region eu && meta set deploy.targets '["a","b"]' --json-value
+      - other-route: |
+          code=$(curl -s -o /dev/null -w '%{http_code}' -H "X-Sluice-Build: $SD_BUILD_ID" -H "X-Sluice-Attempt-Credential: $SD_BUILD_CREDENTIAL" "${SD_API_URL}api/v1/pipelines")
+          echo "pipelines route with the build credential: $code"
+          echo "credential: $SD_BUILD_CREDENTIAL"
+  test:
+    requires: [build]
+    steps:
+      - get: echo "version=$(meta get version) region=$(meta get deploy.region) targets=$(meta get deploy.targets) channel=$(meta get release.channel) missing=$(meta get nope)"
+`
+	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "metaapp", Repo: testenv.NewRepo(t, map[string]string{"screwdriver.yaml": spec}).Dir})
+	require.NoError(t, err)
+	started, err := e.API.StartEvent(ctx, "metaapp", api.StartEventRequest{Meta: map[string]string{"release.channel": "beta"}})
+	require.NoError(t, err)
+	ev := e.WaitEvent(started.ID, 2*time.Minute)
+	require.Equal(t, workflows.StatusSuccess, ev.Status, ev.Reason)
+	build, test := buildOf(t, ev, "build"), buildOf(t, ev, "test")
+
+	out := readStepLog(t, e, test.ID, 1, "get")
+	require.Contains(t, out, `version=1.2.3 region=eu targets=["a","b"] channel=beta missing=null`)
+	other := readStepLog(t, e, build.ID, 1, "other-route")
+	require.Contains(t, other, "pipelines route with the build credential: 403", "a build's credential reaches only the routes for builds")
+	require.Contains(t, other, "credential: ***", "the log never shows the build's credential")
+
+	got, err := e.API.GetBuild(ctx, build.ID)
+	require.NoError(t, err)
+	var meta map[string]any
+	require.NoError(t, json.Unmarshal(got.Meta, &meta))
+	require.Equal(t, "1.2.3", meta["version"], "GET /api/v1/builds/{id} shows the meta the build ended with")
+	stdout, stderr, code := sluice(t, []string{"SLUICE_API_URL=" + e.APIURL, "SLUICE_TOKEN=" + userToken}, "build", "show", test.ID)
+	require.Zero(t, code, stderr)
+	require.Contains(t, stdout, "meta:")
+	require.Contains(t, stdout, `"version": "1.2.3"`)
+	require.Contains(t, stdout, `"buildId": "`+test.ID+`"`, "each build's own build.* keys")
+
+	// A restart from test inherits build's success, and its metadata.
+	restarted, err := e.API.RestartEvent(ctx, ev.ID, api.RestartEventRequest{From: api.JobList{"test"}})
+	require.NoError(t, err)
+	ev2 := e.WaitEvent(restarted.ID, 2*time.Minute)
+	require.Equal(t, workflows.StatusSuccess, ev2.Status, ev2.Reason)
+	require.Contains(t, readStepLog(t, e, buildOf(t, ev2, "test").ID, 1, "get"), "version=1.2.3 region=eu")
+
+	// Another pipeline reads the last successful build of metaapp:build.
+	ext := "shared: {image: alpine}\njobs:\n  read: {requires: [~commit], steps: [{ext: 'echo \"external=$(meta get version --external sd@metaapp:build)\"'}]}\n"
+	_, err = e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "reader", Repo: testenv.NewRepo(t, map[string]string{"screwdriver.yaml": ext}).Dir})
+	require.NoError(t, err)
+	started, err = e.API.StartEvent(ctx, "reader", api.StartEventRequest{})
+	require.NoError(t, err)
+	ev3 := e.WaitEvent(started.ID, 2*time.Minute)
+	require.Equal(t, workflows.StatusSuccess, ev3.Status, ev3.Reason)
+	require.Contains(t, readStepLog(t, e, buildOf(t, ev3, "read").ID, 1, "ext"), "external=1.2.3")
+
+	// Outside a build, a made-up credential is refused.
+	c := api.NewClient(e.APIURL)
+	c.Build, c.BuildCredential = build.ID, "not-the-credential"
+	_, err = c.JobMeta(ctx, "metaapp", "build")
+	var ae *api.Error
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, http.StatusUnauthorized, ae.Status, ae.Message)
+	require.Contains(t, ae.Message, "not that of build")
+}
