@@ -13,6 +13,7 @@ import (
 
 	"github.com/caarlos0/env/v10"
 
+	"github.com/sluice-ci/sluice/blobstore"
 	"github.com/sluice-ci/sluice/runner"
 )
 
@@ -90,6 +91,10 @@ type Config struct {
 
 	// MetricsAddr serves a worker's Prometheus metrics.
 	MetricsAddr string `env:"SLUICE_METRICS_ADDR" desc:"host:port where 'sluice worker' serves Prometheus /metrics (empty: off); the API always serves /metrics on its own address"`
+	// Blob is the bucket of finished build logs, artifacts and caches.
+	Blob string `env:"SLUICE_BLOB_URL" desc:"bucket for finished build logs, artifacts and caches: file:///dir or s3://bucket?region=…[&endpoint=https://host&use_path_style=true] (credentials from the AWS SDK chain: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, a profile or an instance role); empty is DATA_DIR/blobs. API replicas and executors on other machines need the same s3:// bucket"`
+	// CacheMax caps the compressed caches of one pipeline.
+	CacheMax ByteSize `env:"SLUICE_CACHE_MAX" envDefault:"1GiB" desc:"size budget of one pipeline's build caches in the blob store (compressed; all scopes together), e.g. 500MiB or 2GB; a save that would exceed it evicts that pipeline's least recently used caches first, and an archive larger than the whole budget is not saved. 0 turns caches off"`
 	// LogRetention bounds how long build logs are kept.
 	LogRetention time.Duration `env:"SLUICE_LOG_RETENTION" envDefault:"720h" desc:"build logs untouched this long are deleted by the API (checked hourly); 0 keeps them forever. Deleting a pipeline deletes its logs"`
 	// SecretKey encrypts pipeline secrets at rest.
@@ -335,6 +340,18 @@ func (c *Config) validate(skip map[string]bool) error {
 			bad("SLUICE_METRICS_ADDR", "want [host]:port, got %q", c.MetricsAddr)
 		}
 	}
+	if c.Blob != "" {
+		if u, err := url.Parse(c.Blob); err != nil || (u.Scheme != "file" && u.Scheme != "s3") {
+			bad("SLUICE_BLOB_URL", "want file:///dir or s3://bucket?region=…, got %q", c.Blob)
+		} else if u.Scheme == "file" && (u.Path == "" || (u.Host != "" && u.Host != "localhost")) {
+			bad("SLUICE_BLOB_URL", "want file:///absolute/dir, got %q", c.Blob)
+		} else if u.Scheme == "s3" && u.Host == "" {
+			bad("SLUICE_BLOB_URL", "want s3://bucket?region=…, the URL names no bucket")
+		}
+	}
+	if c.CacheMax < 0 {
+		bad("SLUICE_CACHE_MAX", "must not be negative, got %d", c.CacheMax)
+	}
 	if c.LogRetention < 0 {
 		bad("SLUICE_LOG_RETENTION", "must not be negative, got %s", c.LogRetention)
 	}
@@ -395,6 +412,52 @@ func (c *Config) Workspaces() string {
 		return c.WorkDir
 	}
 	return filepath.Join(c.DataDir, "work")
+}
+
+// BlobURL returns the blob store's URL: SLUICE_BLOB_URL, or a file://
+// bucket under the (absolute) data directory.
+func (c *Config) BlobURL() (string, error) {
+	if c.Blob != "" {
+		return c.Blob, nil
+	}
+	return blobstore.DefaultURL(c.DataDir)
+}
+
+// ByteSize is a size in bytes read from "1073741824", "500MiB", "2GB", "64k".
+type ByteSize int64
+
+// UnmarshalText parses a whole number with an optional, case-insensitive
+// unit: B; K/KB, M/MB, G/GB, T/TB (powers of 1000); KiB, MiB, GiB, TiB
+// (powers of 1024).
+func (b *ByteSize) UnmarshalText(text []byte) error {
+	s := strings.TrimSpace(string(text))
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	if i == 0 {
+		return fmt.Errorf("want a size such as 500MiB or 2GB, got %q", s)
+	}
+	var n int64
+	if _, err := fmt.Sscan(s[:i], &n); err != nil {
+		return fmt.Errorf("want a size such as 500MiB or 2GB, got %q", s)
+	}
+	units := map[string]int64{
+		"": 1, "b": 1,
+		"k": 1e3, "kb": 1e3, "kib": 1 << 10,
+		"m": 1e6, "mb": 1e6, "mib": 1 << 20,
+		"g": 1e9, "gb": 1e9, "gib": 1 << 30,
+		"t": 1e12, "tb": 1e12, "tib": 1 << 40,
+	}
+	mult, ok := units[strings.ToLower(strings.TrimSpace(s[i:]))]
+	if !ok {
+		return fmt.Errorf("unknown unit %q in %q (want B, KB, KiB, MB, MiB, GB, GiB, TB or TiB)", s[i:], s)
+	}
+	if n > 0 && mult > 0 && n > (1<<63-1)/mult {
+		return fmt.Errorf("size %q is too large", s)
+	}
+	*b = ByteSize(n * mult)
+	return nil
 }
 
 // Field describes one configuration variable for help texts and docs.

@@ -41,12 +41,32 @@ func TestLoadDefaults(t *testing.T) {
 		MaxAttempts:       3,
 		ScheduleCatchup:   5 * time.Minute,
 		LogRetention:      720 * time.Hour,
+		CacheMax:          1 << 30,
 		LivenessTimeout:   15 * time.Second,
 		MemberHeartbeat:   3 * time.Second,
 		LogLevel:          "info",
 		LogFormat:         "text",
 		TemporalLogLevel:  "warn",
 	}, c)
+	// The blob store defaults to a file bucket under the absolute data dir.
+	u, err := c.BlobURL()
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(u, "file://"+filepath.Join(wd, ".sluice", "blobs")+"?"), u)
+}
+
+func TestByteSize(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]config.ByteSize{
+		"0": 0, "1024": 1024, "64k": 64000, "64KiB": 64 << 10, "500MiB": 500 << 20, "2GB": 2e9, "1gib": 1 << 30, "3 TiB": 3 << 40, "7B": 7,
+	} {
+		var b config.ByteSize
+		require.NoError(t, b.UnmarshalText([]byte(in)), in)
+		require.Equal(t, want, b, in)
+	}
+	for _, in := range []string{"", "MiB", "-5", "1.5GB", "5 parsecs", "99999999999TiB"} {
+		var b config.ByteSize
+		require.Error(t, b.UnmarshalText([]byte(in)), in)
+	}
 }
 
 func TestLoadEveryVariable(t *testing.T) {
@@ -92,6 +112,8 @@ func TestLoadEveryVariable(t *testing.T) {
 		"SLUICE_SCHEDULE_CATCHUP_WINDOW": "90s",
 		"SLUICE_SECRET_KEY":              "k3y",
 		"SLUICE_LOG_RETENTION":           "168h",
+		"SLUICE_BLOB_URL":                "s3://ci-blobs?region=eu-west-1",
+		"SLUICE_CACHE_MAX":               "500MiB",
 		"SLUICE_METRICS_ADDR":            "127.0.0.1:9464",
 		"SLUICE_TEMPORAL_DB":             "postgres://u:p@db:5432/temporal",
 		"SLUICE_TEMPORAL_SHARDS":         "8",
@@ -149,6 +171,8 @@ func TestLoadEveryVariable(t *testing.T) {
 		ScheduleCatchup:   90 * time.Second,
 		SecretKey:         "k3y",
 		LogRetention:      168 * time.Hour,
+		Blob:              "s3://ci-blobs?region=eu-west-1",
+		CacheMax:          500 << 20,
 		MetricsAddr:       "127.0.0.1:9464",
 		TemporalDB:        "postgres://u:p@db:5432/temporal",
 		TemporalShards:    8,
@@ -200,7 +224,7 @@ func TestLoadMakesEveryPathAbsolute(t *testing.T) {
 	for _, f := range config.Fields() {
 		d := strings.ToLower(f.Desc)
 		if strings.Contains(d, " file") || strings.Contains(d, "directory") || strings.HasPrefix(f.Env, "TEMPORAL_TLS_") && f.Env != "TEMPORAL_TLS" {
-			if f.Env == "SLUICE_SECRET_KEY" || f.Env == "SLUICE_TEMPORAL_DB" || f.Env == "SLUICE_DB" {
+			if f.Env == "SLUICE_SECRET_KEY" || f.Env == "SLUICE_TEMPORAL_DB" || f.Env == "SLUICE_DB" || f.Env == "SLUICE_BLOB_URL" {
 				continue // key material and a URL, not paths
 			}
 			require.Contains(t, got, f.Env, "%s looks like a path: make Load absolutize it", f.Env)
@@ -257,6 +281,12 @@ func TestLoadErrorsNameTheVariable(t *testing.T) {
 		{name: "liveness under twice the heartbeat", vars: map[string]string{"SLUICE_EXECUTOR_LIVENESS": "5s", "SLUICE_MEMBER_HEARTBEAT": "3s"}, want: "SLUICE_EXECUTOR_LIVENESS", msg: "twice SLUICE_MEMBER_HEARTBEAT"},
 		{name: "bad metrics address", vars: map[string]string{"SLUICE_METRICS_ADDR": "9464"}, want: "SLUICE_METRICS_ADDR", msg: "[host]:port"},
 		{name: "negative log retention", vars: map[string]string{"SLUICE_LOG_RETENTION": "-1h"}, want: "SLUICE_LOG_RETENTION", msg: "must not be negative"},
+		{name: "blob url without scheme", vars: map[string]string{"SLUICE_BLOB_URL": "/var/lib/blobs"}, want: "SLUICE_BLOB_URL", msg: "file:///dir or s3://"},
+		{name: "blob url unsupported scheme", vars: map[string]string{"SLUICE_BLOB_URL": "gs://bucket"}, want: "SLUICE_BLOB_URL", msg: "file:///dir or s3://"},
+		{name: "blob url file with a host", vars: map[string]string{"SLUICE_BLOB_URL": "file://blobs/x"}, want: "SLUICE_BLOB_URL", msg: "file:///absolute/dir"},
+		{name: "blob url s3 without bucket", vars: map[string]string{"SLUICE_BLOB_URL": "s3://?region=x"}, want: "SLUICE_BLOB_URL", msg: "no bucket"},
+		{name: "cache max unknown unit", vars: map[string]string{"SLUICE_CACHE_MAX": "5 parsecs"}, want: "SLUICE_CACHE_MAX", msg: "unknown unit"},
+		{name: "cache max not a size", vars: map[string]string{"SLUICE_CACHE_MAX": "lots"}, want: "SLUICE_CACHE_MAX", msg: "500MiB"},
 		{name: "temporal db not postgres", vars: map[string]string{"SLUICE_TEMPORAL_DB": "mysql://x"}, want: "SLUICE_TEMPORAL_DB", msg: "postgres:// URL"},
 		{name: "db not postgres", vars: map[string]string{"SLUICE_DB": "mysql://u:hunter2@db/sluice"}, want: "SLUICE_DB", msg: `got scheme "mysql"`},
 		{name: "db a file path", vars: map[string]string{"SLUICE_DB": "/var/lib/sluice.db"}, want: "SLUICE_DB", msg: "or a postgres:// URL"},
