@@ -70,6 +70,9 @@ type Activities struct {
 	// meta and sluice commands (on the host, or mounted read-only into
 	// their container; "": no commands).
 	SelfBinary string
+	// ArtifactMax caps the artifacts one build uploads, in bytes
+	// (SLUICE_ARTIFACT_MAX; 0: no artifacts are kept).
+	ArtifactMax int64
 	// Outbox is the directory where finished attempts' results wait until
 	// Temporal has them ("" keeps them in memory only).
 	Outbox string

@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -20,6 +21,18 @@ type BuildData interface {
 	StartMeta(ctx context.Context, build string) ([]byte, error)
 	// SaveMeta keeps the metadata an attempt ended with.
 	SaveMeta(ctx context.Context, req MetaSave) error
+	// SaveArtifact keeps one file of an attempt's artifacts.
+	SaveArtifact(ctx context.Context, req ArtifactSave) error
+}
+
+// ArtifactSave is one artifact of an attempt, sent with its credential.
+type ArtifactSave struct {
+	Build      string
+	Attempt    int
+	Credential string
+	// Path is the file's path under the artifacts directory ('/'-separated).
+	Path string
+	Body io.Reader
 }
 
 // MetaSave is one attempt's metadata, sent with its credential.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -323,11 +324,33 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 	// Metadata is kept for every build that ran, failed ones included; a
 	// build whose metadata cannot be kept fails (its downstream builds
 	// would start with the wrong one).
-	if err := a.saveBuildMeta(ctx, in, files, res.Status, credential); err != nil {
+	keepErr := a.saveBuildMeta(ctx, in, files, res.Status, credential)
+	// So are artifacts, within SLUICE_ARTIFACT_MAX; when the build left
+	// any, their log is a step of its own.
+	if !errors.Is(context.Cause(runCtx), errAttemptGone) && hasArtifacts(files) {
+		start := time.Now()
+		logw := io.Writer(io.Discard)
+		w, lerr := late.Open(artifactsLog)
+		if lerr == nil {
+			logw = w
+		}
+		err := a.uploadArtifacts(ctx, in, files, credential, logw)
+		if lerr == nil {
+			_ = w.Close()
+		}
+		step := StepResult{Name: artifactsLog, Start: start, End: time.Now()}
+		if err != nil {
+			step.ExitCode = 1
+			keepErr = errors.Join(keepErr, fmt.Errorf("artifacts: %w", err))
+		}
+		res.Steps = append(res.Steps, step)
+	}
+	if keepErr != nil {
+		msg := strings.ReplaceAll(keepErr.Error(), "\n", "; ")
 		if res.Status == runner.StatusSuccess {
-			res = fail(res, err.Error())
+			res = fail(res, msg)
 		} else {
-			res.Reason = strings.TrimPrefix(res.Reason+"; "+err.Error(), "; ")
+			res.Reason = strings.TrimPrefix(res.Reason+"; "+msg, "; ")
 		}
 	}
 	return a.finish(ctx, runCtx, rep, hb, late, &stopped, info.TaskToken, in, res)

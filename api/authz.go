@@ -135,6 +135,16 @@ func (h *handler) routes() []Route {
 			Route{Pattern: "GET /api/v1/pipelines/{name}/jobs/{job}/meta", Policy: authenticated, Builds: true, handler: http.HandlerFunc(h.getJobMeta)},
 		)
 	}
+	if h.d.Blobs != nil || h.d.Artifacts {
+		out = append(out,
+			Route{Pattern: "GET /api/v1/builds/{id}/artifacts", Policy: authenticated, Builds: true, handler: http.HandlerFunc(h.listArtifacts)},
+			Route{Pattern: "GET /api/v1/builds/{id}/artifacts/{path...}", Policy: authenticated, Builds: true, handler: http.HandlerFunc(h.getArtifact)},
+			Route{Pattern: "GET /api/v1/events/{pipeline}/{n}/jobs/{job}/artifacts/{path...}", Policy: authenticated, Builds: true, handler: http.HandlerFunc(h.eventArtifact)},
+			// The executor running the build's latest attempt, with its
+			// credential (attemptWriteAllowed).
+			rt("PUT /api/v1/builds/{id}/artifacts/{path...}", authenticated, h.putArtifact),
+		)
+	}
 	if h.d.Logs != nil {
 		// Reading a log needs a valid token; writing one (executors
 		// shipping an attempt's logs) also the attempt's credential

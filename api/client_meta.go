@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sluice-ci/sluice/activities"
+	"github.com/sluice-ci/sluice/blobstore"
 	"github.com/sluice-ci/sluice/internal/buildmeta"
 	"github.com/sluice-ci/sluice/workflows"
 )
@@ -49,9 +50,14 @@ func (d clientBuildData) SaveMeta(ctx context.Context, req activities.MetaSave) 
 // LocalBuildData is the service as the way to builds' metadata of an
 // executor in the API's own process (sluice dev): no credential to
 // present.
-func (s *Service) LocalBuildData() activities.BuildData { return localBuildData{s} }
+func (s *Service) LocalBuildData(blobs *blobstore.Store) activities.BuildData {
+	return localBuildData{s: s, blobs: blobs}
+}
 
-type localBuildData struct{ s *Service }
+type localBuildData struct {
+	s     *Service
+	blobs *blobstore.Store
+}
 
 func (d localBuildData) StartMeta(ctx context.Context, build string) ([]byte, error) {
 	ref, err := workflows.ParseBuildRef(build)

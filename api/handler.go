@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-ci/sluice/blobstore"
 	"github.com/sluice-ci/sluice/logstore"
 	"github.com/sluice-ci/sluice/queue"
 	"github.com/sluice-ci/sluice/scm"
@@ -49,10 +50,15 @@ type Deps struct {
 	// PipelineOf looks a pipeline up for its access checks (nil: the
 	// service's GetPipeline; unit tests without Temporal set it).
 	PipelineOf func(ctx context.Context, name string) (Pipeline, error)
+	// Blobs is the blob store of build artifacts; nil disables the
+	// artifact routes.
+	Blobs *blobstore.Store
 	// Meta lists the metadata routes in Routes without a Service (for the
 	// route table's tests); a handler serves them when its Service has a
 	// Meta store.
 	Meta bool
+	// Artifacts lists the artifact routes in Routes without a blob store.
+	Artifacts bool
 	// LoopbackOnly, set when the API listens on loopback only, makes it
 	// answer only requests whose Host names loopback (DNS rebinding).
 	LoopbackOnly bool

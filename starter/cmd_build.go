@@ -29,7 +29,7 @@ func (a *app) buildCmd() *cobra.Command {
 		Long: `A build is one run of one job (one matrix permutation) in one event. BUILD is
 written <pipeline>/<job>/<event>[.<permutation>], e.g. myapp/test/12.`,
 	}
-	cmd.AddCommand(a.buildListCmd(), a.buildShowCmd(), a.buildCancelCmd(), a.buildLogsCmd())
+	cmd.AddCommand(a.buildListCmd(), a.buildShowCmd(), a.buildCancelCmd(), a.buildLogsCmd(), a.buildArtifactsCmd())
 	return cmd
 }
 

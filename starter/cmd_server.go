@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-ci/sluice/activities"
 	"github.com/sluice-ci/sluice/api"
+	"github.com/sluice-ci/sluice/blobstore"
 	"github.com/sluice-ci/sluice/config"
 	"github.com/sluice-ci/sluice/internal/devstack"
 	"github.com/sluice-ci/sluice/logstore"
@@ -150,7 +151,12 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 	if stack != nil && stack.UIURL() != "" && cfg.TemporalUIURL == "" {
 		cfg.TemporalUIURL = stack.UIURL()
 	}
-	srv, svc := a.apiServer(cfg, c, store, secrets, log, auth)
+	blobs, err := openBlobs(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = blobs.Close() }()
+	srv, svc := a.apiServer(cfg, c, store, secrets, blobs, log, auth)
 
 	ui := "disabled"
 	if stack != nil && stack.UIURL() != "" {
@@ -173,14 +179,18 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 	// attempt credential to present.
 	local := func(key, _ string) runner.LogSink { return store.Sink(key) }
 	return workers.RunAll(ctx,
-		func(ctx context.Context) error { go pruneLogs(ctx, cfg, store, log); return serve(ctx, srv, ln) },
+		func(ctx context.Context) error {
+			go pruneLogs(ctx, cfg, store, log)
+			go pruneArtifacts(ctx, cfg, blobs, log)
+			return serve(ctx, srv, ln)
+		},
 		func(ctx context.Context) error {
 			return workers.RunController(ctx, workers.Options{Client: c, Config: cfg, Logger: log, Logs: local, PipelineTokens: secrets.PipelineTokens(), Reaper: reaperCommand(), Dev: true})
 		},
 		func(ctx context.Context) error {
 			return workers.RunExecutor(ctx, workers.Options{
 				Client: c, Config: cfg, Logger: log, Logs: local, Name: name, Secrets: secrets.LocalSource(), Reaper: reaperCommand(), Dev: true,
-				BuildData: svc.LocalBuildData(), SelfBinary: selfBinary(log),
+				BuildData: svc.LocalBuildData(blobs), SelfBinary: selfBinary(log),
 			})
 		},
 	)
@@ -327,7 +337,7 @@ func openSecrets(ctx context.Context, cfg *config.Config, log *slog.Logger) (sec
 	return secrets, closeDB, nil
 }
 
-func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Store, secrets *api.SecretStore, log *slog.Logger, auth func(*http.Request) (queue.Identity, error)) (*http.Server, *api.Service) {
+func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Store, secrets *api.SecretStore, blobs *blobstore.Store, log *slog.Logger, auth func(*http.Request) (queue.Identity, error)) (*http.Server, *api.Service) {
 	svc := &api.Service{
 		Client: c, Namespace: cfg.TemporalNamespace, Liveness: cfg.LivenessTimeout,
 		Dispatch: workflows.Dispatch{HeartbeatTimeout: cfg.HeartbeatTimeout, MaxAttempts: cfg.MaxAttempts},
@@ -340,7 +350,7 @@ func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Sto
 		svc.Meta = secrets.MetaStore()
 	}
 	h := api.NewHandler(api.Deps{
-		Service: svc, Logs: store, Logger: log, Secrets: secrets, Metrics: api.NewMetrics(svc),
+		Service: svc, Logs: store, Logger: log, Secrets: secrets, Metrics: api.NewMetrics(svc), Blobs: blobs,
 		GitHubSecret: cfg.GitHubSecret, GitLabSecret: cfg.GitLabSecret,
 		Authenticate: auth, TemporalUI: cfg.TemporalUIURL, LoopbackOnly: api.LoopbackAddr(cfg.APIAddr),
 		Ready: func(ctx context.Context) error {
@@ -363,6 +373,44 @@ func selfBinary(log *slog.Logger) string {
 		return ""
 	}
 	return p
+}
+
+// openBlobs opens the blob store (SLUICE_BLOB_URL, else DATA_DIR/blobs).
+func openBlobs(ctx context.Context, cfg *config.Config, log *slog.Logger) (*blobstore.Store, error) {
+	u, err := cfg.BlobURL()
+	if err != nil {
+		return nil, err
+	}
+	b, err := blobstore.Open(ctx, u)
+	if err != nil {
+		return nil, fmt.Errorf("open the blob store (SLUICE_BLOB_URL): %w", err)
+	}
+	log.Info("blob_store_opened", "bucket", b.String())
+	return b, nil
+}
+
+// pruneArtifacts deletes build artifacts older than SLUICE_LOG_RETENTION,
+// hourly, as logs are.
+func pruneArtifacts(ctx context.Context, cfg *config.Config, blobs *blobstore.Store, log *slog.Logger) {
+	if cfg.LogRetention <= 0 {
+		return
+	}
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		n, err := api.PruneArtifacts(ctx, blobs, time.Now().Add(-cfg.LogRetention))
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Warn("artifact_prune_failed", "error", err)
+		case n > 0:
+			log.Info("artifacts_pruned", "files", n, "retention", cfg.LogRetention.String())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // pruneLogs deletes build logs older than SLUICE_LOG_RETENTION, hourly.
@@ -500,7 +548,13 @@ SLUICE_DATA_DIR/logs: give every API replica the same volume.`,
 				return err
 			}
 			defer closeDB()
-			srv, _ := a.apiServer(cfg, c, store, secrets, log, auth)
+			blobs, err := openBlobs(cmd.Context(), cfg, log)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = blobs.Close() }()
+			srv, _ := a.apiServer(cfg, c, store, secrets, blobs, log, auth)
+			go pruneArtifacts(cmd.Context(), cfg, blobs, log)
 			log.Info("api_listening", "address", apiBase(cfg.APIAddr))
 			go pruneLogs(cmd.Context(), cfg, store, log)
 			return serve(cmd.Context(), srv, ln)

@@ -67,6 +67,7 @@ func (o Options) activities() *activities.Activities {
 		BuildData:        o.BuildData,
 		APIURL:           o.Config.APIURL,
 		SelfBinary:       o.SelfBinary,
+		ArtifactMax:      int64(o.Config.ArtifactMax),
 		WorkDir:          o.Config.Workspaces(),
 		KeepWorkspaces:   o.Config.KeepWorkspaces,
 		ContainerNetwork: o.Config.ContainerNetwork,

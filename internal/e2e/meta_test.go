@@ -3,6 +3,9 @@ package e2e
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -28,7 +31,7 @@ tokens:
   - {user: uma, token: ` + userToken + `}
 `})
 	ctx := e.Context()
-	e.StartExecutor(testenv.ExecutorOptions{Name: "meta-1"})
+	e.StartExecutor(testenv.ExecutorOptions{Name: "meta-1", Env: []string{"SLUICE_ARTIFACT_MAX=1KiB"}})
 	e.WaitExecutorLive("meta-1")
 
 	spec := `
@@ -38,6 +41,7 @@ jobs:
     requires: [~commit]
     steps:
       - set: meta set version 1.2.3 && meta set deploy.region eu && meta set deploy.targets '["a","b"]' --json-value
+      - dist: mkdir -p $SD_ARTIFACTS_DIR/dist && printf 'app-binary-v1.2.3' > $SD_ARTIFACTS_DIR/dist/app && head -c 2000 /dev/zero > $SD_ARTIFACTS_DIR/zz-big.bin
       - other-route: |
           code=$(curl -s -o /dev/null -w '%{http_code}' -H "X-Sluice-Build: $SD_BUILD_ID" -H "X-Sluice-Attempt-Credential: $SD_BUILD_CREDENTIAL" "${SD_API_URL}api/v1/pipelines")
           echo "pipelines route with the build credential: $code"
@@ -46,6 +50,7 @@ jobs:
     requires: [build]
     steps:
       - get: echo "version=$(meta get version) region=$(meta get deploy.region) targets=$(meta get deploy.targets) channel=$(meta get release.channel) missing=$(meta get nope)"
+      - fetch: sluice artifact get --job build dist/app && echo "artifact=$(cat dist/app)"
 `
 	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "metaapp", Repo: testenv.NewRepo(t, map[string]string{"screwdriver.yaml": spec}).Dir})
 	require.NoError(t, err)
@@ -55,18 +60,42 @@ jobs:
 	require.Equal(t, workflows.StatusSuccess, ev.Status, ev.Reason)
 	build, test := buildOf(t, ev, "build"), buildOf(t, ev, "test")
 
+	require.Contains(t, readStepLog(t, e, test.ID, 1, "fetch"), "artifact=app-binary-v1.2.3", "test gets build's artifact")
+	upload := readStepLog(t, e, build.ID, 1, "sd-teardown-artifacts")
+	require.Contains(t, upload, "artifact dist/app (17 bytes) uploaded")
+	require.Contains(t, upload, "SKIPPED, over the cap of 1024 bytes per build (SLUICE_ARTIFACT_MAX): zz-big.bin (2000 bytes)")
+	env := []string{"SLUICE_API_URL=" + e.APIURL, "SLUICE_TOKEN=" + userToken}
+	stdout, stderr, code := sluice(t, env, "build", "artifacts", build.ID)
+	require.Zero(t, code, stderr)
+	require.Contains(t, stdout, "dist/app")
+	require.Contains(t, stdout, "17")
+	require.NotContains(t, stdout, "zz-big.bin")
+	dl := filepath.Join(t.TempDir(), "app")
+	_, stderr, code = sluice(t, env, "build", "artifacts", build.ID, "dist/app", "--out", dl)
+	require.Zero(t, code, stderr)
+	got, err := os.ReadFile(dl)
+	require.NoError(t, err)
+	require.Equal(t, "app-binary-v1.2.3", string(got))
+	// An outsider (no token) cannot list or download them.
+	for _, p := range []string{"/artifacts", "/artifacts/dist/app"} {
+		resp, err := http.Get(e.APIURL + "/api/v1/builds/" + url.PathEscape(build.ID) + p) //nolint:noctx // a test
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, p)
+	}
+
 	out := readStepLog(t, e, test.ID, 1, "get")
 	require.Contains(t, out, `version=1.2.3 region=eu targets=["a","b"] channel=beta missing=null`)
 	other := readStepLog(t, e, build.ID, 1, "other-route")
 	require.Contains(t, other, "pipelines route with the build credential: 403", "a build's credential reaches only the routes for builds")
 	require.Contains(t, other, "credential: ***", "the log never shows the build's credential")
 
-	got, err := e.API.GetBuild(ctx, build.ID)
+	shown, err := e.API.GetBuild(ctx, build.ID)
 	require.NoError(t, err)
 	var meta map[string]any
-	require.NoError(t, json.Unmarshal(got.Meta, &meta))
+	require.NoError(t, json.Unmarshal(shown.Meta, &meta))
 	require.Equal(t, "1.2.3", meta["version"], "GET /api/v1/builds/{id} shows the meta the build ended with")
-	stdout, stderr, code := sluice(t, []string{"SLUICE_API_URL=" + e.APIURL, "SLUICE_TOKEN=" + userToken}, "build", "show", test.ID)
+	stdout, stderr, code = sluice(t, env, "build", "show", test.ID)
 	require.Zero(t, code, stderr)
 	require.Contains(t, stdout, "meta:")
 	require.Contains(t, stdout, `"version": "1.2.3"`)
@@ -78,6 +107,7 @@ jobs:
 	ev2 := e.WaitEvent(restarted.ID, 2*time.Minute)
 	require.Equal(t, workflows.StatusSuccess, ev2.Status, ev2.Reason)
 	require.Contains(t, readStepLog(t, e, buildOf(t, ev2, "test").ID, 1, "get"), "version=1.2.3 region=eu")
+	require.Contains(t, readStepLog(t, e, buildOf(t, ev2, "test").ID, 1, "fetch"), "artifact=app-binary-v1.2.3", "and its artifacts")
 
 	// Another pipeline reads the last successful build of metaapp:build.
 	ext := "shared: {image: alpine}\njobs:\n  read: {requires: [~commit], steps: [{ext: 'echo \"external=$(meta get version --external sd@metaapp:build)\"'}]}\n"
