@@ -110,7 +110,17 @@ jobs:
 	require.Contains(t, readStepLog(t, e, buildOf(t, ev2, "test").ID, 1, "fetch"), "artifact=app-binary-v1.2.3", "and its artifacts")
 
 	// Another pipeline reads the last successful build of metaapp:build.
-	ext := "shared: {image: alpine}\njobs:\n  read: {requires: [~commit], steps: [{ext: 'echo \"external=$(meta get version --external sd@metaapp:build)\"'}]}\n"
+	ext := `
+shared: {image: alpine}
+jobs:
+  read:
+    requires: [~commit]
+    steps:
+      - ext: echo "external=$(meta get version --external sd@metaapp:build)"
+      - steal: |
+          code=$(curl -s -o /dev/null -w '%{http_code}' -H "X-Sluice-Build: $SD_BUILD_ID" -H "X-Sluice-Attempt-Credential: $SD_BUILD_CREDENTIAL" "${SD_API_URL}api/v1/builds/metaapp%2Fbuild%2F1/artifacts/dist/app")
+          echo "another event's artifact: $code"
+`
 	_, err = e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "reader", Repo: testenv.NewRepo(t, map[string]string{"screwdriver.yaml": ext}).Dir})
 	require.NoError(t, err)
 	started, err = e.API.StartEvent(ctx, "reader", api.StartEventRequest{})
@@ -118,6 +128,7 @@ jobs:
 	ev3 := e.WaitEvent(started.ID, 2*time.Minute)
 	require.Equal(t, workflows.StatusSuccess, ev3.Status, ev3.Reason)
 	require.Contains(t, readStepLog(t, e, buildOf(t, ev3, "read").ID, 1, "ext"), "external=1.2.3")
+	require.Contains(t, readStepLog(t, e, buildOf(t, ev3, "read").ID, 1, "steal"), "another event's artifact: 403", "a build reads only its own event's artifacts")
 
 	// Outside a build, a made-up credential is refused.
 	c := api.NewClient(e.APIURL)
