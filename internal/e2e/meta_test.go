@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"bytes"
+	"debug/elf"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os"
@@ -138,4 +141,63 @@ jobs:
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, http.StatusUnauthorized, ae.Status, ae.Message)
 	require.Contains(t, ae.Message, "not that of build")
+}
+
+// TestBuildMetaInContainers: in a podman container (the executor's own
+// binary mounted read-only), meta set and meta get work, the next job's
+// container starts with the metadata, and artifacts leave the container.
+func TestBuildMetaInContainers(t *testing.T) {
+	t.Parallel()
+	if f, err := elf.Open(testenv.Binary(t)); err == nil {
+		dynamic := false
+		for _, p := range f.Progs {
+			dynamic = dynamic || p.Type == elf.PT_INTERP
+		}
+		_ = f.Close()
+		if dynamic {
+			t.Skip("the sluice binary is dynamically linked: build it with CGO_ENABLED=0 to run its meta command in a busybox container")
+		}
+	}
+	e := containerEnv(t)
+	ctx := e.Context()
+	spec := fmt.Sprintf(`
+shared:
+  image: %s
+  annotations: {screwdriver.cd/executor: pod}
+jobs:
+  build:
+    requires: [~commit]
+    steps:
+      - set: meta set version 1.2.3 && echo "own=$(meta get version)"
+      - dist: mkdir -p $SD_ARTIFACTS_DIR/dist && printf 'from-the-container' > $SD_ARTIFACTS_DIR/dist/app
+  test:
+    requires: [build]
+    steps:
+      - get: echo "version=$(meta get version) path=$SD_META_PATH"
+`, testenv.TestImage)
+	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "ctrmeta", Repo: testenv.NewRepo(t, map[string]string{"screwdriver.yaml": spec}).Dir})
+	require.NoError(t, err)
+	started, err := e.API.StartEvent(ctx, "ctrmeta", api.StartEventRequest{Type: "commit", Branch: "main"})
+	require.NoError(t, err)
+	ev := e.WaitEvent(started.ID, 3*time.Minute)
+	require.Equal(t, workflows.StatusSuccess, ev.Status, ev.Reason)
+	build, test := buildOf(t, ev, "build"), buildOf(t, ev, "test")
+	require.Equal(t, "pod-1", build.Executor)
+	require.Contains(t, readStepLog(t, e, build.ID, 1, "set"), "own=1.2.3")
+	require.Contains(t, readStepLog(t, e, test.ID, 1, "get"), "version=1.2.3 path=/sd/meta/meta.json")
+	list, err := e.API.ListArtifacts(ctx, build.ID)
+	require.NoError(t, err)
+	require.Equal(t, []string{"dist/app"}, artifactPaths(list))
+	var buf bytes.Buffer
+	_, err = e.API.DownloadArtifact(ctx, build.ID, "dist/app", &buf)
+	require.NoError(t, err)
+	require.Equal(t, "from-the-container", buf.String())
+}
+
+func artifactPaths(l api.ArtifactList) []string {
+	out := make([]string, 0, len(l.Artifacts))
+	for _, a := range l.Artifacts {
+		out = append(out, a.Path)
+	}
+	return out
 }

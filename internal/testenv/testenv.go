@@ -331,6 +331,9 @@ func Binary(t testing.TB) string {
 		root := filepath.Join(filepath.Dir(file), "..", "..")
 		cmd := exec.CommandContext(t.Context(), "go", "build", "-o", binPath, "./starter")
 		cmd.Dir = root
+		// Static, as the Dockerfile builds it: builds in containers run it
+		// as their meta and sluice commands.
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("build sluice: %w\n%s", err, out)
 		}
