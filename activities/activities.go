@@ -67,6 +67,19 @@ type Activities struct {
 	// Notify is how a controller sends email and Slack notifications
 	// (nil: no mail server, Slack's public API).
 	Notify *NotifySettings
+	// BuildData reads the metadata builds start with and saves what they
+	// end with (nil: builds start with empty metadata and it is not kept).
+	BuildData BuildData
+	// APIURL is the API builds reach for `meta get --external` and
+	// `sluice artifact get` (SD_API_URL; "": none).
+	APIURL string
+	// SelfBinary is this executor's own binary, which builds run as their
+	// meta and sluice commands (on the host, or mounted read-only into
+	// their container; "": no commands).
+	SelfBinary string
+	// ArtifactMax caps the artifacts one build uploads, in bytes
+	// (SLUICE_ARTIFACT_MAX; 0: no artifacts are kept).
+	ArtifactMax int64
 	// Outbox is the directory where finished attempts' results wait until
 	// Temporal has them ("" keeps them in memory only).
 	Outbox string
@@ -110,9 +123,10 @@ type Scheduler interface {
 // Claimer asks a build workflow to let this executor run the given attempt
 // of the given dispatch; credentialHash is the hash of the attempt's
 // credential (CredentialHash), which the build records. An error means the
-// build no longer wants to run here.
+// build no longer wants to run here. stepHash is the hash of the steps'
+// own credential (SD_BUILD_CREDENTIAL), which the build records too.
 type Claimer interface {
-	Claim(ctx context.Context, workflowID string, attempt, dispatch int, executor, credentialHash string) error
+	Claim(ctx context.Context, workflowID string, attempt, dispatch int, executor, credentialHash, stepHash string) error
 }
 
 // Executor is the local executor runtime: who we are and whether we may

@@ -118,7 +118,7 @@ func containerResources(cpu, ram string) (cpus, memory string, err error) {
 
 // startContainer starts the container of one attempt with the workspace
 // and the control directory mounted.
-func (a *Activities) startContainer(ctx context.Context, in RunBuildInput, dir, ctl, executor string) (*runner.Container, error) {
+func (a *Activities) startContainer(ctx context.Context, in RunBuildInput, dir, ctl, executor string, files buildFiles) (*runner.Container, error) {
 	cpus, memory, err := containerResources(in.CPU, in.RAM)
 	if err != nil {
 		return nil, err
@@ -126,7 +126,13 @@ func (a *Activities) startContainer(ctx context.Context, in RunBuildInput, dir, 
 	src := sourceDir(in.Repo)
 	name := fmt.Sprintf("sluice-%s-a%d-%s", reNotName.ReplaceAllString(in.BuildID, "_"), in.Attempt,
 		strconv.FormatInt(time.Now().UnixNano(), 36))
-	return runner.StartContainer(ctx, runner.ContainerOptions{ //nolint:wrapcheck // the runtime's message is the build's reason
+	mounts := map[string]string{dir: src, ctl: containerControlDir, files.metaDir: containerMetaDir, files.artifactsDir: containerArtifactsDir}
+	ro := map[string]string{}
+	if files.self != "" {
+		ro[files.self] = containerToolsDir + "/sluice"
+		ro[files.binDir] = containerBinDir
+	}
+	ctr, err := runner.StartContainer(ctx, runner.ContainerOptions{
 		Runtime: a.Runtime,
 		Image:   in.Image,
 		Name:    name,
@@ -134,12 +140,20 @@ func (a *Activities) startContainer(ctx context.Context, in RunBuildInput, dir, 
 			LabelNamespace: activity.GetInfo(ctx).Namespace,
 			LabelExecutor:  executor, LabelBuild: in.BuildID, LabelAttempt: strconv.Itoa(in.Attempt),
 		},
-		Mounts:  map[string]string{dir: src, ctl: containerControlDir},
-		Workdir: src,
-		CPUs:    cpus,
-		Memory:  memory,
-		Network: a.ContainerNetwork,
+		Mounts:         mounts,
+		ReadOnlyMounts: ro,
+		Workdir:        src,
+		CPUs:           cpus,
+		Memory:         memory,
+		Network:        a.ContainerNetwork,
 	}, src, containerControlDir)
+	if err != nil {
+		return nil, err //nolint:wrapcheck // the runtime's message is the build's reason
+	}
+	if files.self != "" {
+		ctr.PathPrefix = containerBinDir
+	}
+	return ctr, nil
 }
 
 // noticeSink writes a notice at the top of the first step log it opens.

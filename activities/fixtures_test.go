@@ -119,7 +119,7 @@ type fakeClaimer struct {
 	hashes []string // the credential hash of each claim
 }
 
-func (c *fakeClaimer) Claim(_ context.Context, workflowID string, attempt, _ int, executor, credentialHash string) error {
+func (c *fakeClaimer) Claim(_ context.Context, workflowID string, attempt, _ int, executor, credentialHash, _ string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.claims = append(c.claims, fmt.Sprintf("%s#%d@%s", workflowID, attempt, executor))

@@ -123,7 +123,15 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 		return res, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("executor %s declined build %s: %v", name, in.BuildID, err), ErrTypeDeclined, nil)
 	}
-	if err := a.claim(ctx, in, name, credentialHash); err != nil {
+	// The steps get a credential of their own (SD_BUILD_CREDENTIAL), which
+	// does not stand for the executor: the API takes it only on the routes
+	// for builds.
+	stepCredential, stepHash, err := NewAttemptCredential()
+	if err != nil {
+		return res, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("executor %s declined build %s: %v", name, in.BuildID, err), ErrTypeDeclined, nil)
+	}
+	if err := a.claim(ctx, in, name, credentialHash, stepHash); err != nil {
 		return res, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("build %s refused executor %s: %v", in.BuildID, name, err), ErrTypeSuperseded, nil)
 	}
@@ -210,6 +218,24 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 		logs = maskSecrets(logs, secrets)
 	}
 
+	// The build's metadata, artifacts and tools (meta, sluice) live next
+	// to the workspace; the metadata it starts with comes from the API.
+	inContainer := a.Runtime != "" && a.Runtime != runner.RuntimeHost && in.Image != ""
+	files, err := a.prepareBuildFiles(runCtx, in, dir, inContainer)
+	if !a.KeepWorkspaces {
+		defer a.removeDir(files.root)
+	}
+	if err != nil {
+		if runCtx.Err() != nil {
+			res.Status, res.Reason = runner.StatusAborted, "aborted while reading the build's metadata"
+			return a.finish(ctx, runCtx, rep, hb, late, &stopped, info.TaskToken, in, res)
+		}
+		return a.finish(ctx, runCtx, rep, hb, late, &stopped, info.TaskToken, in, fail(res, "metadata: "+err.Error()))
+	}
+	// The steps hold their own credential (SD_BUILD_CREDENTIAL); the log
+	// never shows it.
+	logs = maskSecrets(logs, map[string]string{"SD_BUILD_CREDENTIAL": stepCredential})
+
 	steps := make([]runner.Step, 0, len(in.Steps))
 	for _, s := range in.Steps {
 		steps = append(steps, runner.Step{Name: s.Name, Command: s.Command})
@@ -260,7 +286,7 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 		spec.Logs = &noticeSink{LogSink: spec.Logs, notice: fmt.Sprintf(
 			"sluice: the job names no image: executor %s runs steps in a shell on its host\n", name)}
 	default:
-		ctr, err := a.startContainer(runCtx, in, dir, spec.ControlDir, name)
+		ctr, err := a.startContainer(runCtx, in, dir, spec.ControlDir, name, files)
 		if err != nil {
 			if runCtx.Err() != nil {
 				res.Status, res.Reason = runner.StatusAborted, "aborted while starting the container"
@@ -280,6 +306,11 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 		spec.Container = ctr
 		spec.Env = containerEnv(in, ctr.Dir, name, secrets)
 	}
+	pathPrefix := ""
+	if files.self != "" && spec.Container == nil {
+		pathPrefix = files.binDir
+	}
+	spec.Env = withEnv(spec.Env, a.buildFileEnv(files, in, stepCredential, spec.Container != nil), pathPrefix)
 	late.LogSink, spec.Logs = spec.Logs, late
 	var groups string
 	if spec.Container == nil && a.GroupRecords != "" {
@@ -312,6 +343,38 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 	for _, s := range out.Steps {
 		res.Steps = append(res.Steps, StepResult{Name: s.Name, ExitCode: s.ExitCode, Start: s.Start, End: s.End, Skipped: s.Skipped})
 	}
+	// Metadata is kept for every build that ran, failed ones included; a
+	// build whose metadata cannot be kept fails (its downstream builds
+	// would start with the wrong one).
+	keepErr := a.saveBuildMeta(ctx, in, files, res.Status, credential)
+	// So are artifacts, within SLUICE_ARTIFACT_MAX; when the build left
+	// any, their log is a step of its own.
+	if !errors.Is(context.Cause(runCtx), errAttemptGone) && hasArtifacts(files) {
+		start := time.Now()
+		logw := io.Writer(io.Discard)
+		w, lerr := late.Open(artifactsLog)
+		if lerr == nil {
+			logw = w
+		}
+		err := a.uploadArtifacts(ctx, in, files, credential, logw)
+		if lerr == nil {
+			_ = w.Close()
+		}
+		step := StepResult{Name: artifactsLog, Start: start, End: time.Now()}
+		if err != nil {
+			step.ExitCode = 1
+			keepErr = errors.Join(keepErr, fmt.Errorf("artifacts: %w", err))
+		}
+		res.Steps = append(res.Steps, step)
+	}
+	if keepErr != nil {
+		msg := strings.ReplaceAll(keepErr.Error(), "\n", "; ")
+		if res.Status == runner.StatusSuccess {
+			res = fail(res, msg)
+		} else {
+			res.Reason = strings.TrimPrefix(res.Reason+"; "+msg, "; ")
+		}
+	}
 	return a.finish(ctx, runCtx, rep, hb, late, &stopped, info.TaskToken, in, res)
 }
 
@@ -339,13 +402,13 @@ func eventNumber(eventID string) string {
 
 // claim claims the build, heartbeating while the claim waits (a controller
 // slow to answer must not look like a lost executor).
-func (a *Activities) claim(ctx context.Context, in RunBuildInput, executor, credentialHash string) error {
+func (a *Activities) claim(ctx context.Context, in RunBuildInput, executor, credentialHash, stepHash string) error {
 	if hb := activity.GetInfo(ctx).HeartbeatTimeout; hb > 0 {
 		defer keepHeartbeating(ctx, max(hb/4, 100*time.Millisecond), func() {
 			activity.RecordHeartbeat(ctx, Progress{Executor: executor, Step: "claiming"})
 		})()
 	}
-	return a.Claimer.Claim(ctx, in.WorkflowID, in.Attempt, in.Dispatch, executor, credentialHash)
+	return a.Claimer.Claim(ctx, in.WorkflowID, in.Attempt, in.Dispatch, executor, credentialHash, stepHash)
 }
 
 // finish ends an attempt that ran (or tried to): an interrupted attempt is

@@ -425,6 +425,9 @@ func TestRunBuildAttemptCredential(t *testing.T) {
 		require.NotEqual(t, cred, hash)
 		require.Equal(t, []string{cred}, h.logCredentials, "the log sink presents the same credential")
 		require.NotContains(t, readFile(t, out+"/env"), cred, "the steps never see the credential")
+		stepCred := readEnv(t, out+"/env")["SD_BUILD_CREDENTIAL"]
+		require.Len(t, stepCred, 43, "the steps get a credential of their own")
+		require.NotEqual(t, cred, stepCred)
 		require.Equal(t, "tok-value", readEnv(t, out+"/env")["TOKEN"])
 		creds, hashes = append(creds, cred), append(hashes, hash)
 	}

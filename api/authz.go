@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -75,6 +76,9 @@ func pipelineAdminOr(privilege string, of func(*http.Request) (string, error)) P
 type Route struct {
 	Pattern string `json:"route"`
 	Policy  Policy `json:"policy"`
+	// Builds admits requests from inside a running build (its credential,
+	// no token; see BuildHeader), which every other route refuses.
+	Builds  bool `json:"builds,omitempty"`
 	handler http.Handler
 }
 
@@ -122,6 +126,25 @@ func (h *handler) routes() []Route {
 			rt("POST /api/v1/secrets/scm-token", privileged(PrivilegeReadSCMTokens), h.scmToken),
 		)
 	}
+	if h.d.Service != nil && h.d.Service.Meta != nil || h.d.Meta {
+		out = append(out,
+			rt("GET /api/v1/builds/{id}/meta", authenticated, h.getBuildMeta),
+			// The executor running the build's latest attempt, with its
+			// credential (attemptWriteAllowed).
+			rt("PUT /api/v1/builds/{id}/meta", authenticated, h.putBuildMeta),
+			Route{Pattern: "GET /api/v1/pipelines/{name}/jobs/{job}/meta", Policy: authenticated, Builds: true, handler: http.HandlerFunc(h.getJobMeta)},
+		)
+	}
+	if h.d.Blobs != nil || h.d.Artifacts {
+		out = append(out,
+			Route{Pattern: "GET /api/v1/builds/{id}/artifacts", Policy: authenticated, Builds: true, handler: http.HandlerFunc(h.listArtifacts)},
+			Route{Pattern: "GET /api/v1/builds/{id}/artifacts/{path...}", Policy: authenticated, Builds: true, handler: http.HandlerFunc(h.getArtifact)},
+			Route{Pattern: "GET /api/v1/events/{pipeline}/{n}/jobs/{job}/artifacts/{path...}", Policy: authenticated, Builds: true, handler: http.HandlerFunc(h.eventArtifact)},
+			// The executor running the build's latest attempt, with its
+			// credential (attemptWriteAllowed).
+			rt("PUT /api/v1/builds/{id}/artifacts/{path...}", authenticated, h.putArtifact),
+		)
+	}
 	if h.d.Logs != nil {
 		// Reading a log needs a valid token; writing one (executors
 		// shipping an attempt's logs) also the attempt's credential
@@ -146,9 +169,31 @@ func Routes(d Deps) []Route {
 	return rs
 }
 
-// authorize wraps a route's handler with its policy.
-func (h *handler) authorize(p Policy, next http.Handler) http.Handler {
+// authorize wraps a route's handler with its policy. A request from inside
+// a build (fromBuild) passes only routes that admit builds.
+func (h *handler) authorize(p Policy, builds bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if fromBuild(r) {
+			c, ok := callerBuild(r.Context())
+			if !ok {
+				var err error
+				if c, err = h.resolveBuildCaller(r); err != nil {
+					h.fail(w, r, err)
+					return
+				}
+				r = r.WithContext(context.WithValue(r.Context(), callerKey{}, c))
+			}
+			if !builds {
+				h.fail(w, r, fmt.Errorf("%w: build %s's credential does not reach this route (only metadata and artifact reads)", queue.ErrForbidden, c.ID))
+				return
+			}
+			if err := h.allowed(r, buildIdentity(c), p); err != nil {
+				h.fail(w, r, err)
+				return
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
 		id, err := h.identity(r)
 		if err != nil {
 			h.fail(w, r, err)

@@ -23,7 +23,11 @@ type Client struct {
 	BaseURL string
 	// Token, when set, is sent as a bearer token.
 	Token string
-	HTTP  *http.Client
+	// Build and BuildCredential, when set and Token is not, make the
+	// client act for a running build (commands inside a build: meta,
+	// sluice artifact), with its attempt's credential.
+	Build, BuildCredential string
+	HTTP                   *http.Client
 }
 
 // NewClient returns a client for baseURL.
@@ -82,6 +86,9 @@ func (c *Client) doWith(ctx context.Context, method, path string, hdr http.Heade
 	}
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
+	} else if c.Build != "" {
+		req.Header.Set(BuildHeader, c.Build)
+		req.Header.Set(attemptCredentialHeader, c.BuildCredential)
 	}
 	for k, vs := range hdr {
 		for _, v := range vs {

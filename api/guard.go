@@ -61,7 +61,7 @@ func jsonOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !safeMethod(r.Method) && strings.HasPrefix(r.URL.Path, "/api/") {
 			want := "application/json"
-			if strings.Contains(r.URL.Path, "/logs") {
+			if strings.Contains(r.URL.Path, "/logs") || strings.Contains(r.URL.Path, "/artifacts/") {
 				want = "application/octet-stream"
 			}
 			mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-ci/sluice/blobstore"
 	"github.com/sluice-ci/sluice/cache"
 	"github.com/sluice-ci/sluice/logstore"
 	"github.com/sluice-ci/sluice/queue"
@@ -53,6 +54,15 @@ type Deps struct {
 	// PipelineOf looks a pipeline up for its access checks (nil: the
 	// service's GetPipeline; unit tests without Temporal set it).
 	PipelineOf func(ctx context.Context, name string) (Pipeline, error)
+	// Blobs is the blob store of build artifacts; nil disables the
+	// artifact routes.
+	Blobs *blobstore.Store
+	// Meta lists the metadata routes in Routes without a Service (for the
+	// route table's tests); a handler serves them when its Service has a
+	// Meta store.
+	Meta bool
+	// Artifacts lists the artifact routes in Routes without a blob store.
+	Artifacts bool
 	// LoopbackOnly, set when the API listens on loopback only, makes it
 	// answer only requests whose Host names loopback (DNS rebinding).
 	LoopbackOnly bool
@@ -83,7 +93,7 @@ func NewHandler(d Deps) http.Handler {
 	mux.HandleFunc("POST /webhooks/gitlab", h.webhook("gitlab"))
 
 	for _, rt := range h.routes() {
-		mux.Handle(rt.Pattern, h.authorize(rt.Policy, rt.handler))
+		mux.Handle(rt.Pattern, h.authorize(rt.Policy, rt.Builds, rt.handler))
 	}
 	h.webRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -130,7 +140,17 @@ func (h *handler) authenticated(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/api/") {
+		if strings.HasPrefix(r.URL.Path, "/api/") && fromBuild(r) {
+			// A build's credential instead of a token (authorize admits
+			// it on the routes that take builds).
+			c, err := h.resolveBuildCaller(r)
+			if err != nil {
+				h.fail(w, r, err)
+				return
+			}
+			ctx := context.WithValue(r.Context(), callerKey{}, c)
+			r = r.WithContext(context.WithValue(ctx, identityKey{}, buildIdentity(c)))
+		} else if strings.HasPrefix(r.URL.Path, "/api/") {
 			id, err := h.identity(r)
 			if err != nil {
 				h.fail(w, r, err)
@@ -545,6 +565,13 @@ func (h *handler) getBuild(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		h.fail(w, r, err)
 		return
+	}
+	if h.svc.Meta != nil {
+		if m, err := h.svc.metaOf(r.Context(), b); err != nil {
+			h.log.WarnContext(r.Context(), "build_meta_failed", "build", b.ID, "error", err)
+		} else {
+			b.Meta = m.Meta
+		}
 	}
 	writeJSON(w, http.StatusOK, b)
 }

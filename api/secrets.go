@@ -214,6 +214,12 @@ func (s *SecretStore) EventNumbers() store.EventNumbers {
 	return n
 }
 
+// MetaStore is the store's build and event metadata, if it keeps any.
+func (s *SecretStore) MetaStore() store.Meta {
+	m, _ := s.db.(store.Meta)
+	return m
+}
+
 // Close releases the database OpenSecretStore opened (NewSecretStore's
 // belongs to its caller).
 func (s *SecretStore) Close() error {

@@ -67,6 +67,12 @@ type Service struct {
 	// the pipeline to number the event it admitted (0: DefaultAdmitWait);
 	// past it the answer is pending, with the admission ID.
 	AdmitWait time.Duration
+	// Meta keeps build and event metadata (nil: the metadata routes are
+	// off, and builds start with no metadata from sluice).
+	Meta store.Meta
+	// EventMeta, if set, adds event-level metadata every build of an event
+	// starts with (see EventMetaFunc).
+	EventMeta EventMetaFunc
 
 	idx pipelineIndex
 	// batches coalesces concurrent event starts per pipeline (batch.go).

@@ -150,9 +150,17 @@ func (s *Service) GetBuild(ctx context.Context, ref workflows.BuildRef) (Build, 
 		Attempts: len(st.Attempts), CreateTime: st.CreateTime, QueuedTime: st.QueuedTime, StartTime: st.StartTime,
 		EndTime: st.EndTime, WaitUntil: st.WaitUntil, CollapsedInto: st.CollapsedInto, AttemptList: st.Attempts, Steps: st.Steps,
 		Fork: st.Fork, Secrets: st.Secrets, SecretsListed: st.SecretsListed, Cause: st.Cause, CauseInfo: st.CauseInfo,
+		Upstream: st.Upstream,
 	}
 	// The attempts' credential hashes stay in the API (attempt credentials).
 	for i := range b.AttemptList {
+		if h := b.AttemptList[i].StepCredentialHash; h != "" {
+			if b.stepCredentials == nil {
+				b.stepCredentials = make([]string, len(b.AttemptList))
+			}
+			b.stepCredentials[i] = h
+			b.AttemptList[i].StepCredentialHash = ""
+		}
 		if h := b.AttemptList[i].CredentialHash; h != "" {
 			if b.credentials == nil {
 				b.credentials = make([]string, len(b.AttemptList))

@@ -64,9 +64,13 @@ func (s *Service) StartEvent(ctx context.Context, id queue.Identity, name string
 			return EventStarted{}, err
 		}
 	}
+	metaRef, err := s.NewEventMeta(ctx, name, req.Meta)
+	if err != nil {
+		return EventStarted{}, err
+	}
 	ident := id
 	r := workflows.StartEventRequest{
-		Trigger:   workflows.Trigger{Kind: kind, Branch: req.Branch, Ref: req.Ref, SHA: req.SHA, PR: req.PR, Sender: id.User},
+		Trigger:   workflows.Trigger{Kind: kind, Branch: req.Branch, Ref: req.Ref, SHA: req.SHA, PR: req.PR, Sender: id.User, MetaRef: metaRef},
 		StartFrom: req.StartFrom, Force: req.Force, Creator: id.User, Identity: &ident, Parameters: req.Parameters,
 	}
 	return s.startEvent(ctx, name, r)

@@ -96,6 +96,9 @@ type StartEventRequest struct {
 	// defaults fill the others. An unknown name or a value outside a
 	// parameter's choices is refused and starts nothing.
 	Parameters map[string]string `json:"parameters,omitempty"`
+	// Meta is metadata every build of the event starts with: dotted keys,
+	// values kept as JSON when they parse as JSON, else as strings.
+	Meta map[string]string `json:"meta,omitempty"`
 }
 
 // RestartEventRequest is the body of POST /api/v1/events/{pipeline}/{n}/restart.
@@ -227,6 +230,15 @@ type Build struct {
 	// CauseInfo its details (the full record only).
 	Cause     workflows.Cause      `json:"cause,omitempty"`
 	CauseInfo *workflows.CauseInfo `json:"cause_info,omitempty"`
+	// Upstream are the jobs whose builds' metadata it starts with (the
+	// full record only).
+	Upstream []string `json:"upstream,omitempty"`
+	// Meta is the build's metadata (GET /api/v1/builds/{id} only): what it
+	// ended with once saved, else what it starts with.
+	Meta json.RawMessage `json:"meta,omitempty"`
+	// stepCredentials are the step credential hashes of AttemptList's
+	// attempts, in its order; never shown.
+	stepCredentials []string
 	// credentials are the credential hashes of AttemptList's attempts, in
 	// its order ("" or missing: claimed by an older executor); never shown.
 	credentials []string

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"embed"
 	"encoding/json"
@@ -63,6 +64,7 @@ func (h *handler) webRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /ui/pipelines/{name}/events/{n}", wh.page(wh.event))
 	mux.HandleFunc("GET /ui/builds/{pipeline}/{job}/{n}", wh.page(wh.build))
 	mux.HandleFunc("GET /ui/builds/{pipeline}/{job}/{n}/live", wh.live)
+	mux.HandleFunc("GET /ui/builds/{pipeline}/{job}/{n}/artifacts/{path...}", wh.artifact)
 	mux.HandleFunc("GET /ui/queues/{name}", wh.page(wh.queue))
 	mux.HandleFunc("/ui/", wh.page(func(r *http.Request) (string, any, error) {
 		return "", nil, fmt.Errorf("%w: no page at %s", ErrNotFound, r.URL.Path)
@@ -359,6 +361,12 @@ type buildPage struct {
 	Steps []buildStep
 	// LogError says why the log could not be read.
 	LogError string
+	// Meta is the build's metadata, indented JSON ("": none to show).
+	Meta string
+	// Artifacts are the files the build uploaded (nil: none, or no blob
+	// store); ArtifactsError says why they could not be listed.
+	Artifacts      []Artifact
+	ArtifactsError string
 }
 
 type buildStep struct {
@@ -383,6 +391,21 @@ func (wh *webHandler) build(r *http.Request) (string, any, error) {
 		return "", nil, err
 	}
 	pg := &buildPage{Build: b}
+	if wh.h.svc.Meta != nil {
+		if m, err := wh.h.svc.metaOf(r.Context(), b); err == nil {
+			var buf bytes.Buffer
+			if json.Indent(&buf, m.Meta, "", "  ") == nil {
+				pg.Meta = buf.String()
+			}
+		}
+	}
+	if wh.h.d.Blobs != nil {
+		list, err := ListArtifacts(r.Context(), wh.h.d.Blobs, b.ID)
+		if err != nil {
+			pg.ArtifactsError = err.Error()
+		}
+		pg.Artifacts = list.Artifacts
+	}
 	steps, err := wh.steps(b, nil)
 	if err != nil {
 		pg.LogError = err.Error()
@@ -443,6 +466,20 @@ type liveStep struct {
 	Name string `json:"name"`
 	Text string `json:"text"`
 	Next int64  `json:"next"`
+}
+
+// artifact downloads a build's artifact for a signed-in reader.
+func (wh *webHandler) artifact(w http.ResponseWriter, r *http.Request) {
+	if err := wh.authorized(r); err != nil {
+		writeError(w, http.StatusUnauthorized, err.Error())
+		return
+	}
+	ref, err := pageBuildRef(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	wh.h.serveArtifact(w, r, ref.String(), r.PathValue("path"))
 }
 
 func (wh *webHandler) live(w http.ResponseWriter, r *http.Request) {

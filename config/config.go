@@ -98,6 +98,8 @@ type Config struct {
 	MetricsAddr string `env:"SLUICE_METRICS_ADDR" desc:"host:port where 'sluice worker' serves Prometheus /metrics (empty: off); the API always serves /metrics on its own address"`
 	// Blob is the bucket of finished build logs, artifacts and caches.
 	Blob string `env:"SLUICE_BLOB_URL" desc:"bucket for finished build logs, artifacts and caches: file:///dir or s3://bucket?region=…[&endpoint=https://host&use_path_style=true] (credentials from the AWS SDK chain: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, a profile or an instance role); empty is DATA_DIR/blobs. API replicas and executors on other machines need the same s3:// bucket"`
+	// ArtifactMax caps the artifacts one build uploads.
+	ArtifactMax ByteSize `env:"SLUICE_ARTIFACT_MAX" envDefault:"1GiB" desc:"size cap of the artifacts one build uploads (what it leaves in $SD_ARTIFACTS_DIR), e.g. 500MiB or 2GB: they are uploaded in path order while they fit, and the build's sd-teardown-artifacts log names those skipped. 0 keeps no artifacts"`
 	// CacheMax caps the compressed caches of one pipeline.
 	CacheMax ByteSize `env:"SLUICE_CACHE_MAX" envDefault:"1GiB" desc:"size budget of one pipeline's build caches in the blob store (compressed; all scopes together), e.g. 500MiB or 2GB; a save that would exceed it evicts that pipeline's least recently used caches first, and an archive larger than the whole budget is not saved. 0 turns caches off"`
 	// LogRetention bounds how long build logs are kept.
@@ -365,6 +367,9 @@ func (c *Config) validate(skip map[string]bool) error {
 		} else if u.Scheme == "s3" && u.Host == "" {
 			bad("SLUICE_BLOB_URL", "want s3://bucket?region=…, the URL names no bucket")
 		}
+	}
+	if c.ArtifactMax < 0 {
+		bad("SLUICE_ARTIFACT_MAX", "must not be negative, got %d", c.ArtifactMax)
 	}
 	if c.CacheMax < 0 {
 		bad("SLUICE_CACHE_MAX", "must not be negative, got %d", c.CacheMax)

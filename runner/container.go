@@ -86,6 +86,9 @@ type ContainerOptions struct {
 	Labels map[string]string
 	// Mounts bind host directories (key) at container paths (value).
 	Mounts map[string]string
+	// ReadOnlyMounts bind host files or directories (key) at container
+	// paths (value), read-only.
+	ReadOnlyMounts map[string]string
 	// Workdir is the container's working directory.
 	Workdir string
 	// CPUs and Memory, if set, become --cpus and --memory.
@@ -178,6 +181,12 @@ func StartContainer(ctx context.Context, o ContainerOptions, dir, controlDir str
 			return nil, fmt.Errorf("cannot mount %s at %s in a container: the path holds a ','", host, o.Mounts[host])
 		}
 		args = append(args, "--mount", "type=bind,source="+host+",target="+o.Mounts[host])
+	}
+	for _, host := range sortedKeys(o.ReadOnlyMounts) {
+		if strings.Contains(host, ",") || strings.Contains(o.ReadOnlyMounts[host], ",") {
+			return nil, fmt.Errorf("cannot mount %s at %s in a container: the path holds a ','", host, o.ReadOnlyMounts[host])
+		}
+		args = append(args, "--mount", "type=bind,source="+host+",target="+o.ReadOnlyMounts[host]+",readonly")
 	}
 	if o.CPUs != "" {
 		args = append(args, "--cpus", o.CPUs)

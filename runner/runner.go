@@ -128,6 +128,9 @@ type Container struct {
 	Dir string
 	// ControlDir is Spec.ControlDir as mounted in the container.
 	ControlDir string
+	// PathPrefix, if set, goes in front of the image's PATH in the
+	// build's shells (the sluice tools mounted into the container).
+	PathPrefix string
 }
 
 // StepResult is what happened to one step.

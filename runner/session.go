@@ -141,6 +141,9 @@ func (r *run) startSession(dir string, restore bool) (*session, error) {
 			}
 			fmt.Fprintf(&b, "export %s=%s\n", k, shellQuote(v))
 		}
+		if c.PathPrefix != "" {
+			fmt.Fprintf(&b, "export PATH=%s:\"$PATH\"\n", shellQuote(c.PathPrefix))
+		}
 		initName = "env-init-" + strconv.Itoa(n)
 		if werr := os.WriteFile(r.ctlPath(initName), []byte(b.String()), 0o600); werr != nil {
 			abandon(nil)

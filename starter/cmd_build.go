@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,7 +29,7 @@ func (a *app) buildCmd() *cobra.Command {
 		Long: `A build is one run of one job (one matrix permutation) in one event. BUILD is
 written <pipeline>/<job>/<event>[.<permutation>], e.g. myapp/test/12.`,
 	}
-	cmd.AddCommand(a.buildListCmd(), a.buildShowCmd(), a.buildCancelCmd(), a.buildLogsCmd())
+	cmd.AddCommand(a.buildListCmd(), a.buildShowCmd(), a.buildCancelCmd(), a.buildLogsCmd(), a.buildArtifactsCmd())
 	return cmd
 }
 
@@ -201,9 +203,24 @@ func writeBuild(w io.Writer, b api.Build, now time.Time) error {
 			}
 			t.Row(s.Name, exit, cliout.ElapsedText(s.Start, s.End, now))
 		}
-		return t.Flush()
+		if err := t.Flush(); err != nil {
+			return err
+		}
 	}
-	return nil
+	return writeMeta(w, b.Meta)
+}
+
+// writeMeta prints a build's metadata as indented JSON under "meta:".
+func writeMeta(w io.Writer, meta json.RawMessage) error {
+	if len(meta) == 0 {
+		return nil
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, meta, "  ", "  "); err != nil {
+		return fmt.Errorf("the build's metadata: %w", err)
+	}
+	_, err := fmt.Fprintf(w, "\nmeta:\n  %s\n", buf.String())
+	return err
 }
 
 func (a *app) buildCancelCmd() *cobra.Command {

@@ -35,6 +35,7 @@ func (a *app) eventStartCmd() *cobra.Command {
 	var s cliout.EventStart
 	var force, wait bool
 	var params []string
+	var metaFlags []string
 	cmd := &cobra.Command{
 		Use:   "start PIPELINE [flags]",
 		Short: "Start an event and print its ID",
@@ -59,7 +60,8 @@ stderr and exits 1.`,
   id=$(sluice event start myapp --type pr --pr 12 --branch main --ref feature)
   sluice event start myapp --type tag --ref v1.2.0 --sha 3f2c1ab
   sluice event start myapp --start-from deploy --force
-  sluice event start myapp -p target=staging -p dry_run=true`,
+  sluice event start myapp -p target=staging -p dry_run=true
+  sluice event start myapp --meta release.channel=beta --meta notes='{"ticket":42}'`,
 		Args: args("PIPELINE"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if err := s.Validate(); err != nil {
@@ -70,9 +72,13 @@ stderr and exits 1.`,
 			if err != nil {
 				return err
 			}
+			meta, err := parseMetaFlags(metaFlags)
+			if err != nil {
+				return err
+			}
 			started, err := a.client().StartEvent(ctx, argv[0], api.StartEventRequest{
 				SHA: s.SHA, Branch: s.Branch, Type: s.Type, Ref: s.Ref, PR: s.PR, StartFrom: s.StartFrom, Force: force,
-				Parameters: given,
+				Parameters: given, Meta: meta,
 			})
 			if err != nil {
 				return err
@@ -99,6 +105,7 @@ stderr and exits 1.`,
 	f.BoolVar(&force, "force", false, "start builds through freeze windows")
 	f.BoolVar(&wait, "wait", false, "wait for the event to end; exit 1 unless it succeeded")
 	f.StringArrayVarP(&params, "param", "p", nil, "pipeline parameter NAME=VALUE (repeatable); others take the spec's default")
+	f.StringArrayVar(&metaFlags, "meta", nil, "KEY=VALUE metadata every build of the event starts with (dotted KEY; a VALUE that parses as JSON is kept as JSON); repeatable")
 	return cmd
 }
 
@@ -118,6 +125,22 @@ func parseParams(flags []string) (map[string]string, error) {
 			return nil, fmt.Errorf("-p %s: given twice", name)
 		}
 		out[name] = value
+	}
+	return out, nil
+}
+
+// parseMetaFlags reads --meta KEY=VALUE flags.
+func parseMetaFlags(flags []string) (map[string]string, error) {
+	if len(flags) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(flags))
+	for _, kv := range flags {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usageError(fmt.Errorf("--meta %q: want KEY=VALUE", kv))
+		}
+		out[k] = v
 	}
 	return out, nil
 }

@@ -154,7 +154,7 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 		cfg.TemporalUIURL = stack.UIURL()
 	}
 	caches := cache.New(blobs, int64(cfg.CacheMax))
-	srv := a.apiServer(cfg, c, store, caches, secrets, log, auth)
+	srv, svc := a.apiServer(cfg, c, store, caches, secrets, blobs, log, auth)
 
 	ui := "disabled"
 	if stack != nil && stack.UIURL() != "" {
@@ -177,12 +177,19 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 	// attempt credential to present.
 	local := func(key, _ string) runner.LogSink { return store.Sink(key) }
 	return workers.RunAll(ctx,
-		func(ctx context.Context) error { go pruneLogs(ctx, cfg, store, log); return serve(ctx, srv, ln) },
+		func(ctx context.Context) error {
+			go pruneLogs(ctx, cfg, store, log)
+			go pruneArtifacts(ctx, cfg, blobs, log)
+			return serve(ctx, srv, ln)
+		},
 		func(ctx context.Context) error {
 			return workers.RunController(ctx, workers.Options{Client: c, Config: cfg, Logger: log, Logs: local, Caches: caches, PipelineTokens: secrets.PipelineTokens(), Reaper: reaperCommand(), Dev: true})
 		},
 		func(ctx context.Context) error {
-			return workers.RunExecutor(ctx, workers.Options{Client: c, Config: cfg, Logger: log, Logs: local, Caches: caches, Name: name, Secrets: secrets.LocalSource(), Reaper: reaperCommand(), Dev: true})
+			return workers.RunExecutor(ctx, workers.Options{
+				Client: c, Config: cfg, Logger: log, Logs: local, Caches: caches, Name: name, Secrets: secrets.LocalSource(), Reaper: reaperCommand(), Dev: true,
+				BuildData: svc.LocalBuildData(blobs), SelfBinary: selfBinary(log),
+			})
 		},
 	)
 }
@@ -328,7 +335,7 @@ func openSecrets(ctx context.Context, cfg *config.Config, log *slog.Logger) (sec
 	return secrets, closeDB, nil
 }
 
-func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Store, caches *cache.Store, secrets *api.SecretStore, log *slog.Logger, auth func(*http.Request) (queue.Identity, error)) *http.Server {
+func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Store, caches *cache.Store, secrets *api.SecretStore, blobs *blobstore.Store, log *slog.Logger, auth func(*http.Request) (queue.Identity, error)) (*http.Server, *api.Service) {
 	svc := &api.Service{
 		Client: c, Namespace: cfg.TemporalNamespace, Liveness: cfg.LivenessTimeout, AdmitWait: cfg.AdmitWait,
 		Dispatch: workflows.Dispatch{HeartbeatTimeout: cfg.HeartbeatTimeout, MaxAttempts: cfg.MaxAttempts},
@@ -339,9 +346,10 @@ func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Sto
 		svc.HasSecrets = secrets.HasAny
 		svc.PipelineTokens = secrets.PipelineTokens()
 		svc.Numbers = secrets.EventNumbers()
+		svc.Meta = secrets.MetaStore()
 	}
 	h := api.NewHandler(api.Deps{
-		Service: svc, Logs: store, Caches: caches, Logger: log, Secrets: secrets, Metrics: api.NewMetrics(svc),
+		Service: svc, Logs: store, Caches: caches, Logger: log, Secrets: secrets, Metrics: api.NewMetrics(svc), Blobs: blobs,
 		GitHubSecret: cfg.GitHubSecret, GitLabSecret: cfg.GitLabSecret,
 		Authenticate: auth, TemporalUI: cfg.TemporalUIURL, LoopbackOnly: api.LoopbackAddr(cfg.APIAddr),
 		Ready: func(ctx context.Context) error {
@@ -349,7 +357,45 @@ func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Sto
 			return err
 		},
 	})
-	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, svc
+}
+
+// selfBinary is this binary's path, which builds run as their meta and
+// sluice commands ("" when it cannot be found: builds then have neither).
+func selfBinary(log *slog.Logger) string {
+	p, err := os.Executable()
+	if err == nil {
+		p, err = filepath.EvalSymlinks(p)
+	}
+	if err != nil {
+		log.Warn("self_binary_unknown", "error", err, "effect", "builds have no meta command")
+		return ""
+	}
+	return p
+}
+
+// pruneArtifacts deletes build artifacts older than SLUICE_LOG_RETENTION,
+// hourly, as logs are.
+func pruneArtifacts(ctx context.Context, cfg *config.Config, blobs *blobstore.Store, log *slog.Logger) {
+	if cfg.LogRetention <= 0 {
+		return
+	}
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		n, err := api.PruneArtifacts(ctx, blobs, time.Now().Add(-cfg.LogRetention))
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Warn("artifact_prune_failed", "error", err)
+		case n > 0:
+			log.Info("artifacts_pruned", "files", n, "retention", cfg.LogRetention.String())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // openLogStore opens the blob store (SLUICE_BLOB_URL) and the log store
@@ -455,7 +501,7 @@ Executors ship step logs to the API (SLUICE_API_URL).`,
 			defer func() { _ = blobs.Close() }()
 			o := workers.Options{
 				Client: c, Config: cfg, Logger: log, Logs: remote, Secrets: apiClient.SecretSource(), PipelineTokens: apiClient.PipelineTokens(),
-				Caches: cache.New(blobs, int64(cfg.CacheMax)), Reaper: reaperCommand(),
+				Caches: cache.New(blobs, int64(cfg.CacheMax)), Reaper: reaperCommand(), BuildData: apiClient.BuildData(), SelfBinary: selfBinary(log),
 			}
 			if role == "controller" {
 				return workers.RunController(cmd.Context(), o)
@@ -527,7 +573,8 @@ SLUICE_DATA_DIR/logs between replicas, for live logs to be followed on all.`,
 				return err
 			}
 			defer closeDB()
-			srv := a.apiServer(cfg, c, store, cache.New(blobs, int64(cfg.CacheMax)), secrets, log, auth)
+			srv, _ := a.apiServer(cfg, c, store, cache.New(blobs, int64(cfg.CacheMax)), secrets, blobs, log, auth)
+			go pruneArtifacts(cmd.Context(), cfg, blobs, log)
 			log.Info("api_listening", "address", apiBase(cfg.APIAddr))
 			go pruneLogs(cmd.Context(), cfg, store, log)
 			return serve(cmd.Context(), srv, ln)

@@ -162,7 +162,7 @@ commands against its API (SLUICE_API_URL, default http://localhost:8080).
 	})
 	root.Version = buildVersion().String()
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.AddCommand(a.devCmd(), a.workerCmd(), a.apiCmd(), a.temporalCmd(), a.configCmd(), a.versionCmd(), a.healthCmd(), a.reapCmd())
+	root.AddCommand(a.devCmd(), a.workerCmd(), a.apiCmd(), a.temporalCmd(), a.configCmd(), a.versionCmd(), a.healthCmd(), a.reapCmd(), a.metaCmd())
 	a.addClientCommands(root)
 	strictTree(root)
 	return root

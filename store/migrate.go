@@ -37,6 +37,24 @@ CREATE TABLE event_numbers (
 	next_event INTEGER NOT NULL,
 	updated_at TEXT    NOT NULL
 )`}},
+	{Version: 3, Name: "build meta", SQL: []string{`
+CREATE TABLE build_meta (
+	build      TEXT    NOT NULL PRIMARY KEY,
+	pipeline   TEXT    NOT NULL,
+	job        TEXT    NOT NULL,
+	pr         INTEGER NOT NULL DEFAULT 0,
+	event      INTEGER NOT NULL,
+	attempt    INTEGER NOT NULL,
+	status     TEXT    NOT NULL,
+	meta       TEXT    NOT NULL,
+	updated_at TEXT    NOT NULL
+)`, `CREATE INDEX build_meta_job ON build_meta (pipeline, job, pr, status, event)`, `
+CREATE TABLE event_meta (
+	id         TEXT NOT NULL PRIMARY KEY,
+	pipeline   TEXT NOT NULL,
+	meta       TEXT NOT NULL,
+	created_at TEXT NOT NULL
+)`}},
 }
 
 // migrationLock is the PostgreSQL advisory lock key that serializes

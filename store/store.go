@@ -33,6 +33,7 @@ var ErrBadURL = errors.New("store: want empty (SQLite in the data directory) or 
 type Store interface {
 	Secrets
 	EventNumbers
+	Meta
 	// Backend is SQLite or Postgres.
 	Backend() string
 	// Close releases the database.

@@ -38,12 +38,12 @@ var (
 
 // Claim sends the claim update to a build workflow, with the hash of the
 // attempt's credential (never the credential).
-func (t Temporal) Claim(ctx context.Context, workflowID string, attempt, dispatch int, executor, credentialHash string) error {
+func (t Temporal) Claim(ctx context.Context, workflowID string, attempt, dispatch int, executor, credentialHash, stepHash string) error {
 	h, err := t.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID: workflowID,
 		UpdateName: workflows.UpdateClaim,
 		Args: []any{workflows.ClaimRequest{
-			Attempt: attempt, Executor: executor, Dispatch: dispatch, CredentialHash: credentialHash,
+			Attempt: attempt, Executor: executor, Dispatch: dispatch, CredentialHash: credentialHash, StepCredentialHash: stepHash,
 		}},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})

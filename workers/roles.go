@@ -46,6 +46,12 @@ type Options struct {
 	// {"/usr/bin/sluice", "reap"}); nil starts none (tests of this
 	// package), and only a restart cleans up after a lost attempt.
 	Reaper []string
+	// BuildData gives executors the metadata builds start with and keeps
+	// what they end with (nil: none).
+	BuildData activities.BuildData
+	// SelfBinary is the sluice binary builds run as their meta and sluice
+	// commands ("": the commands are not provided).
+	SelfBinary string
 	// Dev is `sluice dev` on one machine: an executor running as root with
 	// no SLUICE_EXECUTOR_RUN_AS warns instead of refusing to start.
 	Dev bool
@@ -63,6 +69,10 @@ func (o Options) activities() *activities.Activities {
 		Logs:             o.Logs,
 		Secrets:          o.Secrets,
 		Caches:           o.Caches,
+		BuildData:        o.BuildData,
+		APIURL:           o.Config.APIURL,
+		SelfBinary:       o.SelfBinary,
+		ArtifactMax:      int64(o.Config.ArtifactMax),
 		WorkDir:          o.Config.Workspaces(),
 		KeepWorkspaces:   o.Config.KeepWorkspaces,
 		ContainerNetwork: o.Config.ContainerNetwork,

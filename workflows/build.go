@@ -33,6 +33,13 @@ type ClaimRequest struct {
 	// holder of that credential. The credential itself never reaches
 	// Temporal. "" (older executors): the API keeps the old rule.
 	CredentialHash string `json:"credential_hash,omitempty"`
+	// StepCredentialHash is the SHA-256 (hex) of a second credential the
+	// executor generated for the attempt and gave its steps
+	// (SD_BUILD_CREDENTIAL): with it the build's own commands (meta get
+	// --external, sluice artifact get) read through the API what the
+	// build may read, and nothing else; it does not stand for the
+	// executor. "": none (older executors).
+	StepCredentialHash string `json:"step_credential_hash,omitempty"`
 }
 
 // AvoidLostExecutorFor is how long the executor that lost a build's attempt
@@ -95,7 +102,7 @@ func BuildWorkflow(ctx workflow.Context, in BuildInput) (BuildState, error) {
 	b := &build{in: in, state: BuildState{
 		ID: in.Build.String(), Build: in.Build, Status: StatusCreated, Queue: in.Queue,
 		Priority: in.Priority, SHA: in.SHA, CreateTime: workflow.Now(ctx), Fork: in.Trigger.Fork && in.Build.PR > 0,
-		Secrets: in.Secrets, SecretsListed: true,
+		Secrets: in.Secrets, SecretsListed: true, Upstream: in.Upstream,
 	}}
 	if !in.Lean {
 		b.legacy = workflow.GetVersion(ctx, changeLaneOrder, workflow.DefaultVersion, 1) == workflow.DefaultVersion
@@ -189,7 +196,7 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 			PR: in.Trigger.PR, Trigger: string(in.Trigger.Kind), Image: in.Image, Steps: in.Steps, Secrets: in.Secrets,
 			Environment: in.Environment, Timeout: in.Timeout, CPU: in.CPU, RAM: in.RAM, Fork: b.state.Fork,
 			RepoAuth: in.RepoAuth,
-			Cache: in.Cache,
+			Cache:    in.Cache,
 		}
 		if !b.legacy {
 			runIn.Dispatch = b.dispatchN
@@ -444,6 +451,8 @@ func (b *build) validateClaim(_ workflow.Context, req ClaimRequest) error {
 		return errors.New("claim names no executor")
 	case req.CredentialHash != "" && !activities.ValidCredentialHash(req.CredentialHash):
 		return errors.New("claim's credential hash is not a hex SHA-256")
+	case req.StepCredentialHash != "" && !activities.ValidCredentialHash(req.StepCredentialHash):
+		return errors.New("claim's step credential hash is not a hex SHA-256")
 	}
 	return nil
 }
@@ -466,7 +475,9 @@ func (b *build) claim(ctx workflow.Context, req ClaimRequest) error {
 	if b.state.StartTime.IsZero() {
 		b.state.StartTime = now
 	}
-	b.state.Attempts = append(b.state.Attempts, Attempt{Number: req.Attempt, Executor: req.Executor, Start: now, CredentialHash: req.CredentialHash})
+	b.state.Attempts = append(b.state.Attempts, Attempt{
+		Number: req.Attempt, Executor: req.Executor, Start: now, CredentialHash: req.CredentialHash, StepCredentialHash: req.StepCredentialHash,
+	})
 	running := fmt.Sprintf("running on %s (attempt %d)", req.Executor, req.Attempt)
 	if b.in.Lean && b.state.Status != StatusRunning {
 		// One upsert for the executor and the status.

@@ -500,6 +500,7 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 		if in.Statuses != "" {
 			in.StatusContext = e.statusContext(job)
 		}
+		in.Upstream = e.upstream(job)
 		sas := []temporal.SearchAttributeUpdate{
 			SAPipeline.ValueSet(ref.Pipeline), SAJob.ValueSet(ref.LaneKey()), SAEvent.ValueSet(e.in.Event.String()),
 			SASHA.ValueSet(e.state.SHA), SABranch.ValueSet(in.Branch), SAQueue.ValueSet(q),
@@ -540,6 +541,20 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 			e.buildEnded(ctx, jr, st)
 		})
 	}
+}
+
+// upstream are the jobs among job's requires that succeeded (in this
+// event or along its restart chain): the builds whose metadata job's
+// builds start with, in the order the requires list them.
+func (e *eventRun) upstream(job string) []string {
+	var out []string
+	for _, r := range e.spec.Jobs[job].Requires {
+		name := strings.TrimPrefix(r, "~")
+		if _, ok := e.spec.Jobs[name]; ok && e.succeeded[name] && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // enqueue hands the builds started since the last call to the pipeline's

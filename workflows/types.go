@@ -75,6 +75,10 @@ type Trigger struct {
 	// is a stranger's, so its builds get no secret unless the pipeline
 	// allows that secret in fork pull requests.
 	Fork bool `json:"fork,omitempty"`
+	// MetaRef names the metadata the event starts with (`event start
+	// --meta`), kept in sluice's store, not in Temporal ("": none). A
+	// restart carries it on with the trigger.
+	MetaRef string `json:"meta_ref,omitempty"`
 }
 
 // TriggerKind is the kind of an event's trigger.
@@ -421,6 +425,10 @@ type BuildInput struct {
 	RepoAuth bool `json:"repo_auth,omitempty"`
 	// Cache is the job's `cache:` paths per scope (nil: none).
 	Cache *pipeline.JobCache `json:"cache,omitempty"`
+	// Upstream are the jobs whose success started this build (its
+	// requires that had succeeded in the event, or along its restart
+	// chain, when it started): the build's metadata starts as theirs.
+	Upstream []string `json:"upstream,omitempty"`
 }
 
 // Attempt is one dispatch of a build to an executor.
@@ -434,6 +442,8 @@ type Attempt struct {
 	// this attempt (ClaimRequest.CredentialHash; "" for older executors).
 	// The API never shows it.
 	CredentialHash string `json:"credential_hash,omitempty"`
+	// StepCredentialHash is ClaimRequest.StepCredentialHash, never shown.
+	StepCredentialHash string `json:"step_credential_hash,omitempty"`
 }
 
 // StepOutcome is one step's result as the build records it.
@@ -475,6 +485,9 @@ type BuildState struct {
 	// on builds that ended before causes were recorded.
 	Cause     Cause      `json:"cause,omitempty"`
 	CauseInfo *CauseInfo `json:"cause_info,omitempty"`
+	// Upstream is BuildInput.Upstream: the jobs whose builds' metadata the
+	// build starts with.
+	Upstream []string `json:"upstream,omitempty"`
 }
 
 // CancelledBy names the person who cancelled a build.

@@ -30,6 +30,7 @@ import (
 
 	"github.com/sluice-ci/sluice/activities"
 	"github.com/sluice-ci/sluice/api"
+	"github.com/sluice-ci/sluice/blobstore"
 	"github.com/sluice-ci/sluice/config"
 	"github.com/sluice-ci/sluice/internal/devstack"
 	"github.com/sluice-ci/sluice/logstore"
@@ -176,9 +177,14 @@ func (s *Server) NewEnv(t testing.TB, opts Options) *Env {
 	e.Service.HasSecrets = secrets.HasAny
 	e.Service.PipelineTokens = secrets.PipelineTokens()
 	e.Service.Numbers = secrets.EventNumbers()
+	e.Service.Meta = secrets.MetaStore()
 	e.Service.LocalRepos = []string{"/"} // the tests' repositories are temporary directories
+	blobURL, err := blobstore.DefaultURL(dir)
+	require.NoError(t, err)
+	blobs, err := blobstore.Open(ctx, blobURL)
+	require.NoError(t, err)
 	srv := httptest.NewServer(api.NewHandler(api.Deps{
-		Service: e.Service, Logs: e.Logs, Logger: e.Logger, Authenticate: auth, GitHubSecret: opts.GitHubSecret, Secrets: secrets,
+		Service: e.Service, Logs: e.Logs, Logger: e.Logger, Authenticate: auth, GitHubSecret: opts.GitHubSecret, Secrets: secrets, Blobs: blobs,
 		Metrics: api.NewMetrics(e.Service),
 		Ready: func(ctx context.Context) error {
 			_, err := e.Client.CheckHealth(ctx, &client.CheckHealthRequest{})
@@ -205,6 +211,7 @@ func (s *Server) NewEnv(t testing.TB, opts Options) *Env {
 		cancel()
 		e.wg.Wait()
 		srv.Close()
+		_ = blobs.Close()
 		e.Client.Close()
 		tw.close()
 	})
@@ -325,6 +332,9 @@ func Binary(t testing.TB) string {
 		root := filepath.Join(filepath.Dir(file), "..", "..")
 		cmd := exec.CommandContext(t.Context(), "go", "build", "-o", binPath, "./starter")
 		cmd.Dir = root
+		// Static, as the Dockerfile builds it: builds in containers run it
+		// as their meta and sluice commands.
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("build sluice: %w\n%s", err, out)
 		}

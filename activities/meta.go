@@ -1,0 +1,214 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sluice-ci/sluice/internal/buildmeta"
+	"github.com/sluice-ci/sluice/runner"
+)
+
+// BuildData is how an executor reads the metadata a build starts with and
+// saves the metadata it ends with (Screwdriver's `meta`), through the API.
+type BuildData interface {
+	// StartMeta returns the JSON object the build starts with.
+	StartMeta(ctx context.Context, build string) ([]byte, error)
+	// SaveMeta keeps the metadata an attempt ended with.
+	SaveMeta(ctx context.Context, req MetaSave) error
+	// SaveArtifact keeps one file of an attempt's artifacts.
+	SaveArtifact(ctx context.Context, req ArtifactSave) error
+}
+
+// ArtifactSave is one artifact of an attempt, sent with its credential.
+type ArtifactSave struct {
+	Build      string
+	Attempt    int
+	Credential string
+	// Path is the file's path under the artifacts directory ('/'-separated).
+	Path string
+	Body io.Reader
+}
+
+// MetaSave is one attempt's metadata, sent with its credential.
+type MetaSave struct {
+	Build      string
+	Attempt    int
+	Status     string
+	Meta       []byte
+	Credential string
+}
+
+// Paths inside a build's container for its metadata, artifacts and the
+// sluice binary (Screwdriver's launcher puts /sd/meta and
+// /sd/workspace/artifacts in the same places).
+const (
+	containerMetaDir      = "/sd/meta"
+	containerArtifactsDir = "/sd/workspace/artifacts"
+	// containerToolsDir holds the executor's own binary, mounted read-only.
+	containerToolsDir = "/opt/sluice/exe"
+	// containerBinDir is on the steps' PATH: meta and sluice.
+	containerBinDir = "/opt/sluice/bin"
+)
+
+// metaFile is the metadata file's name in its directory (SD_META_PATH).
+const metaFile = "meta.json"
+
+// buildFiles are one attempt's metadata, artifacts and tools directories on
+// the executor's host (under <workspace>.sd, next to the checkout).
+type buildFiles struct {
+	root, metaDir, artifactsDir, binDir string
+	// self is the sluice binary the steps' meta and sluice commands run.
+	self string
+}
+
+func (f buildFiles) metaPath() string { return filepath.Join(f.metaDir, metaFile) }
+
+// prepareBuildFiles lays out an attempt's build files and writes the
+// metadata the build starts with (from the API when the executor has one)
+// into SD_META_PATH. inContainer makes the tool links point at the
+// binary's path inside the container.
+func (a *Activities) prepareBuildFiles(ctx context.Context, in RunBuildInput, dir string, inContainer bool) (buildFiles, error) {
+	f := buildFiles{root: dir + ".sd", self: a.SelfBinary}
+	f.metaDir = filepath.Join(f.root, "meta")
+	f.artifactsDir = filepath.Join(f.root, "artifacts")
+	f.binDir = filepath.Join(f.root, "bin")
+	if err := freshDir(f.root); err != nil {
+		return f, fmt.Errorf("prepare %s: %w", f.root, err)
+	}
+	for _, d := range []string{f.metaDir, f.artifactsDir, f.binDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return f, fmt.Errorf("prepare %s: %w", d, err)
+		}
+	}
+	if a.SelfBinary != "" {
+		target := a.SelfBinary
+		if inContainer {
+			target = containerToolsDir + "/sluice"
+		}
+		for _, name := range []string{"meta", "sluice"} {
+			if err := os.Symlink(target, filepath.Join(f.binDir, name)); err != nil {
+				return f, fmt.Errorf("prepare the %s command: %w", name, err)
+			}
+		}
+	}
+	start := []byte("{}")
+	if a.BuildData != nil {
+		b, err := a.BuildData.StartMeta(ctx, in.BuildID)
+		if err != nil {
+			return f, fmt.Errorf("read the metadata build %s starts with: %w", in.BuildID, err)
+		}
+		start = b
+	}
+	doc, err := buildmeta.Parse(start)
+	if err != nil {
+		return f, fmt.Errorf("the metadata build %s starts with: %w", in.BuildID, err)
+	}
+	if err := buildmeta.WriteFile(f.metaPath(), doc); err != nil {
+		return f, err
+	}
+	if a.RunAs != nil && !inContainer {
+		// A build running as another user writes its metadata and
+		// artifacts: hand it the directories.
+		for _, d := range []string{f.root, f.metaDir, f.artifactsDir, f.metaPath()} {
+			if err := os.Chown(d, int(a.RunAs.UID), int(a.RunAs.GID)); err != nil {
+				return f, fmt.Errorf("hand %s to the build's user: %w", d, err)
+			}
+		}
+	}
+	return f, nil
+}
+
+// buildFileEnv are the variables that point the steps at the build files
+// (host paths, or the container's when inContainer), and the steps' own
+// credential for the API calls of `meta get --external` and `sluice
+// artifact get`.
+func (a *Activities) buildFileEnv(f buildFiles, in RunBuildInput, credential string, inContainer bool) map[string]string {
+	env := map[string]string{
+		"SD_META_DIR":         f.metaDir,
+		"SD_META_PATH":        f.metaPath(),
+		"SD_ARTIFACTS_DIR":    f.artifactsDir,
+		"SD_BUILD_CREDENTIAL": credential,
+	}
+	if inContainer {
+		env["SD_META_DIR"] = containerMetaDir
+		env["SD_META_PATH"] = containerMetaDir + "/" + metaFile
+		env["SD_ARTIFACTS_DIR"] = containerArtifactsDir
+	}
+	if a.APIURL != "" {
+		env["SD_API_URL"] = strings.TrimRight(a.APIURL, "/") + "/"
+	}
+	return env
+}
+
+// withEnv sets vars in a KEY=value list, replacing earlier values; a
+// non-empty pathPrefix goes in front of PATH.
+func withEnv(env []string, vars map[string]string, pathPrefix string) []string {
+	out := make([]string, 0, len(env)+len(vars))
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if _, ok := vars[k]; ok {
+			continue
+		}
+		if k == "PATH" && pathPrefix != "" {
+			kv = "PATH=" + pathPrefix + ":" + v
+		}
+		out = append(out, kv)
+	}
+	for _, k := range sortedKeys(vars) {
+		out = append(out, k+"="+vars[k])
+	}
+	return out
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// saveMetaTimeout bounds saving an attempt's metadata.
+const saveMetaTimeout = time.Minute
+
+// saveBuildMeta uploads the metadata the attempt ended with. A file the
+// steps broke (not a JSON object, too large) fails the build.
+func (a *Activities) saveBuildMeta(ctx context.Context, in RunBuildInput, f buildFiles, status runner.Status, credential string) error {
+	if a.BuildData == nil {
+		return nil
+	}
+	doc, err := buildmeta.ReadFile(f.metaPath())
+	if err != nil {
+		return fmt.Errorf("the build's metadata ($SD_META_PATH): %w", err)
+	}
+	b, err := buildmeta.Encode(doc)
+	if err != nil {
+		return fmt.Errorf("the build's metadata ($SD_META_PATH): %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveMetaTimeout)
+	defer cancel()
+	err = a.BuildData.SaveMeta(ctx, MetaSave{Build: in.BuildID, Attempt: in.Attempt, Status: buildStatus(status), Meta: b, Credential: credential})
+	if err != nil {
+		return fmt.Errorf("save the build's metadata: %w", err)
+	}
+	return nil
+}
+
+// buildStatus is a runner status as a build status (SUCCESS, FAILURE,
+// ABORTED).
+func buildStatus(s runner.Status) string {
+	switch s {
+	case runner.StatusSuccess:
+		return "SUCCESS"
+	case runner.StatusAborted:
+		return "ABORTED"
+	}
+	return "FAILURE"
+}

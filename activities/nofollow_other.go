@@ -1,0 +1,5 @@
+//go:build !unix
+
+package activities
+
+const noFollow = 0

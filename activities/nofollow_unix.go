@@ -1,0 +1,7 @@
+//go:build unix
+
+package activities
+
+import "syscall"
+
+const noFollow = syscall.O_NOFOLLOW
