@@ -116,7 +116,7 @@ func BuildWorkflow(ctx workflow.Context, in BuildInput) (BuildState, error) {
 	// 1. Wait for the lane's grant. The event hands the build to its
 	// pipeline's lane once this workflow exists.
 	b.inLane = true
-	b.setStatus(ctx, StatusQueued, "waiting for its turn in the job's lane", time.Time{})
+	b.setStatus(ctx, StatusQueued, WaitLaneOrder, "waiting for its turn in the job's lane", time.Time{})
 	for granted := false; !granted; {
 		var msg LaneMessage
 		sel := workflow.NewSelector(ctx)
@@ -128,7 +128,11 @@ func BuildWorkflow(ctx workflow.Context, in BuildInput) (BuildState, error) {
 		}
 		switch msg.Kind {
 		case LaneStatus:
-			b.setStatus(ctx, msg.Status, msg.Reason, msg.Until)
+			code := msg.Code
+			if code == "" {
+				code = waitCodeOf(msg.Status, msg.Reason)
+			}
+			b.setStatus(ctx, msg.Status, code, msg.Reason, msg.Until)
 		case LaneGrant:
 			granted = true
 		case LaneCollapse:
@@ -164,7 +168,7 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 			}
 		}
 		b.dispatchN++
-		b.setStatus(ctx, StatusQueued, fmt.Sprintf("waiting for a slot on queue %s", in.Queue), time.Time{})
+		b.setStatus(ctx, StatusQueued, WaitSlotBusy, fmt.Sprintf("waiting for a slot on queue %s", in.Queue), time.Time{})
 		actCtx, cancelAct := workflow.WithCancel(ctx)
 		actCtx = workflow.WithActivityOptions(actCtx, workflow.ActivityOptions{
 			TaskQueue:           b.taskQueue(ctx),
@@ -360,7 +364,7 @@ func (b *build) onLaneMessage(ctx workflow.Context, msg LaneMessage) bool {
 func (b *build) waitFrozen(ctx workflow.Context, laneCh workflow.ReceiveChannel) (BuildState, bool) {
 	until := b.frozenUntil
 	b.frozenUntil = time.Time{}
-	b.setStatus(ctx, StatusFrozen, b.frozenWhy, until)
+	b.setStatus(ctx, StatusFrozen, WaitFrozen, b.frozenWhy, until)
 	tctx, cancelTimer := workflow.WithCancel(ctx)
 	defer cancelTimer()
 	timer := workflow.NewTimerWithOptions(tctx, until.Sub(workflow.Now(ctx)), workflow.TimerOptions{Summary: "the freeze window ends"})
@@ -458,7 +462,7 @@ func (b *build) claim(ctx workflow.Context, req ClaimRequest) error {
 	}
 	b.state.Attempts = append(b.state.Attempts, Attempt{Number: req.Attempt, Executor: req.Executor, Start: now, CredentialHash: req.CredentialHash})
 	_ = workflow.UpsertTypedSearchAttributes(ctx, SAExecutor.ValueSet(req.Executor))
-	b.setStatus(ctx, StatusRunning, fmt.Sprintf("running on %s (attempt %d)", req.Executor, req.Attempt), time.Time{})
+	b.setStatus(ctx, StatusRunning, "", fmt.Sprintf("running on %s (attempt %d)", req.Executor, req.Attempt), time.Time{})
 	return nil
 }
 
@@ -487,12 +491,13 @@ func (b *build) attemptSummary() string {
 	return strings.Join(parts, "; ")
 }
 
-func (b *build) setStatus(ctx workflow.Context, s Status, reason string, until time.Time) {
+func (b *build) setStatus(ctx workflow.Context, s Status, code WaitCode, reason string, until time.Time) {
 	if b.state.Status == s && b.state.Reason == reason && b.state.WaitUntil.Equal(until) {
+		b.state.WaitCode = code // follows from the reason: no new memo
 		return
 	}
 	changed := b.state.Status != s
-	b.state.Status, b.state.Reason, b.state.WaitUntil = s, reason, until
+	b.state.Status, b.state.Reason, b.state.WaitUntil, b.state.WaitCode = s, reason, until, code
 	if changed {
 		updates := []temporal.SearchAttributeUpdate{SAStatus.ValueSet(string(s))}
 		if s.Final() && b.state.Cause != "" {
@@ -526,7 +531,7 @@ func (b *build) commitStatus(ctx workflow.Context) {
 // summary is the memo form of the build's record.
 func (b *build) summary() BuildSummary {
 	return BuildSummary{
-		Reason: b.state.Reason, Executor: b.state.Executor, Attempts: len(b.state.Attempts),
+		Reason: b.state.Reason, WaitCode: b.state.WaitCode, Executor: b.state.Executor, Attempts: len(b.state.Attempts),
 		QueuedTime: b.state.QueuedTime, StartTime: b.state.StartTime, EndTime: b.state.EndTime,
 		WaitUntil: b.state.WaitUntil, CollapsedInto: b.state.CollapsedInto, Fork: b.state.Fork,
 	}
@@ -538,7 +543,7 @@ func (b *build) finish(ctx workflow.Context, s Status, reason string, cause Caus
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	b.state.EndTime = workflow.Now(dctx)
 	b.state.Cause, b.state.CauseInfo = cause, info
-	b.setStatus(dctx, s, reason, time.Time{})
+	b.setStatus(dctx, s, "", reason, time.Time{})
 	workflow.GetMetricsHandler(dctx).WithTags(map[string]string{"queue": b.in.Queue, "cause": string(cause)}).Counter("sluice_builds_ended").Inc(1)
 	if b.inLane {
 		b.inLane = false

@@ -219,8 +219,13 @@ func grantAt(h *buildHarness, d time.Duration) {
 func TestBuildWorkflowRunsOnItsQueue(t *testing.T) {
 	t.Parallel()
 	steps := []activities.StepResult{{Name: "test", ExitCode: 0, Start: wfT0, End: wfT0.Add(time.Minute)}}
+	dispatched := func(h *buildHarness, _ activities.RunBuildInput) {
+		st := query[BuildState](t, h.env, QueryBuild)
+		require.Equal(t, StatusQueued, st.Status)
+		require.Equal(t, WaitSlotBusy, st.WaitCode, "dispatched to its queue, it waits for a slot")
+	}
 	h := newBuildHarness(t, attemptPlan{
-		steps:  []buildStep{claimAs("exec-a")},
+		steps:  []buildStep{dispatched, claimAs("exec-a")},
 		result: activities.RunBuildResult{Executor: "exec-a", Status: runner.StatusSuccess, Steps: steps},
 	})
 	in := buildInput()
@@ -229,17 +234,21 @@ func TestBuildWorkflowRunsOnItsQueue(t *testing.T) {
 		st := query[BuildState](t, h.env, QueryBuild)
 		require.Equal(t, StatusQueued, st.Status)
 		require.Equal(t, "waiting for its turn in the job's lane", st.Reason)
+		require.Equal(t, WaitLaneOrder, st.WaitCode)
+		// A message from a lane recorded before wait codes carries none.
 		h.env.SignalWorkflow(SignalLane, LaneMessage{Kind: LaneStatus, Status: StatusBlocked, Reason: "blocked by build app/test/6 of the same job"})
 	})
 	at(h.env, 2*time.Minute, func() {
 		st := query[BuildState](t, h.env, QueryBuild)
 		require.Equal(t, StatusBlocked, st.Status)
 		require.Equal(t, "blocked by build app/test/6 of the same job", st.Reason)
-		h.env.SignalWorkflow(SignalLane, LaneMessage{Kind: LaneStatus, Status: StatusFrozen, Reason: "frozen until ...", Until: until})
+		require.Equal(t, WaitBlockedBy, st.WaitCode)
+		h.env.SignalWorkflow(SignalLane, LaneMessage{Kind: LaneStatus, Status: StatusFrozen, Reason: "frozen until ...", Code: WaitFrozen, Until: until})
 	})
 	at(h.env, 3*time.Minute, func() {
 		st := query[BuildState](t, h.env, QueryBuild)
 		require.Equal(t, StatusFrozen, st.Status)
+		require.Equal(t, WaitFrozen, st.WaitCode)
 		require.True(t, until.Equal(st.WaitUntil), "WaitUntil = %s", st.WaitUntil)
 	})
 	grantAt(h, 4*time.Minute)
@@ -277,6 +286,7 @@ func TestBuildWorkflowRunsOnItsQueue(t *testing.T) {
 	require.False(t, st.StartTime.IsZero())
 	require.False(t, st.EndTime.IsZero())
 	require.True(t, st.WaitUntil.IsZero())
+	require.Empty(t, st.WaitCode, "an ended build waits for nothing")
 	require.Equal(t, []StepOutcome{{Name: "test", ExitCode: 0, Start: wfT0, End: wfT0.Add(time.Minute)}}, st.Steps)
 	require.Len(t, st.Attempts, 1)
 	require.Equal(t, 1, st.Attempts[0].Number)
@@ -734,6 +744,7 @@ func TestBuildWorkflowFreezeWindowAtClaim(t *testing.T) {
 		st := query[BuildState](t, h.env, QueryBuild)
 		require.Equal(t, StatusFrozen, st.Status)
 		require.Equal(t, "frozen until "+open.Format(time.RFC3339)+" by freeze window `"+nightWindow+"` (it reached an executor inside the window)", st.Reason)
+		require.Equal(t, WaitFrozen, st.WaitCode)
 		require.True(t, open.Equal(st.WaitUntil))
 	})
 	st := h.run(in)

@@ -685,7 +685,7 @@ func (e *eventRun) end(ctx workflow.Context, s Status, reason string) EventState
 	if !e.releasedHold {
 		e.enqueue(ctx)
 	}
-	e.state.Status, e.state.Reason, e.state.EndTime = s, reason, workflow.Now(ctx)
+	e.state.Status, e.state.Reason, e.state.EndTime, e.state.WaitCode = s, reason, workflow.Now(ctx), ""
 	e.state.Jobs = e.outcomes()
 	e.state.Succeeded = e.succeededJobs()
 	e.statusesDone(ctx)

@@ -316,9 +316,11 @@ type JobOutcome struct {
 
 // EventState is an event's progress (QueryEvent) and, once closed, its result.
 type EventState struct {
-	Event     EventRef `json:"event"`
-	Status    Status   `json:"status"`
-	Reason    string   `json:"reason,omitempty"`
+	Event  EventRef `json:"event"`
+	Status Status   `json:"status"`
+	Reason string   `json:"reason,omitempty"`
+	// WaitCode is WaitApproval while the event waits for approval.
+	WaitCode  WaitCode `json:"wait_code,omitempty"`
 	SHA       string   `json:"sha,omitempty"`
 	Trigger   Trigger  `json:"trigger"`
 	StartFrom string   `json:"start_from,omitempty"`
@@ -404,10 +406,13 @@ type StepOutcome struct {
 
 // BuildState is a build's record (QueryBuild) and, once closed, its result.
 type BuildState struct {
-	ID            string        `json:"id"`
-	Build         BuildRef      `json:"build"`
-	Status        Status        `json:"status"`
-	Reason        string        `json:"reason,omitempty"`
+	ID     string   `json:"id"`
+	Build  BuildRef `json:"build"`
+	Status Status   `json:"status"`
+	Reason string   `json:"reason,omitempty"`
+	// WaitCode says, for machines, why the build waits (empty while it
+	// runs or once it ended).
+	WaitCode      WaitCode      `json:"wait_code,omitempty"`
 	Queue         string        `json:"queue"`
 	Priority      int           `json:"priority"`
 	SHA           string        `json:"sha"`
@@ -502,6 +507,7 @@ const MemoBuild = "build"
 // BuildSummary is the part of a build's record kept in its memo.
 type BuildSummary struct {
 	Reason        string    `json:"reason,omitempty"`
+	WaitCode      WaitCode  `json:"wait_code,omitempty"`
 	Executor      string    `json:"executor,omitempty"`
 	Attempts      int       `json:"attempts,omitempty"`
 	QueuedTime    time.Time `json:"queued_time,omitzero"`
