@@ -83,6 +83,9 @@ type build struct {
 	// statusSent are the commit status signals sent (the build waits for
 	// them before it closes: the server drops a closed sender's signals).
 	statusSent []workflow.Future
+	// maxWaitOff: an executor was ready for the build (its claim fell in a
+	// freeze window), so the queue's max-wait no longer applies.
+	maxWaitOff bool
 }
 
 // BuildWorkflow runs one build: its event hands it to the pipeline's lane;
@@ -130,7 +133,7 @@ func BuildWorkflow(ctx workflow.Context, in BuildInput) (BuildState, error) {
 		case LaneStatus:
 			code := msg.Code
 			if code == "" {
-				code = waitCodeOf(msg.Status, msg.Reason)
+				code = WaitCodeOf(msg.Status, msg.Reason)
 			}
 			b.setStatus(ctx, msg.Status, code, msg.Reason, msg.Until)
 		case LaneGrant:
@@ -160,6 +163,15 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 	b.state.QueuedTime = workflow.Now(ctx)
 	b.attempt = 1
 	_ = workflow.UpsertTypedSearchAttributes(ctx, SADispatchedAt.ValueSet(b.state.QueuedTime))
+	// The queue's max-wait: a build still unclaimed when it expires ends
+	// refused (builds started before queues had one carry 0: no timer).
+	var maxWait workflow.Future
+	maxWaitFired := false
+	if in.MaxWait > 0 {
+		mctx, cancelMaxWait := workflow.WithCancel(ctx)
+		defer cancelMaxWait()
+		maxWait = workflow.NewTimerWithOptions(mctx, in.MaxWait, workflow.TimerOptions{Summary: "the queue's max-wait"})
+	}
 	for {
 		b.claimed = false
 		if !b.frozenUntil.IsZero() {
@@ -206,6 +218,15 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 				sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) {
 					b.cancel = true
 					cancelAct()
+				})
+			}
+			if maxWait != nil && !maxWaitFired && !b.maxWaitOff && b.state.StartTime.IsZero() {
+				sel.AddFuture(maxWait, func(workflow.Future) {
+					maxWaitFired = true
+					if !b.claimed && b.fail == "" && b.state.StartTime.IsZero() {
+						b.fail = fmt.Sprintf("refused: no executor took it within queue %s's max-wait of %s", in.Queue, in.MaxWait)
+						cancelAct()
+					}
 				})
 			}
 			sel.Select(ctx)
@@ -449,6 +470,7 @@ func (b *build) claim(ctx workflow.Context, req ClaimRequest) error {
 	if !b.legacy && !b.in.Lane.Force && len(b.in.Lane.FreezeWindows) > 0 {
 		next, err := pipeline.NextUnfrozen(b.in.Lane.FreezeWindows, now)
 		if err == nil && next.After(now) {
+			b.maxWaitOff = true
 			b.frozenUntil = next
 			b.frozenWhy = fmt.Sprintf("frozen until %s by freeze window `%s` (it reached an executor inside the window)",
 				next.UTC().Format(time.RFC3339), containing(b.in.Lane.FreezeWindows, now))

@@ -855,3 +855,40 @@ func TestBuildRecordsTheAttemptCredentialHash(t *testing.T) {
 	require.Len(t, st.Attempts, 1)
 	require.Equal(t, hash, st.Attempts[0].CredentialHash)
 }
+
+// A queue's max-wait ends a build no executor claimed in time: FAILURE
+// with cause refused and the reason; a build claimed before it runs on.
+func TestBuildWorkflowMaxWait(t *testing.T) {
+	t.Parallel()
+	t.Run("unclaimed at max-wait: refused", func(t *testing.T) {
+		t.Parallel()
+		// Executors keep handing it back (the test clock moves only while
+		// no activity runs: the build backs off between dispatches).
+		declined := temporal.NewNonRetryableApplicationError("executor exec-x declined build app/test/7: draining", activities.ErrTypeDeclined, nil)
+		plans := make([]attemptPlan, 40)
+		for i := range plans {
+			plans[i] = attemptPlan{err: declined}
+		}
+		h := newBuildHarness(t, plans...)
+		grantAt(h, time.Minute)
+		in := buildInput()
+		in.MaxWait = 10 * time.Second
+		st := h.run(in)
+		require.Equal(t, StatusFailure, st.Status)
+		require.Equal(t, CauseRefused, st.Cause)
+		require.Equal(t, "refused: no executor took it within queue gpu's max-wait of 10s", st.Reason)
+		require.False(t, st.EndTime.Before(wfT0.Add(time.Minute+10*time.Second)), "it waited its max-wait after its dispatch: ended %s", st.EndTime)
+		require.Less(t, st.EndTime.Sub(wfT0), time.Minute+20*time.Second, "and no longer than a back-off more")
+		require.Empty(t, st.Attempts)
+	})
+	t.Run("claimed in time: it runs past max-wait", func(t *testing.T) {
+		t.Parallel()
+		h := newBuildHarness(t, attemptPlan{steps: []buildStep{claimAs("exec-a")}, result: succeeded("exec-a")})
+		grantAt(h, time.Minute)
+		in := buildInput()
+		in.MaxWait = time.Second
+		st := h.run(in)
+		require.Equal(t, StatusSuccess, st.Status)
+		require.Equal(t, CauseSucceeded, st.Cause)
+	})
+}

@@ -51,6 +51,8 @@ type eventRun struct {
 	// prBase: a pull request's event that takes its settings from the
 	// base branch's spec and may wait for approval (changePRBase).
 	prBase bool
+	// maxWait is each reachable queue's max-wait (BuildInput.MaxWait).
+	maxWait map[string]time.Duration
 }
 
 type startedBuild struct {
@@ -388,6 +390,12 @@ func (e *eventRun) checkQueues(starts []string, defined []queue.Queue) ([]string
 				if err := queue.CanUse(id, q); err != nil {
 					problems = append(problems, fmt.Sprintf("job %s: %v", job, err))
 				}
+				if q.MaxWait > 0 {
+					if e.maxWait == nil {
+						e.maxWait = map[string]time.Duration{}
+					}
+					e.maxWait[name] = q.MaxWait
+				}
 			}
 		}
 	}
@@ -454,7 +462,7 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 			Environment: perm.Environment, Timeout: spec.Settings.Timeout, Virtual: spec.Settings.VirtualJob,
 			CPU: annotationText(spec.Annotations, pipeline.AnnotationCPU), RAM: annotationText(spec.Annotations, pipeline.AnnotationRAM),
 			Dispatch: e.in.Config.Dispatch,
-			Statuses: e.statusesID(),
+			Statuses: e.statusesID(), MaxWait: e.maxWait[q],
 			Lane: LaneRequest{
 				Build: ref, Collapse: spec.Settings.CollapseBuilds, BlockedBySameJob: spec.Settings.BlockedBySameJob,
 				BlockedBy: spec.BlockedBy, FreezeWindows: spec.FreezeWindows, Delay: spec.Settings.Delay, Force: e.in.Force,

@@ -51,11 +51,11 @@ func grantFx(b BuildRef) LaneEffect {
 }
 
 func statusFx(b BuildRef, s Status, reason string) LaneEffect {
-	return LaneEffect{Build: b, Msg: LaneMessage{Kind: LaneStatus, Status: s, Reason: reason, Code: waitCodeOf(s, reason)}}
+	return LaneEffect{Build: b, Msg: LaneMessage{Kind: LaneStatus, Status: s, Reason: reason, Code: WaitCodeOf(s, reason)}}
 }
 
 func timedFx(b BuildRef, s Status, reason string, until time.Time) LaneEffect {
-	return LaneEffect{Build: b, Msg: LaneMessage{Kind: LaneStatus, Status: s, Reason: reason, Code: waitCodeOf(s, reason), Until: until}}
+	return LaneEffect{Build: b, Msg: LaneMessage{Kind: LaneStatus, Status: s, Reason: reason, Code: WaitCodeOf(s, reason), Until: until}}
 }
 
 func collapseFx(b, into BuildRef) LaneEffect {
@@ -914,11 +914,11 @@ func TestLanesWaitCodes(t *testing.T) {
 		require.Equal(t, WaitLaneOrder, code(fx, bref("j", 3)))
 	})
 	t.Run("a message without a code gets one from its status", func(t *testing.T) {
-		require.Equal(t, WaitFrozen, waitCodeOf(StatusFrozen, "frozen until ..."))
-		require.Equal(t, WaitBlockedBy, waitCodeOf(StatusBlocked, "blocked by ..."))
-		require.Equal(t, WaitDelayed, waitCodeOf(StatusQueued, "delayed until ..."))
-		require.Equal(t, WaitLaneOrder, waitCodeOf(StatusQueued, "waiting for the earlier event 2 to start its jobs"))
-		require.Equal(t, WaitCode(""), waitCodeOf(StatusRunning, ""))
+		require.Equal(t, WaitFrozen, WaitCodeOf(StatusFrozen, "frozen until ..."))
+		require.Equal(t, WaitBlockedBy, WaitCodeOf(StatusBlocked, "blocked by ..."))
+		require.Equal(t, WaitDelayed, WaitCodeOf(StatusQueued, "delayed until ..."))
+		require.Equal(t, WaitLaneOrder, WaitCodeOf(StatusQueued, "waiting for the earlier event 2 to start its jobs"))
+		require.Equal(t, WaitCode(""), WaitCodeOf(StatusRunning, ""))
 	})
 	for _, c := range WaitCodes() {
 		require.True(t, c.Valid(), c)

@@ -380,6 +380,10 @@ type BuildInput struct {
 	// the build tells it when it waits and when it runs, in StatusContext.
 	Statuses      string `json:"statuses,omitempty"`
 	StatusContext string `json:"status_context,omitempty"`
+	// MaxWait is the queue's max-wait when the event started (0: none): a
+	// build no executor claimed that long after its dispatch ends FAILURE
+	// with cause refused.
+	MaxWait time.Duration `json:"max_wait,omitempty"`
 }
 
 // Attempt is one dispatch of a build to an executor.

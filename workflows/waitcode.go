@@ -53,10 +53,10 @@ func WaitCodes() []WaitCode {
 // Valid reports whether c is a known wait code.
 func (c WaitCode) Valid() bool { return slices.Contains(WaitCodes(), c) }
 
-// waitCodeOf is the code of a lane status message that carries none (sent
+// WaitCodeOf is the code of a lane status message that carries none (sent
 // by a pipeline run recorded before wait codes): it follows from the
 // status and the reason's wording.
-func waitCodeOf(s Status, reason string) WaitCode {
+func WaitCodeOf(s Status, reason string) WaitCode {
 	switch {
 	case s == StatusFrozen:
 		return WaitFrozen
