@@ -314,6 +314,9 @@ func executorOf(m queue.Member, now time.Time, liveness time.Duration) Executor 
 type WebhookResult struct {
 	Events  []EventStarted `json:"events,omitempty"`
 	Ignored string         `json:"ignored,omitempty"`
+	// Skipped says, per event, that it starts no job because the pushed
+	// head commit's message asks to skip CI ([skip ci], [ci skip]).
+	Skipped []string `json:"skipped,omitempty"`
 	Errors  []string       `json:"errors,omitempty"`
 }
 

@@ -94,6 +94,11 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 	if e.prEvent() {
 		e.prBase = workflow.GetVersion(ctx, changePRBase, workflow.DefaultVersion, 1) >= 1
 	}
+	if in.Trigger.SkipCI != "" {
+		// The pushed head commit asks to skip CI: the event is the
+		// pipeline's record of it, and nothing runs.
+		return e.end(ctx, StatusSkipped, fmt.Sprintf("skipped: the head commit's message says %s", in.Trigger.SkipCI)), nil
+	}
 
 	res, err := e.resolve(ctx)
 	if err != nil {

@@ -75,6 +75,9 @@ type Trigger struct {
 	// is a stranger's, so its builds get no secret unless the pipeline
 	// allows that secret in fork pull requests.
 	Fork bool `json:"fork,omitempty"`
+	// SkipCI is the marker ("[skip ci]", "[ci skip]") the pushed head
+	// commit's message carries: the event starts no job and says why.
+	SkipCI string `json:"skip_ci,omitempty"`
 }
 
 // TriggerKind is the kind of an event's trigger.
