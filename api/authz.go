@@ -90,6 +90,7 @@ func (h *handler) routes() []Route {
 		rt("PATCH /api/v1/pipelines/{name}", pipelineAdmin(pipelineByName), h.updatePipeline),
 		rt("DELETE /api/v1/pipelines/{name}", pipelineAdmin(pipelineByName), h.deletePipeline),
 		rt("GET /api/v1/pipelines/{name}/events", authenticated, h.listEvents),
+		rt("GET /api/v1/pipelines/{name}/badge.svg", publicPipeline, h.badge),
 		rt("POST /api/v1/pipelines/{name}/events", pipelineAdmin(pipelineByName), h.startEvent),
 		rt("POST /api/v1/pipelines/{name}/jobs/{job}/schedule/{action}", pipelineAdmin(pipelineByName), h.schedule),
 
@@ -151,6 +152,12 @@ func (h *handler) authorize(p Policy, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := h.identity(r)
 		if err != nil {
+			// A public pipeline's badge needs no token; any other answer
+			// (no such pipeline, not public) is the token's error.
+			if p.Kind == PolicyPublicPipeline && h.publicAllowed(r, p) {
+				next.ServeHTTP(w, r)
+				return
+			}
 			h.fail(w, r, err)
 			return
 		}
@@ -165,7 +172,7 @@ func (h *handler) authorize(p Policy, next http.Handler) http.Handler {
 // allowed checks id against the policy.
 func (h *handler) allowed(r *http.Request, id queue.Identity, p Policy) error {
 	switch p.Kind {
-	case PolicyAuthenticated:
+	case PolicyAuthenticated, PolicyPublicPipeline:
 		return nil
 	case PolicyPrivilege:
 		if p.Privilege == queue.PrivilegeDefineQueues {

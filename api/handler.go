@@ -126,7 +126,7 @@ func (h *handler) authenticated(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/api/") {
+		if strings.HasPrefix(r.URL.Path, "/api/") && !isBadgePath(r) {
 			id, err := h.identity(r)
 			if err != nil {
 				h.fail(w, r, err)

@@ -22,6 +22,8 @@ type CreatePipelineRequest struct {
 	// Statuses is where commit statuses go: "" derives it from the repo
 	// URL, "off", github:<owner>/<repo> or gitlab:<group>/<project>.
 	Statuses string `json:"statuses,omitempty"`
+	// Public makes the pipeline's status badges readable without a token.
+	Public bool `json:"public,omitempty"`
 }
 
 // UpdatePipelineRequest is the body of PATCH /api/v1/pipelines/{name}.
@@ -33,6 +35,8 @@ type UpdatePipelineRequest struct {
 	Admins *[]string `json:"admins,omitempty"`
 	// Statuses: see CreatePipelineRequest.
 	Statuses *string `json:"statuses,omitempty"`
+	// Public: see CreatePipelineRequest.
+	Public *bool `json:"public,omitempty"`
 }
 
 // Pipeline is a pipeline as the API shows it.
@@ -61,6 +65,8 @@ type Pipeline struct {
 	// StatusesNote is where the latest event's statuses went, or why it
 	// posted none (show only).
 	StatusesNote string `json:"statuses_note,omitempty"`
+	// Public: anyone may read the pipeline's status badges.
+	Public bool `json:"public,omitempty"`
 	// Lanes lists the builds each job's lane holds (show only).
 	Lanes []LaneView `json:"lanes,omitempty"`
 }
@@ -317,7 +323,7 @@ type WebhookResult struct {
 	// Skipped says, per event, that it starts no job because the pushed
 	// head commit's message asks to skip CI ([skip ci], [ci skip]).
 	Skipped []string `json:"skipped,omitempty"`
-	Errors  []string       `json:"errors,omitempty"`
+	Errors  []string `json:"errors,omitempty"`
 }
 
 // ErrorBody is every error response.

@@ -154,6 +154,10 @@ type PipelineConfig struct {
 	// Admins may administer the pipeline besides its owner: user names, or
 	// role:<name> for everyone with that role.
 	Admins []string `json:"admins,omitempty"`
+	// Public lets anyone, without a token, read the pipeline's status
+	// badges (GET /api/v1/pipelines/{name}/badge.svg). Nothing else of
+	// the pipeline becomes public.
+	Public bool `json:"public,omitempty"`
 }
 
 // PipelineInput starts a PipelineWorkflow; State carries over continue-as-new.
