@@ -480,7 +480,8 @@ const (
 	// CauseTimedOut: the job's timeout expired (CauseInfo.Step).
 	CauseTimedOut Cause = "timed-out"
 	// CauseRefused: sluice would not run it: its queue was deleted, its
-	// lane was full, or its event may not use the queue.
+	// lane was full, its event may not use the queue, or no executor took
+	// it within its queue's max-wait.
 	CauseRefused Cause = "refused"
 )
 
