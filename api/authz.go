@@ -93,6 +93,7 @@ func (h *handler) routes() []Route {
 		rt("GET /api/v1/pipelines/{name}/badge.svg", publicPipeline, h.badge),
 		rt("POST /api/v1/pipelines/{name}/events", pipelineAdmin(pipelineByName), h.startEvent),
 		rt("POST /api/v1/pipelines/{name}/jobs/{job}/schedule/{action}", pipelineAdmin(pipelineByName), h.schedule),
+		rt("GET /api/v1/pipelines/{name}/jobs/{job}/schedule", authenticated, h.getSchedule),
 
 		rt("GET /api/v1/events/{pipeline}/{n}", authenticated, h.getEvent),
 		rt("POST /api/v1/events/{pipeline}/{n}/cancel", pipelineAdmin(pipelineOfEvent), h.cancelEvent),

@@ -11,7 +11,7 @@ import (
 	"github.com/sluice-ci/sluice/workflows"
 )
 
-// PolicyPublicPipeline: anyone, without a token, when the pipeline is
+// PolicyPublicPipeline lets anyone in, without a token, when the pipeline is
 // marked public (Pipeline.Public); otherwise any valid token, like the
 // pipeline's other reads. Only status badges use it.
 const PolicyPublicPipeline = "public-pipeline"

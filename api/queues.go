@@ -290,7 +290,7 @@ func (s *Service) ScheduleAction(ctx context.Context, pipeline, job, action stri
 	var err error
 	switch action {
 	case "pause":
-		err = h.Pause(ctx, client.SchedulePauseOptions{Note: "paused with sluice"})
+		err = h.Pause(ctx, client.SchedulePauseOptions{Note: pauseNote(s.now())})
 	case "unpause":
 		err = h.Unpause(ctx, client.ScheduleUnpauseOptions{Note: "unpaused with sluice"})
 	case "trigger":

@@ -58,6 +58,7 @@ tokens:
 		"DELETE /api/v1/pipelines/{name}":                            {"DELETE", "/api/v1/pipelines/app", ""},
 		"GET /api/v1/pipelines/{name}/events":                        {"GET", "/api/v1/pipelines/app/events", ""},
 		"GET /api/v1/pipelines/{name}/badge.svg":                     {"GET", "/api/v1/pipelines/app/badge.svg", ""},
+		"GET /api/v1/pipelines/{name}/jobs/{job}/schedule":           {"GET", "/api/v1/pipelines/app/jobs/main/schedule", ""},
 		"POST /api/v1/pipelines/{name}/events":                       {"POST", "/api/v1/pipelines/app/events", `{"type":"bogus"}`},
 		"POST /api/v1/pipelines/{name}/jobs/{job}/schedule/{action}": {"POST", "/api/v1/pipelines/app/jobs/main/schedule/explode", ""},
 		"GET /api/v1/events/{pipeline}/{n}":                          {"GET", "/api/v1/events/app/999", ""},
