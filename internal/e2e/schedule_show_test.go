@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +51,16 @@ jobs:
 	require.Zero(t, code, stderr)
 	require.Contains(t, out, "paused")
 	require.Contains(t, out, "DUE")
+
+	// The pipeline page lists the periodic job's due times too.
+	resp, err := http.Get(e.APIURL + "/ui/pipelines/sched") //nolint:gosec,noctx // the test's own server
+	require.NoError(t, err)
+	page, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(page))
+	require.Contains(t, string(page), "Periodic jobs")
+	require.Contains(t, string(page), `id="schedule-nightly"`)
 
 	_, err = e.API.Schedule(ctx, "sched", "main")
 	require.ErrorContains(t, err, "job main of pipeline sched is not periodic")
