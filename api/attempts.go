@@ -164,7 +164,7 @@ func (h *handler) logWrites(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		b, err := h.svc.GetBuild(r.Context(), ref)
+		b, err := h.svc.buildRecord(r.Context(), ref)
 		if err != nil {
 			h.fail(w, r, err)
 			return

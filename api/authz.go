@@ -94,8 +94,10 @@ func (h *handler) routes() []Route {
 		rt("PATCH /api/v1/pipelines/{name}", pipelineAdmin(pipelineByName), h.updatePipeline),
 		rt("DELETE /api/v1/pipelines/{name}", pipelineAdmin(pipelineByName), h.deletePipeline),
 		rt("GET /api/v1/pipelines/{name}/events", authenticated, h.listEvents),
+		rt("GET /api/v1/pipelines/{name}/badge.svg", publicPipeline, h.badge),
 		rt("POST /api/v1/pipelines/{name}/events", pipelineAdmin(pipelineByName), h.startEvent),
 		rt("POST /api/v1/pipelines/{name}/jobs/{job}/schedule/{action}", pipelineAdmin(pipelineByName), h.schedule),
+		rt("GET /api/v1/pipelines/{name}/jobs/{job}/schedule", authenticated, h.getSchedule),
 
 		rt("GET /api/v1/events/{pipeline}/{n}", authenticated, h.getEvent),
 		rt("POST /api/v1/events/{pipeline}/{n}/cancel", pipelineAdmin(pipelineOfEvent), h.cancelEvent),
@@ -196,6 +198,12 @@ func (h *handler) authorize(p Policy, builds bool, next http.Handler) http.Handl
 		}
 		id, err := h.identity(r)
 		if err != nil {
+			// A public pipeline's badge needs no token; any other answer
+			// (no such pipeline, not public) is the token's error.
+			if p.Kind == PolicyPublicPipeline && h.publicAllowed(r, p) {
+				next.ServeHTTP(w, r)
+				return
+			}
 			h.fail(w, r, err)
 			return
 		}
@@ -210,7 +218,7 @@ func (h *handler) authorize(p Policy, builds bool, next http.Handler) http.Handl
 // allowed checks id against the policy.
 func (h *handler) allowed(r *http.Request, id queue.Identity, p Policy) error {
 	switch p.Kind {
-	case PolicyAuthenticated:
+	case PolicyAuthenticated, PolicyPublicPipeline:
 		return nil
 	case PolicyPrivilege:
 		if p.Privilege == queue.PrivilegeDefineQueues {

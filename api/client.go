@@ -362,6 +362,12 @@ func (c *Client) ScheduleAction(ctx context.Context, pipeline, job, action strin
 	return c.do(ctx, http.MethodPost, "/api/v1/pipelines/"+seg(pipeline)+"/jobs/"+seg(job)+"/schedule/"+seg(action), nil, nil)
 }
 
+// Schedule accounts for a periodic job's latest due times.
+func (c *Client) Schedule(ctx context.Context, pipeline, job string) (ScheduleView, error) {
+	var v ScheduleView
+	return v, c.do(ctx, http.MethodGet, "/api/v1/pipelines/"+seg(pipeline)+"/jobs/"+seg(job)+"/schedule", nil, &v)
+}
+
 // Ready asks GET /readyz.
 func (c *Client) Ready(ctx context.Context) error {
 	return c.do(ctx, http.MethodGet, "/readyz", nil, nil)

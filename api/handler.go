@@ -150,7 +150,7 @@ func (h *handler) authenticated(next http.Handler) http.Handler {
 			}
 			ctx := context.WithValue(r.Context(), callerKey{}, c)
 			r = r.WithContext(context.WithValue(ctx, identityKey{}, buildIdentity(c)))
-		} else if strings.HasPrefix(r.URL.Path, "/api/") {
+		} else if strings.HasPrefix(r.URL.Path, "/api/") && !isBadgePath(r) {
 			id, err := h.identity(r)
 			if err != nil {
 				h.fail(w, r, err)

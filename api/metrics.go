@@ -83,6 +83,9 @@ var (
 		[]string{"queue", "member", "kind"}, nil)
 	descLive = prometheus.NewDesc("sluice_queue_live_members",
 		"Live members in the queue's active rule.", []string{"queue"}, nil)
+	descWaitCode = prometheus.NewDesc("sluice_queue_builds_waiting_by_code",
+		"Builds of a queue waiting, by wait_code (no-member, slot-busy, blocked-by, frozen, delayed, min-gap, lane-order, never-served; approval waits hold events, not builds). Counts the first 1000 waiting builds of each queue.",
+		[]string{"queue", "wait_code"}, nil)
 	descScrapeError = prometheus.NewDesc("sluice_queue_metrics_error",
 		"1 when the last scrape could not read the registry or visibility.", nil, nil)
 )
@@ -91,6 +94,7 @@ func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descWaiting
 	ch <- descSlots
 	ch <- descLive
+	ch <- descWaitCode
 	ch <- descScrapeError
 }
 
@@ -152,6 +156,52 @@ func (c *queueCollector) collect(ctx context.Context, ch chan<- prometheus.Metri
 			}
 			ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(n), q.Name, w.label)
 		}
+		if err := c.collectWaitCodes(ctx, ch, q, plan, ms, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// maxWaitingScanned bounds how many waiting builds of a queue one scrape
+// reads to count them by wait code.
+const maxWaitingScanned = 1000
+
+// collectWaitCodes counts queue q's waiting builds by wait code. A build
+// dispatched to the queue gets the queue's code from its plan (never-served,
+// no-member, min-gap or slot-busy), as `build show` would.
+func (c *queueCollector) collectWaitCodes(ctx context.Context, ch chan<- prometheus.Metric, q queue.Queue, plan queue.Plan, ms []queue.Member, now time.Time) error {
+	execs, err := c.svc.list(ctx, fmt.Sprintf("WorkflowType = 'BuildWorkflow' AND ExecutionStatus = 'Running' AND %s = %s AND %s != '%s'",
+		workflows.SAQueue.GetName(), quote(q.Name), workflows.SAStatus.GetName(), workflows.StatusRunning), maxWaitingScanned)
+	if err != nil {
+		return err
+	}
+	counts := map[workflows.WaitCode]int{}
+	for _, ex := range execs {
+		b, ok := buildFromVisibility(ex)
+		if !ok || b.Status.Final() || b.Status == workflows.StatusRunning {
+			continue
+		}
+		code := b.WaitCode
+		if code == "" {
+			code = workflows.WaitCodeOf(b.Status, b.Reason)
+		}
+		if b.Status == workflows.StatusQueued && !b.QueuedTime.IsZero() {
+			p := plan
+			if b.Fork {
+				p = queue.EvaluateUntrusted(q, ms, now, c.svc.Liveness)
+			}
+			code = queueWaitCode(q, p, ms, b.Fork, 0)
+		}
+		if code != "" {
+			counts[code]++
+		}
+	}
+	for _, code := range workflows.WaitCodes() {
+		if code == workflows.WaitApproval {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(descWaitCode, prometheus.GaugeValue, float64(counts[code]), q.Name, string(code))
 	}
 	return nil
 }

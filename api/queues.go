@@ -58,6 +58,9 @@ func (s *Service) queueView(q queue.Queue, members []queue.Member, now time.Time
 	for _, r := range q.Rules {
 		v.Rules = append(v.Rules, r.String())
 	}
+	if q.MaxWait > 0 {
+		v.MaxWait = q.MaxWait.String()
+	}
 	return v
 }
 
@@ -79,6 +82,13 @@ func (s *Service) ListQueues(ctx context.Context) ([]Queue, error) {
 func parseQueue(req QueueRequest) (queue.Queue, error) {
 	q := queue.Queue{Name: req.Name, Description: req.Description, UseRoles: req.UseRoles}
 	var problems []string
+	if req.MaxWait != "" {
+		d, err := time.ParseDuration(req.MaxWait)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("max-wait %q: want a duration such as 30m or 2h (%v)", req.MaxWait, err))
+		}
+		q.MaxWait = d
+	}
 	if len(req.Rules) == 0 {
 		problems = append(problems, "rules: at least one rule is required, e.g. run-on=executors,max-parallel=2")
 	}
@@ -280,7 +290,7 @@ func (s *Service) ScheduleAction(ctx context.Context, pipeline, job, action stri
 	var err error
 	switch action {
 	case "pause":
-		err = h.Pause(ctx, client.SchedulePauseOptions{Note: "paused with sluice"})
+		err = h.Pause(ctx, client.SchedulePauseOptions{Note: pauseNote(s.now())})
 	case "unpause":
 		err = h.Unpause(ctx, client.ScheduleUnpauseOptions{Note: "unpaused with sluice"})
 	case "trigger":

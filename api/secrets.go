@@ -641,7 +641,7 @@ func (h *handler) resolveSecrets(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	b, err := h.svc.GetBuild(r.Context(), ref)
+	b, err := h.svc.buildRecord(r.Context(), ref)
 	if err != nil {
 		h.fail(w, r, err)
 		return

@@ -111,6 +111,7 @@ func buildFromVisibility(ex *workflowpb.WorkflowExecutionInfo) (Build, bool) {
 		var sum workflows.BuildSummary
 		if converter.GetDefaultDataConverter().FromPayload(f, &sum) == nil {
 			b.Reason, b.Attempts, b.QueuedTime, b.StartTime, b.EndTime = sum.Reason, sum.Attempts, sum.QueuedTime, sum.StartTime, sum.EndTime
+			b.WaitCode = sum.WaitCode
 			b.WaitUntil, b.CollapsedInto, b.Fork = sum.WaitUntil, sum.CollapsedInto, sum.Fork
 			if sum.Executor != "" {
 				b.Executor = sum.Executor
@@ -123,9 +124,22 @@ func buildFromVisibility(ex *workflowpb.WorkflowExecutionInfo) (Build, bool) {
 	return b, true
 }
 
-// GetBuild returns a build's full record, with a live wait reason when it
-// waits for a slot.
+// GetBuild returns a build's full record, with a live wait reason, wait
+// code, place in line and start estimate when it waits.
 func (s *Service) GetBuild(ctx context.Context, ref workflows.BuildRef) (Build, error) {
+	b, err := s.buildRecord(ctx, ref)
+	if err != nil {
+		return b, err
+	}
+	if err := s.liveReasons(ctx, []*Build{&b}); err != nil {
+		s.Logger.DebugContext(ctx, "live_reason_failed", "build", b.ID, "error", err)
+	}
+	return b, nil
+}
+
+// buildRecord is GetBuild without the live wait picture: what the
+// executors' paths (secrets, logs) check, at no extra cost.
+func (s *Service) buildRecord(ctx context.Context, ref workflows.BuildRef) (Build, error) {
 	desc, err := s.Client.DescribeWorkflowExecution(ctx, ref.WorkflowID(), "")
 	if err != nil {
 		return Build{}, translate(err, "build "+ref.String())
@@ -146,7 +160,7 @@ func (s *Service) GetBuild(ctx context.Context, ref workflows.BuildRef) (Build, 
 	}
 	b := Build{
 		ID: st.ID, Pipeline: ref.Pipeline, Job: ref.Job, Event: ref.EventRef().String(), PR: ref.PR, Status: st.Status,
-		Reason: st.Reason, Queue: st.Queue, Priority: st.Priority, Executor: st.Executor, SHA: st.SHA,
+		Reason: st.Reason, WaitCode: st.WaitCode, Queue: st.Queue, Priority: st.Priority, Executor: st.Executor, SHA: st.SHA,
 		Attempts: len(st.Attempts), CreateTime: st.CreateTime, QueuedTime: st.QueuedTime, StartTime: st.StartTime,
 		EndTime: st.EndTime, WaitUntil: st.WaitUntil, CollapsedInto: st.CollapsedInto, AttemptList: st.Attempts, Steps: st.Steps,
 		Fork: st.Fork, Secrets: st.Secrets, SecretsListed: st.SecretsListed, Cause: st.Cause, CauseInfo: st.CauseInfo,
@@ -172,9 +186,6 @@ func (s *Service) GetBuild(ctx context.Context, ref workflows.BuildRef) (Build, 
 	if n := len(st.Attempts); n > 0 {
 		b.LogKey = activities.LogKey(st.ID, st.Attempts[n-1].Number)
 	}
-	if err := s.liveReasons(ctx, []*Build{&b}); err != nil {
-		s.Logger.DebugContext(ctx, "live_reason_failed", "build", b.ID, "error", err)
-	}
 	return b, nil
 }
 
@@ -196,11 +207,21 @@ func (s *Service) CancelBuild(ctx context.Context, id queue.Identity, ref workfl
 }
 
 // liveReasons rewrites the reason of builds waiting for a slot with the
-// queue's current picture: slots busy, builds ahead, or no live member.
+// queue's current picture (slots busy, builds ahead, or no live member),
+// and gives every waiting build its wait code, its place in line and an
+// estimate of its start.
 func (s *Service) liveReasons(ctx context.Context, builds []*Build) error {
 	var waiting []*Build
 	for _, b := range builds {
-		if b.Status == workflows.StatusQueued && !b.QueuedTime.IsZero() {
+		if b.Status.Final() || b.Status == workflows.StatusRunning {
+			b.WaitCode = ""
+			continue
+		}
+		if b.WaitCode == "" {
+			// A build recorded before wait codes.
+			b.WaitCode = workflows.WaitCodeOf(b.Status, b.Reason)
+		}
+		if b.WaitCode != "" {
 			waiting = append(waiting, b)
 		}
 	}
@@ -212,27 +233,58 @@ func (s *Service) liveReasons(ctx context.Context, builds []*Build) error {
 		return err
 	}
 	now := s.now()
+	typical := map[string]time.Duration{}
+	lanes := map[string]map[string]int{}
 	for _, b := range waiting {
+		pic := waitPicture{code: b.WaitCode, now: now, waitUntil: b.WaitUntil}
 		q, ok := findQueue(queues, b.Queue)
-		if !ok {
+		switch {
+		case b.Status == workflows.StatusQueued && !b.QueuedTime.IsZero() && !ok:
 			b.Reason = fmt.Sprintf("waiting on queue %s, which no longer exists: recreate it or cancel the build", b.Queue)
+			b.WaitCode, b.EstimateNote = workflows.WaitNoMember, "its queue no longer exists"
 			continue
+		case b.Status == workflows.StatusQueued && !b.QueuedTime.IsZero():
+			plan := queue.Evaluate(q, members, now, s.Liveness)
+			if b.Fork {
+				// A pull request from a fork waits for a container executor
+				// (its queue's untrusted task queue).
+				plan = queue.EvaluateUntrusted(q, members, now, s.Liveness)
+			}
+			ahead, err := s.count(ctx, fmt.Sprintf(
+				"WorkflowType = 'BuildWorkflow' AND ExecutionStatus = 'Running' AND %s = %s AND %s = 'QUEUED' AND (%s < %d OR (%s = %d AND %s < '%s'))",
+				workflows.SAQueue.GetName(), quote(b.Queue), workflows.SAStatus.GetName(),
+				workflows.SAPriority.GetName(), b.Priority, workflows.SAPriority.GetName(), b.Priority,
+				workflows.SADispatchedAt.GetName(), b.QueuedTime.UTC().Format(time.RFC3339Nano)))
+			if err != nil {
+				return err
+			}
+			b.Reason = queue.WaitReason(q, plan, plan.Busy, ahead)
+			b.WaitCode = queueWaitCode(q, plan, members, b.Fork, ahead)
+			if b.WaitCode == workflows.WaitNeverServed {
+				b.Reason = "never served: no executor that serves this queue has ever registered; " + b.Reason
+			}
+			pic.code, pic.position, pic.busy, pic.slots, pic.minGap = b.WaitCode, ahead+1, plan.Busy, plan.Slots, plan.Rule.MinGap
+		case b.WaitCode == workflows.WaitBlockedBy || b.WaitCode == workflows.WaitLaneOrder:
+			pos, seen := lanes[b.Pipeline]
+			if !seen {
+				pos, err = s.lanePositions(ctx, b.Pipeline)
+				if err != nil {
+					s.Logger.DebugContext(ctx, "lane_positions_failed", "pipeline", b.Pipeline, "error", err)
+				}
+				lanes[b.Pipeline] = pos
+			}
+			pic.position = pos[b.ID]
 		}
-		plan := queue.Evaluate(q, members, now, s.Liveness)
-		if b.Fork {
-			// A pull request from a fork waits for a container executor
-			// (its queue's untrusted task queue).
-			plan = queue.EvaluateUntrusted(q, members, now, s.Liveness)
+		if _, seen := typical[b.Queue]; !seen && ok {
+			d, err := s.typicalDuration(ctx, b.Queue)
+			if err != nil {
+				return err
+			}
+			typical[b.Queue] = d
 		}
-		ahead, err := s.count(ctx, fmt.Sprintf(
-			"WorkflowType = 'BuildWorkflow' AND ExecutionStatus = 'Running' AND %s = %s AND %s = 'QUEUED' AND (%s < %d OR (%s = %d AND %s < '%s'))",
-			workflows.SAQueue.GetName(), quote(b.Queue), workflows.SAStatus.GetName(),
-			workflows.SAPriority.GetName(), b.Priority, workflows.SAPriority.GetName(), b.Priority,
-			workflows.SADispatchedAt.GetName(), b.QueuedTime.UTC().Format(time.RFC3339Nano)))
-		if err != nil {
-			return err
-		}
-		b.Reason = queue.WaitReason(q, plan, plan.Busy, ahead)
+		pic.typical = typical[b.Queue]
+		b.Position = pic.position
+		b.EstimatedStart, b.EstimateNote = estimateStart(pic)
 	}
 	return nil
 }

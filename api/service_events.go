@@ -73,7 +73,11 @@ func (s *Service) StartEvent(ctx context.Context, id queue.Identity, name string
 		Trigger:   workflows.Trigger{Kind: kind, Branch: req.Branch, Ref: req.Ref, SHA: req.SHA, PR: req.PR, Sender: id.User, MetaRef: metaRef},
 		StartFrom: req.StartFrom, Force: req.Force, Creator: id.User, Identity: &ident, Parameters: req.Parameters,
 	}
-	return s.startEvent(ctx, name, r)
+	started, err := s.startEvent(ctx, name, r)
+	if err == nil && !started.Duplicate {
+		started.Warnings = s.startWarnings(ctx, name)
+	}
+	return started, err
 }
 
 // checkParameters refuses, before anything starts, parameters the spec the
@@ -226,8 +230,9 @@ func (s *Service) GetEvent(ctx context.Context, ref workflows.EventRef) (Event, 
 	if err := s.liveReasons(ctx, ptrs); err != nil {
 		s.Logger.DebugContext(ctx, "live_reason_failed", "event", ref.String(), "error", err)
 	}
+	st.Warnings = append(slices.Clone(st.Warnings), neverServedWarnings(builds)...)
 	return Event{
-		ID: ref.String(), Pipeline: ref.Pipeline, Number: ref.Number, SHA: st.SHA, Status: st.Status, Reason: st.Reason,
+		ID: ref.String(), Pipeline: ref.Pipeline, Number: ref.Number, SHA: st.SHA, Status: st.Status, Reason: st.Reason, WaitCode: st.WaitCode,
 		Trigger: st.Trigger, StartFrom: st.StartFrom, StartJobs: st.StartJobs, Rerun: st.Rerun, Parent: st.Parent,
 		ActsFor: st.ActsFor, Succeeded: st.Succeeded, Jobs: st.Jobs, Builds: builds,
 		Warnings: st.Warnings, StartTime: st.StartTime, EndTime: st.EndTime, Statuses: st.Statuses,

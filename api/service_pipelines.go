@@ -81,7 +81,7 @@ func (s *Service) CreatePipeline(ctx context.Context, id queue.Identity, req Cre
 	}
 	owner := id
 	cfg := workflows.PipelineConfig{
-		Name: req.Name, Repo: req.Repo, Branch: req.Branch, Queue: req.Queue, Statuses: req.Statuses,
+		Name: req.Name, Repo: req.Repo, Branch: req.Branch, Queue: req.Queue, Statuses: req.Statuses, Public: req.Public,
 		Dispatch: s.Dispatch, Creator: id.User, CreatedAt: s.now().UTC(), Owner: &owner, Admins: req.Admins,
 	}
 	_, err = s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
@@ -244,7 +244,7 @@ func (s *Service) queryPipeline(ctx context.Context, name string) (Pipeline, wor
 		Name: info.Config.Name, Repo: scm.RedactURL(info.Config.Repo), RepoKind: scm.Kind(info.Config.Repo), Branch: info.Config.Branch,
 		Queue: info.Config.Queue, Events: info.Events, LastSHA: info.LastSHA, Subscriptions: info.Subscriptions,
 		Periodic: info.Periodic, ScheduleError: info.ScheduleError, CreatedAt: info.Config.CreatedAt,
-		Statuses: info.Config.Statuses, Admins: info.Config.Admins,
+		Statuses: info.Config.Statuses, Admins: info.Config.Admins, Public: info.Config.Public,
 	}
 	if info.Config.Owner != nil {
 		p.Owner = info.Config.Owner.User
@@ -341,7 +341,10 @@ func (s *Service) UpdatePipeline(ctx context.Context, id queue.Identity, name st
 		req.Repo = nil
 	}
 	owner := id
-	cfg := workflows.PipelineConfig{Name: name, Repo: curRepo, Branch: cur.Branch, Queue: cur.Queue, Statuses: cur.Statuses, Owner: &owner}
+	cfg := workflows.PipelineConfig{Name: name, Repo: curRepo, Branch: cur.Branch, Queue: cur.Queue, Statuses: cur.Statuses, Owner: &owner, Public: cur.Public}
+	if req.Public != nil {
+		cfg.Public = *req.Public
+	}
 	if req.Admins != nil {
 		if err := validAdmins(*req.Admins); err != nil {
 			return Pipeline{}, err

@@ -27,6 +27,8 @@ type CreatePipelineRequest struct {
 	// (its secret SLUICE_GITHUB_TOKEN, SLUICE_GITLAB_TOKEN or
 	// SLUICE_DEPLOY_KEY, set once it exists), so it is not read at create.
 	Private bool `json:"private,omitempty"`
+	// Public makes the pipeline's status badges readable without a token.
+	Public bool `json:"public,omitempty"`
 }
 
 // UpdatePipelineRequest is the body of PATCH /api/v1/pipelines/{name}.
@@ -38,6 +40,8 @@ type UpdatePipelineRequest struct {
 	Admins *[]string `json:"admins,omitempty"`
 	// Statuses: see CreatePipelineRequest.
 	Statuses *string `json:"statuses,omitempty"`
+	// Public: see CreatePipelineRequest.
+	Public *bool `json:"public,omitempty"`
 }
 
 // Pipeline is a pipeline as the API shows it.
@@ -66,6 +70,8 @@ type Pipeline struct {
 	// StatusesNote is where the latest event's statuses went, or why it
 	// posted none (show only).
 	StatusesNote string `json:"statuses_note,omitempty"`
+	// Public: anyone may read the pipeline's status badges.
+	Public bool `json:"public,omitempty"`
 	// Lanes lists the builds each job's lane holds (show only).
 	Lanes []LaneView `json:"lanes,omitempty"`
 	// Warnings are the spec's warnings: fields sluice does not act on and
@@ -151,6 +157,9 @@ type EventStarted struct {
 	// wait; ID and Number are empty then (202 Accepted).
 	Admission string `json:"admission,omitempty"`
 	Pending   bool   `json:"pending,omitempty"`
+	// Warnings say what will keep the event's builds waiting: its
+	// pipeline's queue has never been served by any executor.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Approval is an event's approval (screwdriver.cd/restrictPR): why it
@@ -159,17 +168,19 @@ type Approval = workflows.Approval
 
 // Event is an event with its builds.
 type Event struct {
-	ID        string            `json:"id"`
-	Pipeline  string            `json:"pipeline"`
-	Number    int               `json:"number"`
-	SHA       string            `json:"sha"`
-	Status    workflows.Status  `json:"status"`
-	Reason    string            `json:"reason,omitempty"`
-	Trigger   workflows.Trigger `json:"trigger"`
-	StartFrom string            `json:"start_from,omitempty"`
-	StartJobs []string          `json:"start_jobs,omitempty"`
-	Rerun     bool              `json:"rerun,omitempty"`
-	Parent    int               `json:"parent,omitempty"`
+	ID       string           `json:"id"`
+	Pipeline string           `json:"pipeline"`
+	Number   int              `json:"number"`
+	SHA      string           `json:"sha"`
+	Status   workflows.Status `json:"status"`
+	Reason   string           `json:"reason,omitempty"`
+	// WaitCode is "approval" while the event waits for approval.
+	WaitCode  workflows.WaitCode `json:"wait_code,omitempty"`
+	Trigger   workflows.Trigger  `json:"trigger"`
+	StartFrom string             `json:"start_from,omitempty"`
+	StartJobs []string           `json:"start_jobs,omitempty"`
+	Rerun     bool               `json:"rerun,omitempty"`
+	Parent    int                `json:"parent,omitempty"`
 	// ActsFor is the user whose permissions the event acts with.
 	ActsFor string `json:"acts_for,omitempty"`
 	// Succeeded are the jobs that succeeded in the event or along its
@@ -201,22 +212,31 @@ type Build struct {
 	Job      string `json:"job"`
 	Event    string `json:"event"`
 	// PR is the pull request a build runs for (its lane is PR-<n>:<job>).
-	PR            int                     `json:"pr,omitempty"`
-	Status        workflows.Status        `json:"status"`
-	Reason        string                  `json:"reason,omitempty"`
-	Queue         string                  `json:"queue"`
-	Priority      int                     `json:"priority,omitempty"`
-	Executor      string                  `json:"executor,omitempty"`
-	SHA           string                  `json:"sha,omitempty"`
-	Attempts      int                     `json:"attempts,omitempty"`
-	CreateTime    time.Time               `json:"create_time,omitzero"`
-	QueuedTime    time.Time               `json:"queued_time,omitzero"`
-	StartTime     time.Time               `json:"start_time,omitzero"`
-	EndTime       time.Time               `json:"end_time,omitzero"`
-	WaitUntil     time.Time               `json:"wait_until,omitzero"`
-	CollapsedInto string                  `json:"collapsed_into,omitempty"`
-	AttemptList   []workflows.Attempt     `json:"attempt_list,omitempty"`
-	Steps         []workflows.StepOutcome `json:"steps,omitempty"`
+	PR     int              `json:"pr,omitempty"`
+	Status workflows.Status `json:"status"`
+	Reason string           `json:"reason,omitempty"`
+	// WaitCode says, for machines, why a waiting build waits (see
+	// workflows.WaitCodes); Position is its place in line (1: next; in its
+	// queue once dispatched, in its job's lane before) and EstimatedStart
+	// when it is likely to start, from the queue's recent build durations,
+	// or EstimateNote why there is no estimate.
+	WaitCode       workflows.WaitCode      `json:"wait_code,omitempty"`
+	Position       int                     `json:"position,omitempty"`
+	EstimatedStart time.Time               `json:"estimated_start,omitzero"`
+	EstimateNote   string                  `json:"estimate_note,omitempty"`
+	Queue          string                  `json:"queue"`
+	Priority       int                     `json:"priority,omitempty"`
+	Executor       string                  `json:"executor,omitempty"`
+	SHA            string                  `json:"sha,omitempty"`
+	Attempts       int                     `json:"attempts,omitempty"`
+	CreateTime     time.Time               `json:"create_time,omitzero"`
+	QueuedTime     time.Time               `json:"queued_time,omitzero"`
+	StartTime      time.Time               `json:"start_time,omitzero"`
+	EndTime        time.Time               `json:"end_time,omitzero"`
+	WaitUntil      time.Time               `json:"wait_until,omitzero"`
+	CollapsedInto  string                  `json:"collapsed_into,omitempty"`
+	AttemptList    []workflows.Attempt     `json:"attempt_list,omitempty"`
+	Steps          []workflows.StepOutcome `json:"steps,omitempty"`
 	// LogKey is the log store key of the latest attempt's logs.
 	LogKey string `json:"log_key,omitempty"`
 	// Fork marks a build of a pull request from a fork (untrusted code).
@@ -251,6 +271,10 @@ type QueueRequest struct {
 	Description string   `json:"description,omitempty"`
 	Rules       []string `json:"rules"`
 	UseRoles    []string `json:"use_roles,omitempty"`
+	// MaxWait is how long a build may wait on the queue for an executor
+	// before it ends refused, as a Go duration ("30m"); "" or "0" for no
+	// limit.
+	MaxWait string `json:"max_wait,omitempty"`
 }
 
 // Queue is a queue with its current plan.
@@ -259,10 +283,12 @@ type Queue struct {
 	Description string   `json:"description,omitempty"`
 	Rules       []string `json:"rules"`
 	UseRoles    []string `json:"use_roles,omitempty"`
-	ActiveRule  int      `json:"active_rule"`
-	Why         string   `json:"why"`
-	Slots       int      `json:"slots"`
-	Busy        int      `json:"busy"`
+	// MaxWait: see QueueRequest ("" when there is no limit).
+	MaxWait    string `json:"max_wait,omitempty"`
+	ActiveRule int    `json:"active_rule"`
+	Why        string `json:"why"`
+	Slots      int    `json:"slots"`
+	Busy       int    `json:"busy"`
 	// UntrustedWhy says where pull requests from forks run now (see
 	// queue.EvaluateUntrusted): only on container executors, unless a
 	// rule has untrusted-on-host=true.
@@ -329,7 +355,10 @@ func executorOf(m queue.Member, now time.Time, liveness time.Duration) Executor 
 type WebhookResult struct {
 	Events  []EventStarted `json:"events,omitempty"`
 	Ignored string         `json:"ignored,omitempty"`
-	Errors  []string       `json:"errors,omitempty"`
+	// Skipped says, per event, that it starts no job because the pushed
+	// head commit's message asks to skip CI ([skip ci], [ci skip]).
+	Skipped []string `json:"skipped,omitempty"`
+	Errors  []string `json:"errors,omitempty"`
 }
 
 // ErrorBody is every error response.

@@ -275,6 +275,10 @@ func (wh *webHandler) index(r *http.Request) (string, any, error) {
 type pipelinePage struct {
 	Pipeline Pipeline
 	Events   []Event
+	// Schedules account for each periodic job's latest due times.
+	Schedules []ScheduleView
+	// ScheduleErrors say why a periodic job's due times could not be read.
+	ScheduleErrors []string
 }
 
 func (wh *webHandler) pipeline(r *http.Request) (string, any, error) {
@@ -287,7 +291,21 @@ func (wh *webHandler) pipeline(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	return "pipeline.html", &pipelinePage{Pipeline: p, Events: evs}, nil
+	pg := &pipelinePage{Pipeline: p, Events: evs}
+	jobs := make([]string, 0, len(p.Periodic))
+	for j := range p.Periodic {
+		jobs = append(jobs, j)
+	}
+	sort.Strings(jobs)
+	for _, j := range jobs {
+		v, err := wh.h.svc.Schedule(r.Context(), name, j)
+		if err != nil {
+			pg.ScheduleErrors = append(pg.ScheduleErrors, fmt.Sprintf("job %s: %v", j, err))
+			continue
+		}
+		pg.Schedules = append(pg.Schedules, v)
+	}
+	return "pipeline.html", pg, nil
 }
 
 type eventPage struct {

@@ -54,6 +54,7 @@ func (s *Service) Webhook(ctx context.Context, hook *scm.Hook) WebhookResult {
 		PR: hook.PRNumber, ChangedFiles: hook.ChangedFiles, Sender: hook.Sender,
 		DeliveryID: hook.Provider + ":" + hook.BodyHash, // the body, not the unsigned header: a replay is a duplicate
 		Fork:       hook.Fork && (hook.Kind == scm.HookPR || hook.Kind == scm.HookPRClosed),
+		SkipCI:     hook.SkipCI,
 	}
 	for _, p := range ps {
 		if !hook.Matches(p.Repo) {
@@ -65,6 +66,9 @@ func (s *Service) Webhook(ctx context.Context, hook *scm.Hook) WebhookResult {
 			continue
 		}
 		res.Events = append(res.Events, ev)
+		if hook.SkipCI != "" {
+			res.Skipped = append(res.Skipped, fmt.Sprintf("event %s: skipped, the head commit %s's message says %s", ev.ID, shortSHA(hook.SHA), hook.SkipCI))
+		}
 	}
 	if len(res.Events) == 0 && len(res.Errors) == 0 {
 		res.Ignored = fmt.Sprintf("no pipeline uses repository %s", hook.RepoFullName)

@@ -312,3 +312,21 @@ func plural(n int, one, many string) string {
 	}
 	return many
 }
+
+// NeverServed reports whether no member given (the registry's members:
+// it forgets those silent for a day) is selected by any rule of q, so no
+// build of q has anywhere to run: no executor with the queue's labels ever
+// registered. With untrusted, only members that may run pull requests
+// from forks count (container executors, or a rule with
+// untrusted-on-host=true). Liveness and state are not considered: a dead
+// or drained member still served the queue.
+func NeverServed(q Queue, members []Member, untrusted bool) bool {
+	for _, m := range members {
+		for _, r := range q.Rules {
+			if r.Selects(m, q.Name) && (!untrusted || mayRunUntrusted(r, m)) {
+				return false
+			}
+		}
+	}
+	return true
+}

@@ -3,6 +3,7 @@ package queue
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Queue is a named execution queue (FlowForce's sense): an ordered list of
@@ -20,7 +21,15 @@ type Queue struct {
 	// authenticated user may (FlowForce's default "Queue - Use" for the
 	// authenticated role); see CanUse.
 	UseRoles []string `json:"use_roles,omitempty"`
+	// MaxWait, when set, bounds how long a build waits on the queue for
+	// an executor (from its dispatch to the queue until an executor claims
+	// it): a build still unclaimed then ends FAILURE with cause refused.
+	// 0 means builds wait as long as it takes.
+	MaxWait time.Duration `json:"max_wait,omitempty"`
 }
+
+// MaxWaitLimit is the longest MaxWait a queue may set.
+const MaxWaitLimit = 30 * 24 * time.Hour
 
 // ValidationError lists every problem Queue.Validate found. errors.Is
 // matches ErrInvalidQueue and the sentinel of each problem (ErrInvalidName,
@@ -76,6 +85,14 @@ func (q Queue) Validate() error {
 			errs = append(errs, newProblem(ErrInvalidQueue, fmt.Sprintf("use role %q is listed twice", role)))
 		}
 		seen[role] = true
+	}
+	switch {
+	case q.MaxWait < 0:
+		errs = append(errs, newProblem(ErrInvalidQueue, fmt.Sprintf("max-wait must not be negative (got %s)", q.MaxWait)))
+	case q.MaxWait > 0 && q.MaxWait < time.Second:
+		errs = append(errs, newProblem(ErrInvalidQueue, fmt.Sprintf("max-wait must be at least 1s, or 0 for no limit (got %s)", q.MaxWait)))
+	case q.MaxWait > MaxWaitLimit:
+		errs = append(errs, newProblem(ErrInvalidQueue, fmt.Sprintf("max-wait must be at most %s (got %s)", MaxWaitLimit, q.MaxWait)))
 	}
 	if len(errs) == 0 {
 		return nil

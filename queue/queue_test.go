@@ -2,6 +2,8 @@ package queue_test
 
 import (
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,4 +125,33 @@ func TestQueueJSON(t *testing.T) {
 	var back queue.Queue
 	require.NoError(t, json.Unmarshal(data, &back))
 	require.Equal(t, q, back)
+}
+
+func TestQueueMaxWaitValidation(t *testing.T) {
+	t.Parallel()
+	base := queue.Queue{Name: "q", Rules: []queue.Rule{{RunOn: queue.RunOnExecutors, MaxParallel: 1}}}
+	for _, tc := range []struct {
+		maxWait time.Duration
+		want    string
+	}{
+		{0, ""},
+		{time.Second, ""},
+		{queue.MaxWaitLimit, ""},
+		{-time.Minute, "max-wait must not be negative (got -1m0s)"},
+		{time.Millisecond, "max-wait must be at least 1s, or 0 for no limit (got 1ms)"},
+		{queue.MaxWaitLimit + time.Hour, "max-wait must be at most 720h0m0s (got 721h0m0s)"},
+	} {
+		q := base
+		q.MaxWait = tc.maxWait
+		err := q.Validate()
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("max-wait %s: %v", tc.maxWait, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, queue.ErrInvalidQueue) {
+			t.Errorf("max-wait %s: got %v, want %q", tc.maxWait, err, tc.want)
+		}
+	}
 }

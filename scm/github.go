@@ -239,6 +239,9 @@ func parseGitHubPush(hook *Hook, body []byte) error {
 	}
 	hook.Kind = HookCommit
 	hook.Branch = name
+	if p.HeadCommit != nil {
+		hook.SkipCI = SkipCIMarker(p.HeadCommit.Message)
+	}
 	if !p.Forced && len(p.Commits) < githubMaxCommits {
 		hook.ChangedFiles = unionFiles(p.Commits)
 	}

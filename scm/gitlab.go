@@ -212,6 +212,11 @@ func parseGitLabPush(hook *Hook, event string, body []byte) error {
 	}
 	hook.Kind = HookCommit
 	hook.Branch = name
+	for _, c := range p.Commits {
+		if c.ID == sha {
+			hook.SkipCI = SkipCIMarker(c.Message)
+		}
+	}
 	if p.TotalCommitsCount <= len(p.Commits) {
 		hook.ChangedFiles = unionFiles(p.Commits)
 	}

@@ -78,6 +78,11 @@ type Hook struct {
 	// Before is the previous sha of a push or of an updated pull request; ""
 	// when the branch was created (all zeros) or unknown.
 	Before string
+	// SkipCI is the skip marker ("[skip ci]" or "[ci skip]", as written)
+	// that a pushed branch's head commit message carries, or "". Only
+	// pushes to branches set it: a pull request delivery does not carry
+	// its head commit's message, and tags and releases always run.
+	SkipCI string
 	// PRNumber is the pull request number (GitLab: the merge request iid).
 	PRNumber int
 	// Fork is true when a pull request's head lives in another repository.
@@ -182,6 +187,7 @@ func optionalSHA(v string) string {
 // pushCommit is the part of a pushed commit both providers describe alike.
 type pushCommit struct {
 	ID       string   `json:"id"`
+	Message  string   `json:"message"`
 	Added    []string `json:"added"`
 	Modified []string `json:"modified"`
 	Removed  []string `json:"removed"`
@@ -223,4 +229,20 @@ func splitRef(ref string) (name string, branch, tag bool) {
 		return name, false, true
 	}
 	return "", false, false
+}
+
+// skipCIMarkers are the commit message markers that skip CI for a push,
+// as GitHub Actions, GitLab and Screwdriver read them.
+var skipCIMarkers = []string{"[skip ci]", "[ci skip]"}
+
+// SkipCIMarker returns the skip marker message carries (matched without
+// regard to case, anywhere in the message), or "".
+func SkipCIMarker(message string) string {
+	lower := strings.ToLower(message)
+	for _, m := range skipCIMarkers {
+		if i := strings.Index(lower, m); i >= 0 {
+			return message[i : i+len(m)]
+		}
+	}
+	return ""
 }

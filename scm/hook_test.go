@@ -424,3 +424,19 @@ func TestDeliveryHeaderBoundedAndBodyHashDeduplicates(t *testing.T) {
 	require.NotEqual(t, first.DeliveryID, replay.DeliveryID)
 	require.Equal(t, first.BodyHash, replay.BodyHash)
 }
+
+func TestSkipCIMarker(t *testing.T) {
+	t.Parallel()
+	for msg, want := range map[string]string{
+		"fix: typo [skip ci]":         "[skip ci]",
+		"[CI SKIP] docs":              "[CI SKIP]",
+		"docs\n\nbody text [Skip Ci]": "[Skip Ci]",
+		"skip ci":                     "",
+		"[skip-ci]":                   "",
+		"":                            "",
+	} {
+		if got := SkipCIMarker(msg); got != want {
+			t.Errorf("SkipCIMarker(%q) = %q, want %q", msg, got, want)
+		}
+	}
+}

@@ -93,7 +93,7 @@ func (a *app) buildListCmd() *cobra.Command {
 				t := cliout.NewTable(w, "ID", "STATUS", "QUEUE", "EXECUTOR", "STARTED", "DURATION", "REASON")
 				for _, b := range bs {
 					t.Row(b.ID, cliout.Status(string(b.Status)), cliout.Or(b.Queue, cliout.Dash), cliout.Or(b.Executor, cliout.Dash),
-						cliout.AgoOr(b.StartTime, now), cliout.ElapsedText(b.StartTime, b.EndTime, now), cliout.Or(b.Reason, cliout.Dash))
+						cliout.AgoOr(b.StartTime, now), cliout.ElapsedText(b.StartTime, b.EndTime, now), cliout.Or(waitSummary(b, now)+b.Reason, cliout.Dash))
 				}
 				return t.Flush()
 			})
@@ -142,6 +142,15 @@ func writeBuild(w io.Writer, b api.Build, now time.Time) error {
 	f.Add("status", cliout.Status(string(b.Status)))
 	if b.Status.Waiting() && b.Reason != "" {
 		f.Add("waiting", b.Reason)
+		if b.WaitCode != "" {
+			f.Add("wait code", string(b.WaitCode))
+		}
+		if b.Position > 0 {
+			f.Add("position", strconv.Itoa(b.Position))
+		}
+		if b.WaitCode != "" {
+			f.Add("estimated start", estimateText(b, now))
+		}
 		if !b.QueuedTime.IsZero() {
 			f.Add("waited", cliout.Duration(now.Sub(b.QueuedTime)))
 		}
@@ -408,4 +417,32 @@ func causeText(c workflows.Cause, info *workflows.CauseInfo) string {
 		return string(c)
 	}
 	return string(c) + " (" + strings.Join(parts, ", ") + ")"
+}
+
+// estimateText is a waiting build's estimated start: "in 5m (2026-11-23
+// 10:05:00 UTC)", "now", or "unknown: <why>".
+func estimateText(b api.Build, now time.Time) string {
+	switch {
+	case b.EstimatedStart.IsZero():
+		return "unknown: " + cliout.Or(b.EstimateNote, "no estimate")
+	case !b.EstimatedStart.After(now):
+		return "now"
+	}
+	return fmt.Sprintf("in %s (%s)", cliout.Duration(b.EstimatedStart.Sub(now)), b.EstimatedStart.UTC().Format("2006-01-02 15:04:05 UTC"))
+}
+
+// waitSummary is the wait code, place in line and estimate of a waiting
+// build in one short phrase, for tables.
+func waitSummary(b api.Build, now time.Time) string {
+	if b.WaitCode == "" {
+		return ""
+	}
+	s := "[" + string(b.WaitCode)
+	if b.Position > 0 {
+		s += fmt.Sprintf(" #%d", b.Position)
+	}
+	if !b.EstimatedStart.IsZero() {
+		s += ", starts " + estimateText(b, now)
+	}
+	return s + "] "
 }

@@ -150,6 +150,11 @@ func (a *app) printStarted(ev api.EventStarted) error {
 	if ev.Duplicate && a.output != "json" {
 		_, _ = fmt.Fprintf(a.stderr, "sluice: event %s was already started by this request\n", ev.ID) // a notice: nowhere to report its failure
 	}
+	if a.output != "json" {
+		for _, w := range ev.Warnings {
+			_, _ = fmt.Fprintf(a.stderr, "sluice: warning: %s\n", w) // a notice: nowhere to report its failure
+		}
+	}
 	if ev.Pending {
 		// Admitted (it will start), not numbered within the API's wait.
 		return a.print(ev, func(w io.Writer) error {
@@ -194,7 +199,7 @@ func eventExit(ev api.Event) error {
 
 func cliBuild(b api.Build) cliout.Build {
 	return cliout.Build{
-		ID: b.ID, Job: b.Job, Status: string(b.Status), Reason: b.Reason, Queue: b.Queue,
+		ID: b.ID, Job: b.Job, Status: string(b.Status), Reason: waitSummary(b, time.Now()) + b.Reason, Queue: b.Queue,
 		Executor: b.Executor, Start: b.StartTime, End: b.EndTime,
 	}
 }
@@ -285,6 +290,9 @@ func writeEvent(w io.Writer, ev api.Event, now time.Time) error {
 	f.Add("event", ev.ID)
 	f.Add("status", cliout.Status(string(ev.Status)))
 	f.Add("reason", ev.Reason)
+	if ev.WaitCode != "" {
+		f.Add("wait code", string(ev.WaitCode))
+	}
 	f.Add("sha", cliout.Or(ev.SHA, cliout.Dash))
 	f.Add("trigger", e.Trigger.String())
 	f.Add("acts for", ev.ActsFor)

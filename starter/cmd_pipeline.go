@@ -44,6 +44,7 @@ func (a *app) pipelineCreateCmd() *cobra.Command {
 	var repo, branch, queueName, statuses string
 	var admins []string
 	var private bool
+	var public bool
 	cmd := &cobra.Command{
 		Use:   "create NAME --repo REPO [--branch main] [--queue QUEUE] [--private]",
 		Short: "Create a pipeline from a repository",
@@ -68,7 +69,7 @@ an ssh URL), so it is not read now.`,
 				}
 			}
 			p, err := a.client().CreatePipeline(cmd.Context(), api.CreatePipelineRequest{
-				Name: argv[0], Repo: loc, Branch: branch, Queue: queueName, Statuses: statuses, Admins: admins, Private: private,
+				Name: argv[0], Repo: loc, Branch: branch, Queue: queueName, Statuses: statuses, Admins: admins, Private: private, Public: public,
 			})
 			if err != nil {
 				return err
@@ -87,6 +88,7 @@ an ssh URL), so it is not read now.`,
 	cmd.Flags().StringVar(&statuses, "statuses", "", statusesFlagHelp)
 	cmd.Flags().StringSliceVar(&admins, "admin", nil, adminFlagHelp)
 	cmd.Flags().BoolVar(&private, "private", false, "read REPO with the pipeline's own credentials (secrets), not now")
+	cmd.Flags().BoolVar(&public, "public", false, publicFlagHelp)
 	return cmd
 }
 
@@ -144,6 +146,9 @@ and the builds waiting.`,
 // adminFlagHelp documents --admin.
 const adminFlagHelp = "who may administer the pipeline besides its owner: a user, or role:NAME (repeat or comma-separate)"
 
+// publicFlagHelp documents --public.
+const publicFlagHelp = "anyone may read the pipeline's status badges without a token (GET /api/v1/pipelines/NAME/badge.svg[?job=JOB]); nothing else becomes public"
+
 // statusesFlagHelp documents --statuses.
 const statusesFlagHelp = "where commit statuses go: github:OWNER/REPO, gitlab:GROUP/PROJECT, off, or \"\" to follow the repository URL (github.com, gitlab.com, SLUICE_GITHUB_API_URL's and SLUICE_GITLAB_URL's hosts)"
 
@@ -161,6 +166,9 @@ func writePipeline(w io.Writer, p api.Pipeline, now time.Time) error {
 	f.Add("subscriptions", cliout.List(p.Subscriptions))
 	f.Add("schedule error", p.ScheduleError)
 	f.Add("commit statuses", cliout.Or(p.Statuses, "from the repository URL"))
+	if p.Public {
+		f.Add("public", "yes: anyone may read its status badges")
+	}
 	f.Add("last statuses", p.StatusesNote)
 	if err := f.Write(w); err != nil {
 		return err
@@ -213,6 +221,7 @@ func writePipeline(w io.Writer, p api.Pipeline, now time.Time) error {
 func (a *app) pipelineUpdateCmd() *cobra.Command {
 	var repo, branch, queueName, statuses string
 	var admins []string
+	var public bool
 	cmd := &cobra.Command{
 		Use:   "update NAME [--repo REPO] [--branch BRANCH] [--queue QUEUE]",
 		Short: "Change a pipeline's repository, branch or default queue",
@@ -252,8 +261,11 @@ clears the default queue (jobs then use the built-in "default").`,
 				admins = slices.DeleteFunc(admins, func(a string) bool { return strings.TrimSpace(a) == "" })
 				req.Admins = &admins
 			}
-			if req.Repo == nil && req.Branch == nil && req.Queue == nil && req.Statuses == nil && req.Admins == nil {
-				return fmt.Errorf("%w: give --repo, --branch, --queue, --statuses or --admin", cliout.ErrNothingToChange)
+			if flags.Changed("public") {
+				req.Public = &public
+			}
+			if req.Repo == nil && req.Branch == nil && req.Queue == nil && req.Statuses == nil && req.Admins == nil && req.Public == nil {
+				return fmt.Errorf("%w: give --repo, --branch, --queue, --statuses, --admin or --public", cliout.ErrNothingToChange)
 			}
 			p, err := a.client().UpdatePipeline(cmd.Context(), argv[0], req)
 			if err != nil {
@@ -273,6 +285,7 @@ clears the default queue (jobs then use the built-in "default").`,
 	cmd.Flags().StringVar(&queueName, "queue", "", "default queue (\"\" for the built-in default)")
 	cmd.Flags().StringVar(&statuses, "statuses", "", statusesFlagHelp)
 	cmd.Flags().StringSliceVar(&admins, "admin", nil, adminFlagHelp+" (replaces the list; --admin '' clears it)")
+	cmd.Flags().BoolVar(&public, "public", false, publicFlagHelp+" (--public=false makes it private again)")
 	return cmd
 }
 

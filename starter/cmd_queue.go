@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -36,7 +37,7 @@ screwdriver.cd/executor annotation, else the pipeline's default queue, else
 }
 
 func (a *app) queueCreateCmd() *cobra.Command {
-	var desc string
+	var desc, maxWait string
 	var rules, roles []string
 	cmd := &cobra.Command{
 		Use:   "create NAME --rule RULE [--rule RULE]... [--description D] [--use-role ROLE]...",
@@ -61,9 +62,12 @@ queue to these roles (default: every authenticated user).
 			if err != nil {
 				return err
 			}
+			if err := checkMaxWait(maxWait); err != nil {
+				return err
+			}
 			q, err := a.client().CreateQueue(cmd.Context(), api.QueueRequest{
 				Name: name, Description: desc,
-				Rules: canon, UseRoles: cliout.Roles(roles),
+				Rules: canon, UseRoles: cliout.Roles(roles), MaxWait: maxWait,
 			})
 			if err != nil {
 				return err
@@ -74,7 +78,21 @@ queue to these roles (default: every authenticated user).
 	cmd.Flags().StringVar(&desc, "description", "", "what the queue is for")
 	cmd.Flags().StringArrayVar(&rules, "rule", nil, "a rule (repeat for fallbacks, in order); see above")
 	cmd.Flags().StringArrayVar(&roles, "use-role", nil, "role allowed to use the queue (repeatable)")
+	cmd.Flags().StringVar(&maxWait, "max-wait", "", maxWaitHelp)
 	return cmd
+}
+
+const maxWaitHelp = "longest wait for an executor (e.g. 30m) before a build ends refused; 0 for no limit"
+
+// checkMaxWait names --max-wait when its value is not a duration.
+func checkMaxWait(v string) error {
+	if v == "" {
+		return nil
+	}
+	if _, err := time.ParseDuration(v); err != nil {
+		return fmt.Errorf("--max-wait %q: want a duration such as 30m or 2h, or 0 for no limit", v)
+	}
+	return nil
 }
 
 func writeQueueSummary(w io.Writer, verb string, q api.Queue) error {
@@ -87,7 +105,7 @@ func writeQueueSummary(w io.Writer, verb string, q api.Queue) error {
 }
 
 func (a *app) queueUpdateCmd() *cobra.Command {
-	var desc string
+	var desc, maxWait string
 	var rules, roles []string
 	cmd := &cobra.Command{
 		Use:   "update NAME [--description D] [--rule RULE]... [--use-role ROLE]...",
@@ -128,9 +146,16 @@ them: everyone may use the queue). Changes take effect without restarts.
 			if err != nil {
 				return err
 			}
+			mw := cur.MaxWait // kept unless --max-wait is given
+			if flags.Changed("max-wait") {
+				if err := checkMaxWait(maxWait); err != nil {
+					return err
+				}
+				mw = maxWait
+			}
 			q, err := c.UpdateQueue(cmd.Context(), api.QueueRequest{
 				Name: next.Name, Description: next.Description,
-				Rules: next.Rules, UseRoles: next.UseRoles,
+				Rules: next.Rules, UseRoles: next.UseRoles, MaxWait: mw,
 			})
 			if err != nil {
 				return err
@@ -141,6 +166,7 @@ them: everyone may use the queue). Changes take effect without restarts.
 	cmd.Flags().StringVar(&desc, "description", "", "what the queue is for")
 	cmd.Flags().StringArrayVar(&rules, "rule", nil, "a rule (repeat for fallbacks); replaces all rules")
 	cmd.Flags().StringArrayVar(&roles, "use-role", nil, "role allowed to use the queue (repeatable); replaces the roles")
+	cmd.Flags().StringVar(&maxWait, "max-wait", "", maxWaitHelp)
 	return cmd
 }
 
@@ -244,6 +270,11 @@ func writeQueueStatus(w io.Writer, st api.QueueStatus) error {
 	f.Add("why", st.Why)
 	f.Add("untrusted", st.UntrustedWhy)
 	f.Add("slots", fmt.Sprintf("%d (%d busy)", st.Slots, st.Busy))
+	maxWait := "none: builds wait as long as it takes"
+	if st.MaxWait != "" {
+		maxWait = st.MaxWait + ", then a waiting build ends refused"
+	}
+	f.Add("max wait", maxWait)
 	f.Add("backlog", cliout.Plural(st.Backlog, "build")+" waiting for a slot")
 	f.Add("in lanes", cliout.Plural(st.Waiting, "build")+" blocked, frozen, delayed or created")
 	if st.Oldest != "" {

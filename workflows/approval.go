@@ -134,6 +134,7 @@ func (e *eventRun) awaitApproval(ctx workflow.Context) (bool, EventState) {
 	e.state.Approval = &Approval{Required: why}
 	e.state.Status = StatusBlocked
 	e.state.Reason = fmt.Sprintf("waiting for approval: %s; a pipeline admin runs: sluice event approve %s", why, e.in.Event)
+	e.state.WaitCode = WaitApproval
 	// Lists show the event waiting.
 	_ = workflow.UpsertTypedSearchAttributes(ctx, SAStatus.ValueSet(string(StatusBlocked)))
 	// Nothing of this event runs until it is approved: later events need
@@ -162,7 +163,7 @@ func (e *eventRun) awaitApproval(ctx workflow.Context) (bool, EventState) {
 	case !approved:
 		return false, e.end(ctx, StatusAborted, fmt.Sprintf("not approved within %d days: %s", ApprovalWait/(24*time.Hour), why))
 	}
-	e.state.Status, e.state.Reason = StatusRunning, ""
+	e.state.Status, e.state.Reason, e.state.WaitCode = StatusRunning, "", ""
 	_ = workflow.UpsertTypedSearchAttributes(ctx, SAStatus.ValueSet(string(StatusRunning)))
 	return true, EventState{}
 }

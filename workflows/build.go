@@ -90,6 +90,9 @@ type build struct {
 	// statusSent are the commit status signals sent (the build waits for
 	// them before it closes: the server drops a closed sender's signals).
 	statusSent []workflow.Future
+	// maxWaitOff: an executor was ready for the build (its claim fell in a
+	// freeze window), so the queue's max-wait no longer applies.
+	maxWaitOff bool
 }
 
 // BuildWorkflow runs one build: its event hands it to the pipeline's lane;
@@ -127,10 +130,10 @@ func BuildWorkflow(ctx workflow.Context, in BuildInput) (BuildState, error) {
 	b.inLane = true
 	if in.Lean {
 		// Its start options set the QUEUED status and this memo already.
-		b.state.Status, b.state.Reason = StatusQueued, laneWaitReason
+		b.state.Status, b.state.Reason, b.state.WaitCode = StatusQueued, laneWaitReason, WaitLaneOrder
 		b.commitStatus(ctx)
 	} else {
-		b.setStatus(ctx, StatusQueued, laneWaitReason, time.Time{})
+		b.setStatus(ctx, StatusQueued, WaitLaneOrder, laneWaitReason, time.Time{})
 	}
 	for granted := false; !granted; {
 		var msg LaneMessage
@@ -143,7 +146,11 @@ func BuildWorkflow(ctx workflow.Context, in BuildInput) (BuildState, error) {
 		}
 		switch msg.Kind {
 		case LaneStatus:
-			b.setStatus(ctx, msg.Status, msg.Reason, msg.Until)
+			code := msg.Code
+			if code == "" {
+				code = WaitCodeOf(msg.Status, msg.Reason)
+			}
+			b.setStatus(ctx, msg.Status, code, msg.Reason, msg.Until)
 		case LaneGrant:
 			granted = true
 		case LaneCollapse:
@@ -171,6 +178,15 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 	b.state.QueuedTime = workflow.Now(ctx)
 	b.attempt = 1
 	_ = workflow.UpsertTypedSearchAttributes(ctx, SADispatchedAt.ValueSet(b.state.QueuedTime))
+	// The queue's max-wait: a build still unclaimed when it expires ends
+	// refused (builds started before queues had one carry 0: no timer).
+	var maxWait workflow.Future
+	maxWaitFired := false
+	if in.MaxWait > 0 {
+		mctx, cancelMaxWait := workflow.WithCancel(ctx)
+		defer cancelMaxWait()
+		maxWait = workflow.NewTimerWithOptions(mctx, in.MaxWait, workflow.TimerOptions{Summary: "the queue's max-wait"})
+	}
 	for {
 		b.claimed = false
 		if !b.frozenUntil.IsZero() {
@@ -179,7 +195,7 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 			}
 		}
 		b.dispatchN++
-		b.setStatus(ctx, StatusQueued, fmt.Sprintf("waiting for a slot on queue %s", in.Queue), time.Time{})
+		b.setStatus(ctx, StatusQueued, WaitSlotBusy, fmt.Sprintf("waiting for a slot on queue %s", in.Queue), time.Time{})
 		actCtx, cancelAct := workflow.WithCancel(ctx)
 		actCtx = workflow.WithActivityOptions(actCtx, workflow.ActivityOptions{
 			TaskQueue:           b.taskQueue(ctx),
@@ -219,6 +235,15 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 				sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) {
 					b.cancel = true
 					cancelAct()
+				})
+			}
+			if maxWait != nil && !maxWaitFired && !b.maxWaitOff && b.state.StartTime.IsZero() {
+				sel.AddFuture(maxWait, func(workflow.Future) {
+					maxWaitFired = true
+					if !b.claimed && b.fail == "" && b.state.StartTime.IsZero() {
+						b.fail = fmt.Sprintf("refused: no executor took it within queue %s's max-wait of %s", in.Queue, in.MaxWait)
+						cancelAct()
+					}
 				})
 			}
 			sel.Select(ctx)
@@ -377,7 +402,7 @@ func (b *build) onLaneMessage(ctx workflow.Context, msg LaneMessage) bool {
 func (b *build) waitFrozen(ctx workflow.Context, laneCh workflow.ReceiveChannel) (BuildState, bool) {
 	until := b.frozenUntil
 	b.frozenUntil = time.Time{}
-	b.setStatus(ctx, StatusFrozen, b.frozenWhy, until)
+	b.setStatus(ctx, StatusFrozen, WaitFrozen, b.frozenWhy, until)
 	tctx, cancelTimer := workflow.WithCancel(ctx)
 	defer cancelTimer()
 	timer := workflow.NewTimerWithOptions(tctx, until.Sub(workflow.Now(ctx)), workflow.TimerOptions{Summary: "the freeze window ends"})
@@ -464,6 +489,7 @@ func (b *build) claim(ctx workflow.Context, req ClaimRequest) error {
 	if !b.legacy && !b.in.Lane.Force && len(b.in.Lane.FreezeWindows) > 0 {
 		next, err := pipeline.NextUnfrozen(b.in.Lane.FreezeWindows, now)
 		if err == nil && next.After(now) {
+			b.maxWaitOff = true
 			b.frozenUntil = next
 			b.frozenWhy = fmt.Sprintf("frozen until %s by freeze window `%s` (it reached an executor inside the window)",
 				next.UTC().Format(time.RFC3339), containing(b.in.Lane.FreezeWindows, now))
@@ -481,11 +507,11 @@ func (b *build) claim(ctx workflow.Context, req ClaimRequest) error {
 	running := fmt.Sprintf("running on %s (attempt %d)", req.Executor, req.Attempt)
 	if b.in.Lean && b.state.Status != StatusRunning {
 		// One upsert for the executor and the status.
-		b.setStatusWith(ctx, StatusRunning, running, time.Time{}, SAExecutor.ValueSet(req.Executor))
+		b.setStatusWith(ctx, StatusRunning, "", running, time.Time{}, SAExecutor.ValueSet(req.Executor))
 		return nil
 	}
 	_ = workflow.UpsertTypedSearchAttributes(ctx, SAExecutor.ValueSet(req.Executor))
-	b.setStatus(ctx, StatusRunning, running, time.Time{})
+	b.setStatus(ctx, StatusRunning, "", running, time.Time{})
 	return nil
 }
 
@@ -517,18 +543,19 @@ func (b *build) attemptSummary() string {
 // laneWaitReason is a build's reason while it waits in its lane.
 const laneWaitReason = "waiting for its turn in the job's lane"
 
-func (b *build) setStatus(ctx workflow.Context, s Status, reason string, until time.Time) {
-	b.setStatusWith(ctx, s, reason, until)
+func (b *build) setStatus(ctx workflow.Context, s Status, code WaitCode, reason string, until time.Time) {
+	b.setStatusWith(ctx, s, code, reason, until)
 }
 
 // setStatusWith is setStatus with more search attributes in the status's
 // upsert (the status must change).
-func (b *build) setStatusWith(ctx workflow.Context, s Status, reason string, until time.Time, more ...temporal.SearchAttributeUpdate) {
+func (b *build) setStatusWith(ctx workflow.Context, s Status, code WaitCode, reason string, until time.Time, more ...temporal.SearchAttributeUpdate) {
 	if b.state.Status == s && b.state.Reason == reason && b.state.WaitUntil.Equal(until) {
+		b.state.WaitCode = code // follows from the reason: no new memo
 		return
 	}
 	changed := b.state.Status != s
-	b.state.Status, b.state.Reason, b.state.WaitUntil = s, reason, until
+	b.state.Status, b.state.Reason, b.state.WaitUntil, b.state.WaitCode = s, reason, until, code
 	if changed {
 		updates := append([]temporal.SearchAttributeUpdate{SAStatus.ValueSet(string(s))}, more...)
 		if s.Final() && b.state.Cause != "" {
@@ -562,7 +589,7 @@ func (b *build) commitStatus(ctx workflow.Context) {
 // summary is the memo form of the build's record.
 func (b *build) summary() BuildSummary {
 	return BuildSummary{
-		Reason: b.state.Reason, Executor: b.state.Executor, Attempts: len(b.state.Attempts),
+		Reason: b.state.Reason, WaitCode: b.state.WaitCode, Executor: b.state.Executor, Attempts: len(b.state.Attempts),
 		QueuedTime: b.state.QueuedTime, StartTime: b.state.StartTime, EndTime: b.state.EndTime,
 		WaitUntil: b.state.WaitUntil, CollapsedInto: b.state.CollapsedInto, Fork: b.state.Fork,
 	}
@@ -574,7 +601,7 @@ func (b *build) finish(ctx workflow.Context, s Status, reason string, cause Caus
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	b.state.EndTime = workflow.Now(dctx)
 	b.state.Cause, b.state.CauseInfo = cause, info
-	b.setStatus(dctx, s, reason, time.Time{})
+	b.setStatus(dctx, s, "", reason, time.Time{})
 	workflow.GetMetricsHandler(dctx).WithTags(map[string]string{"queue": b.in.Queue, "cause": string(cause)}).Counter("sluice_builds_ended").Inc(1)
 	if b.inLane {
 		b.inLane = false

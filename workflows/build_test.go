@@ -233,8 +233,13 @@ func TestBuildWorkflowRunsOnItsQueue(t *testing.T) {
 // one recorded before Lean behave alike.
 func testBuildRunsOnItsQueue(t *testing.T, lean bool) {
 	steps := []activities.StepResult{{Name: "test", ExitCode: 0, Start: wfT0, End: wfT0.Add(time.Minute)}}
+	dispatched := func(h *buildHarness, _ activities.RunBuildInput) {
+		st := query[BuildState](t, h.env, QueryBuild)
+		require.Equal(t, StatusQueued, st.Status)
+		require.Equal(t, WaitSlotBusy, st.WaitCode, "dispatched to its queue, it waits for a slot")
+	}
 	h := newBuildHarness(t, attemptPlan{
-		steps:  []buildStep{claimAs("exec-a")},
+		steps:  []buildStep{dispatched, claimAs("exec-a")},
 		result: activities.RunBuildResult{Executor: "exec-a", Status: runner.StatusSuccess, Steps: steps},
 	})
 	in := buildInput()
@@ -244,17 +249,21 @@ func testBuildRunsOnItsQueue(t *testing.T, lean bool) {
 		st := query[BuildState](t, h.env, QueryBuild)
 		require.Equal(t, StatusQueued, st.Status)
 		require.Equal(t, "waiting for its turn in the job's lane", st.Reason)
+		require.Equal(t, WaitLaneOrder, st.WaitCode)
+		// A message from a lane recorded before wait codes carries none.
 		h.env.SignalWorkflow(SignalLane, LaneMessage{Kind: LaneStatus, Status: StatusBlocked, Reason: "blocked by build app/test/6 of the same job"})
 	})
 	at(h.env, 2*time.Minute, func() {
 		st := query[BuildState](t, h.env, QueryBuild)
 		require.Equal(t, StatusBlocked, st.Status)
 		require.Equal(t, "blocked by build app/test/6 of the same job", st.Reason)
-		h.env.SignalWorkflow(SignalLane, LaneMessage{Kind: LaneStatus, Status: StatusFrozen, Reason: "frozen until ...", Until: until})
+		require.Equal(t, WaitBlockedBy, st.WaitCode)
+		h.env.SignalWorkflow(SignalLane, LaneMessage{Kind: LaneStatus, Status: StatusFrozen, Reason: "frozen until ...", Code: WaitFrozen, Until: until})
 	})
 	at(h.env, 3*time.Minute, func() {
 		st := query[BuildState](t, h.env, QueryBuild)
 		require.Equal(t, StatusFrozen, st.Status)
+		require.Equal(t, WaitFrozen, st.WaitCode)
 		require.True(t, until.Equal(st.WaitUntil), "WaitUntil = %s", st.WaitUntil)
 	})
 	grantAt(h, 4*time.Minute)
@@ -292,6 +301,7 @@ func testBuildRunsOnItsQueue(t *testing.T, lean bool) {
 	require.False(t, st.StartTime.IsZero())
 	require.False(t, st.EndTime.IsZero())
 	require.True(t, st.WaitUntil.IsZero())
+	require.Empty(t, st.WaitCode, "an ended build waits for nothing")
 	require.Equal(t, []StepOutcome{{Name: "test", ExitCode: 0, Start: wfT0, End: wfT0.Add(time.Minute)}}, st.Steps)
 	require.Len(t, st.Attempts, 1)
 	require.Equal(t, 1, st.Attempts[0].Number)
@@ -749,6 +759,7 @@ func TestBuildWorkflowFreezeWindowAtClaim(t *testing.T) {
 		st := query[BuildState](t, h.env, QueryBuild)
 		require.Equal(t, StatusFrozen, st.Status)
 		require.Equal(t, "frozen until "+open.Format(time.RFC3339)+" by freeze window `"+nightWindow+"` (it reached an executor inside the window)", st.Reason)
+		require.Equal(t, WaitFrozen, st.WaitCode)
 		require.True(t, open.Equal(st.WaitUntil))
 	})
 	st := h.run(in)
@@ -858,4 +869,41 @@ func TestBuildRecordsTheAttemptCredentialHash(t *testing.T) {
 	require.NoError(t, h.claims[1].Err)
 	require.Len(t, st.Attempts, 1)
 	require.Equal(t, hash, st.Attempts[0].CredentialHash)
+}
+
+// A queue's max-wait ends a build no executor claimed in time: FAILURE
+// with cause refused and the reason; a build claimed before it runs on.
+func TestBuildWorkflowMaxWait(t *testing.T) {
+	t.Parallel()
+	t.Run("unclaimed at max-wait: refused", func(t *testing.T) {
+		t.Parallel()
+		// Executors keep handing it back (the test clock moves only while
+		// no activity runs: the build backs off between dispatches).
+		declined := temporal.NewNonRetryableApplicationError("executor exec-x declined build app/test/7: draining", activities.ErrTypeDeclined, nil)
+		plans := make([]attemptPlan, 40)
+		for i := range plans {
+			plans[i] = attemptPlan{err: declined}
+		}
+		h := newBuildHarness(t, plans...)
+		grantAt(h, time.Minute)
+		in := buildInput()
+		in.MaxWait = 10 * time.Second
+		st := h.run(in)
+		require.Equal(t, StatusFailure, st.Status)
+		require.Equal(t, CauseRefused, st.Cause)
+		require.Equal(t, "refused: no executor took it within queue gpu's max-wait of 10s", st.Reason)
+		require.False(t, st.EndTime.Before(wfT0.Add(time.Minute+10*time.Second)), "it waited its max-wait after its dispatch: ended %s", st.EndTime)
+		require.Less(t, st.EndTime.Sub(wfT0), time.Minute+20*time.Second, "and no longer than a back-off more")
+		require.Empty(t, st.Attempts)
+	})
+	t.Run("claimed in time: it runs past max-wait", func(t *testing.T) {
+		t.Parallel()
+		h := newBuildHarness(t, attemptPlan{steps: []buildStep{claimAs("exec-a")}, result: succeeded("exec-a")})
+		grantAt(h, time.Minute)
+		in := buildInput()
+		in.MaxWait = time.Second
+		st := h.run(in)
+		require.Equal(t, StatusSuccess, st.Status)
+		require.Equal(t, CauseSucceeded, st.Cause)
+	})
 }

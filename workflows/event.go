@@ -63,6 +63,8 @@ type eventRun struct {
 	// notifies are the notification workflows started, until they are
 	// known started (notify.go).
 	notifies []workflow.Future
+	// maxWait is each reachable queue's max-wait (BuildInput.MaxWait).
+	maxWait map[string]time.Duration
 }
 
 type startedBuild struct {
@@ -105,6 +107,11 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 	}
 	if e.prEvent() {
 		e.prBase = e.lean || workflow.GetVersion(ctx, changePRBase, workflow.DefaultVersion, 1) >= 1
+	}
+	if in.Trigger.SkipCI != "" {
+		// The pushed head commit asks to skip CI: the event is the
+		// pipeline's record of it, and nothing runs.
+		return e.end(ctx, StatusSkipped, fmt.Sprintf("skipped: the head commit's message says %s", in.Trigger.SkipCI)), nil
 	}
 
 	res, err := e.resolve(ctx)
@@ -422,6 +429,12 @@ func (e *eventRun) checkQueues(starts []string, defined []queue.Queue) ([]string
 				if err := queue.CanUse(id, q); err != nil {
 					problems = append(problems, fmt.Sprintf("job %s: %v", job, err))
 				}
+				if q.MaxWait > 0 {
+					if e.maxWait == nil {
+						e.maxWait = map[string]time.Duration{}
+					}
+					e.maxWait[name] = q.MaxWait
+				}
 			}
 		}
 	}
@@ -489,9 +502,9 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 			Timeout: spec.Settings.Timeout, Virtual: spec.Settings.VirtualJob,
 			CPU: annotationText(spec.Annotations, pipeline.AnnotationCPU), RAM: annotationText(spec.Annotations, pipeline.AnnotationRAM),
 			Dispatch: e.in.Config.Dispatch, RepoAuth: e.repoAuth,
-			Statuses: e.statusesID(),
-			Cache:    spec.Cache,
-			Lean:     e.lean,
+			Statuses: e.statusesID(), MaxWait: e.maxWait[q],
+			Cache: spec.Cache,
+			Lean:  e.lean,
 			Lane: LaneRequest{
 				Build: ref, Collapse: spec.Settings.CollapseBuilds, BlockedBySameJob: spec.Settings.BlockedBySameJob,
 				BlockedBy: spec.BlockedBy, FreezeWindows: spec.FreezeWindows, Delay: spec.Settings.Delay, Force: e.in.Force,
@@ -511,7 +524,7 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 			// A lean build starts QUEUED in its lane: its first workflow
 			// task has no status to upsert.
 			sas[len(sas)-1] = SAStatus.ValueSet(string(StatusQueued))
-			memo = map[string]any{MemoBuild: BuildSummary{Reason: laneWaitReason}}
+			memo = map[string]any{MemoBuild: BuildSummary{Reason: laneWaitReason, WaitCode: WaitLaneOrder}}
 		}
 		if ref.PR > 0 {
 			sas = append(sas, SAPR.ValueSet(int64(ref.PR)))
@@ -747,7 +760,7 @@ func (e *eventRun) end(ctx workflow.Context, s Status, reason string) EventState
 	if !e.releasedHold {
 		e.enqueue(ctx)
 	}
-	e.state.Status, e.state.Reason, e.state.EndTime = s, reason, workflow.Now(ctx)
+	e.state.Status, e.state.Reason, e.state.EndTime, e.state.WaitCode = s, reason, workflow.Now(ctx), ""
 	e.state.Jobs = e.outcomes()
 	e.state.Succeeded = e.succeededJobs()
 	e.notifiesStarted(ctx)

@@ -60,6 +60,8 @@ type LaneMessage struct {
 	Kind   LaneMessageKind `json:"kind"`
 	Status Status          `json:"status,omitempty"`
 	Reason string          `json:"reason,omitempty"`
+	// Code is the wait code of a LaneStatus message.
+	Code WaitCode `json:"code,omitempty"`
 	// Into is the build a collapsed build was replaced by.
 	Into string `json:"into,omitempty"`
 	// Until is when a FROZEN or delayed wait ends.
@@ -80,6 +82,8 @@ type LaneEntry struct {
 	// Status and Reason are what the build was last told.
 	Status Status `json:"status"`
 	Reason string `json:"reason,omitempty"`
+	// Code is the wait code the build was last told.
+	Code WaitCode `json:"code,omitempty"`
 	// GrantedAt is set once the build may dispatch.
 	GrantedAt time.Time `json:"granted_at,omitzero"`
 	// Held is set while the build has only been held for an earlier event:
@@ -516,7 +520,7 @@ func (l *Lanes) evaluateLane(key string, ln *Lane, now time.Time, horizon int) [
 		if e := l.heldBy(w.Build, now); e != 0 {
 			kept = append(kept, w)
 			w.Held = true
-			out = append(out, w.tell(StatusQueued, fmt.Sprintf("waiting for the earlier event %d to start its jobs", e), time.Time{})...)
+			out = append(out, w.tell(StatusQueued, WaitLaneOrder, fmt.Sprintf("waiting for the earlier event %d to start its jobs", e), time.Time{})...)
 			continue
 		}
 		w.Held = false
@@ -537,7 +541,7 @@ func (l *Lanes) evaluateLane(key string, ln *Lane, now time.Time, horizon int) [
 				ahead = head
 			}
 		}
-		status, reason, until := l.decide(w, ln, ahead, now)
+		status, code, reason, until := l.decide(w, ln, ahead, now)
 		// A frozen build also collapses into a newer build forced through the
 		// window: it must not keep the forced one waiting behind it.
 		n := newestAfter(w.Build.Event)
@@ -548,7 +552,7 @@ func (l *Lanes) evaluateLane(key string, ln *Lane, now time.Time, horizon int) [
 		}
 		if status == StatusRunning {
 			w.GrantedAt = now
-			w.Status, w.Reason = StatusQueued, ""
+			w.Status, w.Reason, w.Code = StatusQueued, "", ""
 			ln.Active = append(ln.Active, w)
 			if !l.legacy && (!hasLatest || w.Build.Event > latest.Event) {
 				if l.Latest == nil {
@@ -568,7 +572,7 @@ func (l *Lanes) evaluateLane(key string, ln *Lane, now time.Time, horizon int) [
 		if head == nil {
 			head = w
 		}
-		out = append(out, w.tell(status, reason, until)...)
+		out = append(out, w.tell(status, code, reason, until)...)
 	}
 	ln.Waiting = kept
 	return out
@@ -585,37 +589,39 @@ func frozenAt(e *LaneEntry, now time.Time) bool {
 }
 
 // tell records a waiting build's status and returns the message announcing
-// it, if it changed.
-func (w *LaneEntry) tell(status Status, reason string, until time.Time) []LaneEffect {
+// it, if it changed. The code follows from the status and the reason, so
+// it is not compared: an entry carried over from a run recorded before
+// wait codes is not told again.
+func (w *LaneEntry) tell(status Status, code WaitCode, reason string, until time.Time) []LaneEffect {
 	if status == w.Status && reason == w.Reason {
 		return nil
 	}
-	w.Status, w.Reason = status, reason
-	return []LaneEffect{{Build: w.Build, Msg: LaneMessage{Kind: LaneStatus, Status: status, Reason: reason, Until: until}}}
+	w.Status, w.Reason, w.Code = status, reason, code
+	return []LaneEffect{{Build: w.Build, Msg: LaneMessage{Kind: LaneStatus, Status: status, Reason: reason, Code: code, Until: until}}}
 }
 
 // decide returns StatusRunning when w may be granted now, or the status, the
-// reason and (for timed waits) the end of the wait. ahead is the build
+// wait code, the reason and (for timed waits) the end of the wait. ahead is the build
 // waiting right before w from another event, if any.
-func (l *Lanes) decide(w *LaneEntry, ln *Lane, ahead *LaneEntry, now time.Time) (Status, string, time.Time) {
+func (l *Lanes) decide(w *LaneEntry, ln *Lane, ahead *LaneEntry, now time.Time) (Status, WaitCode, string, time.Time) {
 	if !w.Force && len(w.FreezeWindows) > 0 {
 		next, err := pipeline.NextUnfrozen(w.FreezeWindows, now)
 		if err != nil {
-			return StatusFrozen, fmt.Sprintf("frozen: freeze windows %s never open (%v); start it with --force", strings.Join(w.FreezeWindows, ", "), err), time.Time{}
+			return StatusFrozen, WaitFrozen, fmt.Sprintf("frozen: freeze windows %s never open (%v); start it with --force", strings.Join(w.FreezeWindows, ", "), err), time.Time{}
 		}
 		if next.After(now) {
-			return StatusFrozen, fmt.Sprintf("frozen until %s by freeze window `%s`", next.UTC().Format(time.RFC3339), containing(w.FreezeWindows, now)), next
+			return StatusFrozen, WaitFrozen, fmt.Sprintf("frozen until %s by freeze window `%s`", next.UTC().Format(time.RFC3339), containing(w.FreezeWindows, now)), next
 		}
 	}
 	if now.Before(w.EligibleAt) {
-		return StatusQueued, fmt.Sprintf("delayed until %s (sluice.dev/delay %s)", w.EligibleAt.UTC().Format(time.RFC3339), w.Delay), w.EligibleAt
+		return StatusQueued, WaitDelayed, fmt.Sprintf("delayed until %s (sluice.dev/delay %s)", w.EligibleAt.UTC().Format(time.RFC3339), w.Delay), w.EligibleAt
 	}
 	if !l.legacy {
 		// A granted build asked to give way has not answered yet: nothing
 		// newer starts before it is known not to run.
 		for _, a := range ln.Active {
 			if a.Yielding != "" && a.Build.Event < w.Build.Event {
-				return StatusQueued, fmt.Sprintf("waiting for build %s to give way", a.Build), time.Time{}
+				return StatusQueued, WaitLaneOrder, fmt.Sprintf("waiting for build %s to give way", a.Build), time.Time{}
 			}
 		}
 	}
@@ -623,15 +629,15 @@ func (l *Lanes) decide(w *LaneEntry, ln *Lane, ahead *LaneEntry, now time.Time) 
 		// Behind another waiting build, a build names that one (not the
 		// running one): a grant then changes the next build's reason only.
 		if ahead != nil && !l.legacy {
-			return StatusBlocked, fmt.Sprintf("waiting behind build %s of the same job", ahead.Build), time.Time{}
+			return StatusBlocked, WaitBlockedBy, fmt.Sprintf("waiting behind build %s of the same job", ahead.Build), time.Time{}
 		}
 		for _, a := range ln.Active {
 			if a.Build.Event != w.Build.Event {
-				return StatusBlocked, fmt.Sprintf("blocked by build %s of the same job", a.Build), time.Time{}
+				return StatusBlocked, WaitBlockedBy, fmt.Sprintf("blocked by build %s of the same job", a.Build), time.Time{}
 			}
 		}
 		if ahead != nil {
-			return StatusBlocked, fmt.Sprintf("waiting behind build %s of the same job", ahead.Build), time.Time{}
+			return StatusBlocked, WaitBlockedBy, fmt.Sprintf("waiting behind build %s of the same job", ahead.Build), time.Time{}
 		}
 	}
 	for _, raw := range w.BlockedBy {
@@ -648,16 +654,16 @@ func (l *Lanes) decide(w *LaneEntry, ln *Lane, ahead *LaneEntry, now time.Time) 
 		for _, k := range keys {
 			if other, ok := l.Jobs[k]; ok && len(other.Active) > 0 {
 				if l.blockerNamesBuild {
-					return StatusBlocked, fmt.Sprintf("blocked by build %s of job %s", other.Active[0].Build, job), time.Time{}
+					return StatusBlocked, WaitBlockedBy, fmt.Sprintf("blocked by build %s of job %s", other.Active[0].Build, job), time.Time{}
 				}
 				// The job, not one of its builds: the reason stays the
 				// same while builds of the job come and go, so a waiting
 				// build is told once, not at every build of the job (N17).
-				return StatusBlocked, "blocked by running builds of job " + job, time.Time{}
+				return StatusBlocked, WaitBlockedBy, "blocked by running builds of job " + job, time.Time{}
 			}
 		}
 	}
-	return StatusRunning, "", time.Time{}
+	return StatusRunning, "", "", time.Time{}
 }
 
 // containing names the first window that contains now (for the reason text).

@@ -51,11 +51,11 @@ func grantFx(b BuildRef) LaneEffect {
 }
 
 func statusFx(b BuildRef, s Status, reason string) LaneEffect {
-	return LaneEffect{Build: b, Msg: LaneMessage{Kind: LaneStatus, Status: s, Reason: reason}}
+	return LaneEffect{Build: b, Msg: LaneMessage{Kind: LaneStatus, Status: s, Reason: reason, Code: WaitCodeOf(s, reason)}}
 }
 
 func timedFx(b BuildRef, s Status, reason string, until time.Time) LaneEffect {
-	return LaneEffect{Build: b, Msg: LaneMessage{Kind: LaneStatus, Status: s, Reason: reason, Until: until}}
+	return LaneEffect{Build: b, Msg: LaneMessage{Kind: LaneStatus, Status: s, Reason: reason, Code: WaitCodeOf(s, reason), Until: until}}
 }
 
 func collapseFx(b, into BuildRef) LaneEffect {
@@ -867,4 +867,61 @@ func TestLanesBlockedBySignalsLinear(t *testing.T) {
 	for i := 1; i <= waiting; i++ {
 		require.Equal(t, 2, perBuild[bref("deploy", i)], "deploy %d: blocked once, then granted", i)
 	}
+}
+
+// TestLanesWaitCodes: every wait the lanes decide carries its typed code
+// beside the reason, and a grant clears it.
+func TestLanesWaitCodes(t *testing.T) {
+	t.Parallel()
+	code := func(fx []LaneEffect, b BuildRef) WaitCode {
+		t.Helper()
+		for _, f := range fx {
+			if f.Build == b && f.Msg.Kind == LaneStatus {
+				return f.Msg.Code
+			}
+		}
+		t.Fatalf("no status message for %s in %+v", b, fx)
+		return ""
+	}
+	t.Run("blocked-by", func(t *testing.T) {
+		var l Lanes
+		l.Enqueue(lreq(bref("test", 1)), laneT0)
+		fx := l.Enqueue(lreq(bref("deploy", 1), blockedBy("test")), laneT0)
+		require.Equal(t, WaitBlockedBy, code(fx, bref("deploy", 1)))
+		fx = l.Enqueue(lreq(bref("test", 2), noCollapse), laneT0)
+		require.Equal(t, WaitBlockedBy, code(fx, bref("test", 2)), "blockedBySameJob is a blocked-by wait too")
+		e, _ := l.find(bref("deploy", 1))
+		require.Equal(t, WaitBlockedBy, e.Code)
+		fx = l.Done(bref("test", 1), laneT0)
+		require.Contains(t, fx, grantFx(bref("deploy", 1)))
+	})
+	t.Run("frozen", func(t *testing.T) {
+		var l Lanes
+		fx := l.Enqueue(lreq(bref("j", 1), frozenAtNight), nightT0)
+		require.Equal(t, WaitFrozen, code(fx, bref("j", 1)))
+		require.False(t, fx[0].Msg.Until.IsZero(), "a frozen wait says when it ends")
+	})
+	t.Run("delayed", func(t *testing.T) {
+		var l Lanes
+		fx := l.Enqueue(lreq(bref("j", 1), delayed(time.Minute)), laneT0)
+		require.Equal(t, WaitDelayed, code(fx, bref("j", 1)))
+		require.Equal(t, laneT0.Add(time.Minute), fx[0].Msg.Until)
+	})
+	t.Run("lane-order", func(t *testing.T) {
+		var l Lanes
+		l.Hold(2, laneT0.Add(time.Minute))
+		fx := l.Enqueue(lreq(bref("j", 3)), laneT0)
+		require.Equal(t, WaitLaneOrder, code(fx, bref("j", 3)))
+	})
+	t.Run("a message without a code gets one from its status", func(t *testing.T) {
+		require.Equal(t, WaitFrozen, WaitCodeOf(StatusFrozen, "frozen until ..."))
+		require.Equal(t, WaitBlockedBy, WaitCodeOf(StatusBlocked, "blocked by ..."))
+		require.Equal(t, WaitDelayed, WaitCodeOf(StatusQueued, "delayed until ..."))
+		require.Equal(t, WaitLaneOrder, WaitCodeOf(StatusQueued, "waiting for the earlier event 2 to start its jobs"))
+		require.Equal(t, WaitCode(""), WaitCodeOf(StatusRunning, ""))
+	})
+	for _, c := range WaitCodes() {
+		require.True(t, c.Valid(), c)
+	}
+	require.False(t, WaitCode("waiting").Valid())
 }

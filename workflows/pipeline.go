@@ -150,7 +150,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateConfigure,
 		func(ctx workflow.Context, c PipelineConfig) (PipelineConfig, error) {
-			p.cfg.Repo, p.cfg.Branch, p.cfg.Queue, p.cfg.Statuses = c.Repo, c.Branch, c.Queue, c.Statuses
+			p.cfg.Repo, p.cfg.Branch, p.cfg.Queue, p.cfg.Statuses, p.cfg.Public = c.Repo, c.Branch, c.Queue, c.Statuses, c.Public
 			if c.Dispatch != (Dispatch{}) {
 				p.cfg.Dispatch = c.Dispatch
 			}

@@ -273,9 +273,9 @@ func TestPipelineLaneMessages(t *testing.T) {
 	h.deleteAt(9 * time.Minute)
 	h.run(PipelineInput{Config: appConfig})
 
-	blockedByTest := LaneMessage{Kind: LaneStatus, Status: StatusBlocked, Reason: "blocked by running builds of job test"}
+	blockedByTest := LaneMessage{Kind: LaneStatus, Status: StatusBlocked, Code: WaitBlockedBy, Reason: "blocked by running builds of job test"}
 	sameJob := func(b BuildRef) LaneMessage {
-		return LaneMessage{Kind: LaneStatus, Status: StatusBlocked, Reason: "blocked by build " + b.String() + " of the same job"}
+		return LaneMessage{Kind: LaneStatus, Status: StatusBlocked, Code: WaitBlockedBy, Reason: "blocked by build " + b.String() + " of the same job"}
 	}
 	collapse := func(into BuildRef) LaneMessage {
 		return LaneMessage{Kind: LaneCollapse, Status: StatusCollapsed, Into: into.String(), Reason: "collapsed into build " + into.String()}
@@ -285,7 +285,7 @@ func TestPipelineLaneMessages(t *testing.T) {
 		// When test1 ends, the waiting test2 collapses into the newest.
 		test2.WorkflowID(): {sameJob(test1), collapse(test3)},
 		// A waiting build names the build right ahead of it.
-		test3.WorkflowID(): {{Kind: LaneStatus, Status: StatusBlocked, Reason: "waiting behind build app/test/2 of the same job"}, grantMsg},
+		test3.WorkflowID(): {{Kind: LaneStatus, Status: StatusBlocked, Code: WaitBlockedBy, Reason: "waiting behind build app/test/2 of the same job"}, grantMsg},
 		// When test1 ends no test build runs: deploy1 is granted in the same
 		// pass as test3 (blockedBy waits for running builds only).
 		deploy1.WorkflowID(): {blockedByTest, grantMsg},
@@ -296,7 +296,7 @@ func TestPipelineHoldsLaterEvents(t *testing.T) {
 	t.Parallel()
 	j1, j2 := appBuild("test", 1), appBuild("test", 2)
 	commit := StartEventRequest{Trigger: Trigger{Kind: TriggerCommit}}
-	heldBy1 := LaneMessage{Kind: LaneStatus, Status: StatusQueued, Reason: "waiting for the earlier event 1 to start its jobs"}
+	heldBy1 := LaneMessage{Kind: LaneStatus, Status: StatusQueued, Code: WaitLaneOrder, Reason: "waiting for the earlier event 1 to start its jobs"}
 
 	t.Run("until the earlier event hands over its builds", func(t *testing.T) {
 		t.Parallel()
@@ -330,7 +330,7 @@ func TestPipelineHoldsLaterEvents(t *testing.T) {
 		require.Equal(t, []LaneMessage{grantMsg}, msgs[j1.WorkflowID()])
 		require.Equal(t, []LaneMessage{
 			heldBy1,
-			{Kind: LaneStatus, Status: StatusBlocked, Reason: "blocked by build app/test/1 of the same job"},
+			{Kind: LaneStatus, Status: StatusBlocked, Code: WaitBlockedBy, Reason: "blocked by build app/test/1 of the same job"},
 			grantMsg,
 		}, msgs[j2.WorkflowID()])
 	})
@@ -395,7 +395,7 @@ func TestPipelineFreezeWindowTimer(t *testing.T) {
 	msgs := h.rec.laneMessages()
 	require.Equal(t, []LaneMessage{
 		{
-			Kind: LaneStatus, Status: StatusFrozen, Until: open,
+			Kind: LaneStatus, Status: StatusFrozen, Code: WaitFrozen, Until: open,
 			Reason: "frozen until " + open.Format(time.RFC3339) + " by freeze window `" + nightWindow + "`",
 		},
 		grantMsg,
@@ -415,7 +415,7 @@ func TestPipelineDelayTimer(t *testing.T) {
 	h.run(PipelineInput{Config: appConfig})
 	until := wfT0.Add(31 * time.Minute)
 	require.Equal(t, []LaneMessage{
-		{Kind: LaneStatus, Status: StatusQueued, Until: until, Reason: "delayed until " + until.Format(time.RFC3339) + " (sluice.dev/delay 30m0s)"},
+		{Kind: LaneStatus, Status: StatusQueued, Code: WaitDelayed, Until: until, Reason: "delayed until " + until.Format(time.RFC3339) + " (sluice.dev/delay 30m0s)"},
 		grantMsg,
 	}, h.rec.laneMessages()[b.WorkflowID()])
 }
@@ -547,7 +547,7 @@ func TestPipelineContinueAsNew(t *testing.T) {
 	require.Len(t, h.events, 3)
 	require.Equal(t, "nightly", h.events[2].Input.StartFrom)
 	// Every lane message was sent before continuing.
-	require.Equal(t, []LaneMessage{{Kind: LaneStatus, Status: StatusBlocked, Reason: "blocked by build app/test/1 of the same job"}},
+	require.Equal(t, []LaneMessage{{Kind: LaneStatus, Status: StatusBlocked, Code: WaitBlockedBy, Reason: "blocked by build app/test/1 of the same job"}},
 		h.rec.laneMessages()[test2.WorkflowID()])
 }
 
@@ -815,7 +815,7 @@ func TestPipelinePullRequests(t *testing.T) {
 	require.Equal(t, []LaneMessage{grantMsg, {Kind: LaneCancel, Reason: superseded}}, msgs[a1.WorkflowID()])
 	require.Equal(t, []LaneMessage{{Kind: LaneCollapse, Status: StatusCollapsed, Reason: superseded}}, msgs[b1.WorkflowID()])
 	require.Equal(t, []LaneMessage{
-		{Kind: LaneStatus, Status: StatusQueued, Reason: "waiting for build app/PR-1:a/1 to give way"},
+		{Kind: LaneStatus, Status: StatusQueued, Code: WaitLaneOrder, Reason: "waiting for build app/PR-1:a/1 to give way"},
 		grantMsg,
 		{Kind: LaneCancel, Reason: "pull request #1 was closed"},
 	}, msgs[a2.WorkflowID()])

@@ -79,6 +79,9 @@ type Trigger struct {
 	// --meta`), kept in sluice's store, not in Temporal ("": none). A
 	// restart carries it on with the trigger.
 	MetaRef string `json:"meta_ref,omitempty"`
+	// SkipCI is the marker ("[skip ci]", "[ci skip]") the pushed head
+	// commit's message carries: the event starts no job and says why.
+	SkipCI string `json:"skip_ci,omitempty"`
 }
 
 // TriggerKind is the kind of an event's trigger.
@@ -155,6 +158,10 @@ type PipelineConfig struct {
 	// Admins may administer the pipeline besides its owner: user names, or
 	// role:<name> for everyone with that role.
 	Admins []string `json:"admins,omitempty"`
+	// Public lets anyone, without a token, read the pipeline's status
+	// badges (GET /api/v1/pipelines/{name}/badge.svg). Nothing else of
+	// the pipeline becomes public.
+	Public bool `json:"public,omitempty"`
 }
 
 // PipelineInput starts a PipelineWorkflow; State carries over continue-as-new.
@@ -343,9 +350,11 @@ type JobOutcome struct {
 
 // EventState is an event's progress (QueryEvent) and, once closed, its result.
 type EventState struct {
-	Event     EventRef `json:"event"`
-	Status    Status   `json:"status"`
-	Reason    string   `json:"reason,omitempty"`
+	Event  EventRef `json:"event"`
+	Status Status   `json:"status"`
+	Reason string   `json:"reason,omitempty"`
+	// WaitCode is WaitApproval while the event waits for approval.
+	WaitCode  WaitCode `json:"wait_code,omitempty"`
 	SHA       string   `json:"sha,omitempty"`
 	Trigger   Trigger  `json:"trigger"`
 	StartFrom string   `json:"start_from,omitempty"`
@@ -429,6 +438,10 @@ type BuildInput struct {
 	// requires that had succeeded in the event, or along its restart
 	// chain, when it started): the build's metadata starts as theirs.
 	Upstream []string `json:"upstream,omitempty"`
+	// MaxWait is the queue's max-wait when the event started (0: none): a
+	// build no executor claimed that long after its dispatch ends FAILURE
+	// with cause refused.
+	MaxWait time.Duration `json:"max_wait,omitempty"`
 }
 
 // Attempt is one dispatch of a build to an executor.
@@ -457,10 +470,13 @@ type StepOutcome struct {
 
 // BuildState is a build's record (QueryBuild) and, once closed, its result.
 type BuildState struct {
-	ID            string        `json:"id"`
-	Build         BuildRef      `json:"build"`
-	Status        Status        `json:"status"`
-	Reason        string        `json:"reason,omitempty"`
+	ID     string   `json:"id"`
+	Build  BuildRef `json:"build"`
+	Status Status   `json:"status"`
+	Reason string   `json:"reason,omitempty"`
+	// WaitCode says, for machines, why the build waits (empty while it
+	// runs or once it ended).
+	WaitCode      WaitCode      `json:"wait_code,omitempty"`
 	Queue         string        `json:"queue"`
 	Priority      int           `json:"priority"`
 	SHA           string        `json:"sha"`
@@ -520,7 +536,8 @@ const (
 	// CauseTimedOut: the job's timeout expired (CauseInfo.Step).
 	CauseTimedOut Cause = "timed-out"
 	// CauseRefused: sluice would not run it: its queue was deleted, its
-	// lane was full, or its event may not use the queue.
+	// lane was full, its event may not use the queue, or no executor took
+	// it within its queue's max-wait.
 	CauseRefused Cause = "refused"
 )
 
@@ -558,6 +575,7 @@ const MemoBuild = "build"
 // BuildSummary is the part of a build's record kept in its memo.
 type BuildSummary struct {
 	Reason        string    `json:"reason,omitempty"`
+	WaitCode      WaitCode  `json:"wait_code,omitempty"`
 	Executor      string    `json:"executor,omitempty"`
 	Attempts      int       `json:"attempts,omitempty"`
 	QueuedTime    time.Time `json:"queued_time,omitzero"`

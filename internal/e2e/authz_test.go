@@ -56,6 +56,8 @@ tokens:
 		"GET /api/v1/pipelines/{name}":                                     {"GET", "/api/v1/pipelines/app", ""},
 		"PATCH /api/v1/pipelines/{name}":                                   {"PATCH", "/api/v1/pipelines/app", `{"branch":"bad branch"}`},
 		"DELETE /api/v1/pipelines/{name}":                                  {"DELETE", "/api/v1/pipelines/app", ""},
+		"GET /api/v1/pipelines/{name}/badge.svg":                           {"GET", "/api/v1/pipelines/app/badge.svg", ""},
+		"GET /api/v1/pipelines/{name}/jobs/{job}/schedule":                 {"GET", "/api/v1/pipelines/app/jobs/main/schedule", ""},
 		"GET /api/v1/pipelines/{name}/events":                              {"GET", "/api/v1/pipelines/app/events", ""},
 		"POST /api/v1/pipelines/{name}/events":                             {"POST", "/api/v1/pipelines/app/events", `{"type":"bogus"}`},
 		"POST /api/v1/pipelines/{name}/jobs/{job}/schedule/{action}":       {"POST", "/api/v1/pipelines/app/jobs/main/schedule/explode", ""},
@@ -113,7 +115,7 @@ tokens:
 			switch {
 			case user == "":
 				want = "401"
-			case rt.Policy.Kind == api.PolicyAuthenticated:
+			case rt.Policy.Kind == api.PolicyAuthenticated, rt.Policy.Kind == api.PolicyPublicPipeline: // app is not public
 				want = "route"
 			case rt.Policy.Kind == api.PolicyPrivilege:
 				want = map[bool]string{true: "route", false: "403"}[user == "root"]
