@@ -164,7 +164,7 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 
 	repo, err := a.Repos.Open(runCtx, in.Repo)
 	if err == nil {
-		err = repo.Checkout(runCtx, in.SHA, dir)
+		err = a.checkout(runCtx, repo, in, dir)
 	}
 	if err != nil {
 		if runCtx.Err() != nil {
@@ -428,4 +428,23 @@ func (a *Activities) finished(queue, status string) {
 	if a.Metrics != nil {
 		a.Metrics.Finished(queue, status)
 	}
+}
+
+// checkout checks the build's commit out into dir. The objects of a git
+// checkout are hard links to the executor's mirror (read-only files of the
+// executor's user). They are copied instead for steps in a container: it
+// runs as the executor's user (who owns the files and may make them
+// writable) or as root, and a write through a hard link would change the
+// mirror, which every later build of the repository on this executor checks
+// out from; the workspace is the container's only way to the mirror, and
+// the copy closes it. Steps on the host run as another user, who cannot
+// write the executor's read-only files (runner's giveTree leaves them the
+// executor's), or as the executor itself (root included: trusted builds
+// only), which can change its data directory directly anyway.
+func (a *Activities) checkout(ctx context.Context, repo scm.Repo, in RunBuildInput, dir string) error {
+	inContainer := a.Runtime != "" && a.Runtime != runner.RuntimeHost && in.Image != ""
+	if cc, ok := repo.(scm.CopyCheckouter); ok && inContainer {
+		return cc.CheckoutCopy(ctx, in.SHA, dir) //nolint:wrapcheck // RunBuild names the repository and the commit
+	}
+	return repo.Checkout(ctx, in.SHA, dir) //nolint:wrapcheck // as above
 }

@@ -2,11 +2,13 @@ package workers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/sluice-ci/sluice/queue"
@@ -26,8 +28,10 @@ import (
 //     the member is draining;
 //   - when two thirds of the lease (the registry's liveness timeout, told in
 //     every answer) have passed since the last renewal;
-//   - when the query fails (a registry from before leases has no such
-//     query): the update is then what a heartbeat always was.
+//   - when the registry fails the query (one from before leases has no
+//     such query): the update is then what a heartbeat always was. A query
+//     that times out or finds no server is an error, not a renewal: an
+//     update would not fare better, and would add to the load.
 //
 // Other changes of the running counts ride on the next renewal. A
 // RegistryLink is used by one goroutine at a time.
@@ -47,9 +51,20 @@ func (l *RegistryLink) CheckIn(ctx context.Context, m queue.Member) (workflows.M
 	now := l.now()
 	if !l.mustRenew(m, now) {
 		view, err := l.read(ctx, m.Name)
-		// A draining member turns inactive when it reports no build running.
-		drainedCount := view.State == queue.StateDraining && !maps.Equal(view0(l.sent.Running), view0(m.Running))
-		if err == nil && !view.Renew && !drainedCount {
+		var failed *serviceerror.QueryFailed
+		switch {
+		case errors.As(err, &failed):
+			// The registry answered but has no such query (it predates
+			// leases) or failed it: the update is what a heartbeat was.
+		case err != nil:
+			// Unreachable or overloaded: an update would not fare better
+			// and would add to the load. The lease is not due yet; the
+			// caller keeps its last view and checks in again.
+			return view, false, fmt.Errorf("read grants: %w", err)
+		case view.Renew, view.State == queue.StateDraining && !maps.Equal(view0(l.sent.Running), view0(m.Running)):
+			// Asked to renew, or a draining member's counts changed (it
+			// turns inactive when it reports none running).
+		default:
 			l.lease, l.state = view.Lease, view.State
 			return view, false, nil
 		}
