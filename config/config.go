@@ -122,7 +122,7 @@ type Config struct {
 	// LivenessTimeout is a member's lease: a member that does not renew it
 	// this long is gone (one that stops gracefully, or loses a build, is gone
 	// at once). Members renew at two thirds of it.
-	LivenessTimeout time.Duration `env:"SLUICE_EXECUTOR_LIVENESS" envDefault:"60s" desc:"a member's lease in the registry: an executor that has not renewed it this long (every two thirds of it) is no longer a live queue member; one that stops or loses a build is dropped at once"`
+	LivenessTimeout time.Duration `env:"SLUICE_EXECUTOR_LIVENESS" envDefault:"75s" desc:"a member's lease in the registry: an executor that has not renewed it this long (every two thirds of it) is no longer a live queue member; one that stops or loses a build is dropped at once"`
 	// MemberHeartbeat is how often members check in with the registry.
 	MemberHeartbeat time.Duration `env:"SLUICE_MEMBER_HEARTBEAT" envDefault:"3s" desc:"how often executors and controllers read their grants from the registry"`
 
