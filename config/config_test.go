@@ -41,7 +41,7 @@ func TestLoadDefaults(t *testing.T) {
 		MaxAttempts:       3,
 		ScheduleCatchup:   5 * time.Minute,
 		LogRetention:      720 * time.Hour,
-		LivenessTimeout:   60 * time.Second,
+		LivenessTimeout:   75 * time.Second,
 		MemberHeartbeat:   3 * time.Second,
 		LogLevel:          "info",
 		LogFormat:         "text",
