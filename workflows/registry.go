@@ -184,6 +184,10 @@ type SetMemberStateRequest struct {
 type registry struct {
 	liveness time.Duration
 	st       RegistryState
+	// clockDirty asks leaseClock to look for the next lease end again: set
+	// when a member may have become live, and when the timer fired. Each run
+	// starts with it set.
+	clockDirty bool
 }
 
 // RegistryWorkflow holds the queue definitions and the executor registry.
@@ -191,7 +195,7 @@ type registry struct {
 // may run (queue.Evaluate picks the active rule), so a change to a queue or
 // to the cluster reaches every member within one heartbeat.
 func RegistryWorkflow(ctx workflow.Context, in RegistryInput) error {
-	r := &registry{liveness: in.Liveness}
+	r := &registry{liveness: in.Liveness, clockDirty: true}
 	if r.liveness <= 0 {
 		r.liveness = 15 * time.Second
 	}
@@ -357,6 +361,7 @@ func (r *registry) heartbeat(ctx workflow.Context, hb Heartbeat) (MemberView, er
 	m.Host, m.Labels, m.Queues, m.Running, m.Runtime = hb.Member.Host, hb.Member.Labels, hb.Member.Queues, hb.Member.Running, hb.Member.Runtime
 	m.LastSeen = now
 	m.DownSince, m.DownWhy = time.Time{}, ""
+	r.clockDirty = true
 	if m.State == queue.StateDraining && running(m) == 0 {
 		m.State = queue.StateInactive
 	}
@@ -397,21 +402,29 @@ func (r *registry) view(m *queue.Member, now time.Time) MemberView {
 // query, and a query sees the workflow's time as of its last task: without
 // this timer a member that went silent would stay live in the queries' eyes
 // until some other member's renewal moved the clock. A renewal only moves a
-// lease later, so the timer armed for the earliest lease is never late; when
-// it fires early (that member renewed meanwhile) it is armed again.
+// lease later, and a member that joins gets a lease ending after every
+// other, so the timer armed for the earliest lease is never late and need
+// not be moved; when it fires early (that member renewed meanwhile) it is
+// armed again. The wait is on a flag, not on the members: an update
+// handler's coroutine makes the SDK evaluate every blocked condition again,
+// and 500 members joining at once in one task would make an O(members)
+// condition O(members³).
 func (r *registry) leaseClock(ctx workflow.Context) {
 	for {
-		var next time.Time
-		if err := workflow.Await(ctx, func() bool {
-			next = r.nextLeaseEnd(workflow.Now(ctx))
-			return !next.IsZero()
-		}); err != nil {
+		if err := workflow.Await(ctx, func() bool { return r.clockDirty }); err != nil {
 			return
+		}
+		r.clockDirty = false
+		now := workflow.Now(ctx)
+		next := r.nextLeaseEnd(now)
+		if next.IsZero() {
+			continue
 		}
 		// Just past the end: Live's bound is inclusive.
-		if err := workflow.Sleep(ctx, next.Sub(workflow.Now(ctx))+time.Millisecond); err != nil {
+		if err := workflow.Sleep(ctx, next.Sub(now)+time.Millisecond); err != nil {
 			return
 		}
+		r.clockDirty = true
 	}
 }
 

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -128,4 +129,23 @@ func TestRegistryLeave(t *testing.T) {
 	require.False(t, m.Live(wfT0.Add(6*time.Second), time.Minute))
 	require.Contains(t, m.DownWhy, "left at ")
 	require.Equal(t, 1, memberView(t, back).Slots["build"].Allowed)
+}
+
+// 500 members joining in the same workflow task (a cluster starting, or the
+// registry back after an outage) are all answered: nothing the registry
+// waits on costs O(members) per update.
+func TestRegistryManyMembersJoinAtOnce(t *testing.T) {
+	t.Parallel()
+	env, _ := newEnv(t)
+	joins := make([]*updateResult, 500)
+	for i := range joins {
+		joins[i] = updateAt(env, time.Second, UpdateHeartbeat, executor(fmt.Sprintf("exec-%03d", i), "default"))
+	}
+	var members []queue.Member
+	at(env, 2*time.Second, func() { members = query[[]queue.Member](t, env, QueryMembers) })
+	runRegistry(t, env, RegistryInput{Liveness: time.Minute}, time.Minute)
+	for _, j := range joins {
+		require.Positive(t, memberView(t, j).Slots["default"].Allowed)
+	}
+	require.Len(t, members, 500)
 }
