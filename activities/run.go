@@ -162,17 +162,29 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 		}
 	}()
 
-	repo, err := a.Repos.Open(runCtx, in.Repo)
-	if err == nil {
-		err = a.checkout(runCtx, repo, in, dir)
+	doCheckout := func(ctx context.Context) error {
+		repo, err := a.Repos.Open(ctx, in.Repo)
+		if err == nil {
+			err = a.checkout(ctx, repo, in, dir)
+		}
+		return err
 	}
-	if err != nil {
+	checkoutFailed := func(err error) (RunBuildResult, error) {
 		if runCtx.Err() != nil {
 			res.Status, res.Reason = runner.StatusAborted, "aborted during checkout"
 			return a.finish(ctx, runCtx, rep, hb, late, &stopped, info.TaskToken, in, res)
 		}
 		return a.finish(ctx, runCtx, rep, hb, late, &stopped, info.TaskToken, in,
 			fail(res, fmt.Sprintf("check out %s at %s: %v", scm.RedactURL(in.Repo), short(in.SHA), err)))
+	}
+	// Steps in a container need the checkout before the container starts;
+	// on the host the runner starts the first step's shell while the
+	// checkout runs (runner.Spec.Prepare).
+	inContainer := a.Runtime != "" && a.Runtime != runner.RuntimeHost && in.Image != ""
+	if inContainer {
+		if err := doCheckout(runCtx); err != nil {
+			return checkoutFailed(err)
+		}
 	}
 
 	// Secrets come from the API now that the build is claimed; a missing
@@ -277,6 +289,16 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 			}
 		}
 	}
+	var checkoutErr error
+	if !inContainer {
+		if err := os.MkdirAll(dir, 0o755); err != nil { //nolint:gosec // the workspace, as git clone would create it
+			return a.finish(ctx, runCtx, rep, hb, late, &stopped, info.TaskToken, in, fail(res, fmt.Sprintf("prepare workspace %s: %v", dir, err)))
+		}
+		spec.Prepare = func(ctx context.Context) error {
+			checkoutErr = doCheckout(ctx)
+			return checkoutErr
+		}
+	}
 	out := runner.Run(runCtx, spec)
 	removeContainer()
 	if groups != "" {
@@ -284,6 +306,9 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 		if err := os.Remove(groups); err != nil && !errors.Is(err, os.ErrNotExist) {
 			a.Logger.Warn("process_group_record_cleanup_failed", "build", in.BuildID, "error", err)
 		}
+	}
+	if checkoutErr != nil {
+		return checkoutFailed(checkoutErr)
 	}
 	res.Status, res.Reason = out.Status, out.Reason
 	for _, s := range out.Steps {
