@@ -519,6 +519,7 @@ func (r *gitRepo) checkout(ctx context.Context, sha, dir string, copyObjects boo
 		}
 		return r.cloneAt(ctx, full, dir, copyObjects)
 	}
+	begun := time.Now()
 	giveUp := func(err error) bool { return err == nil || ctx.Err() != nil || errors.Is(err, ErrNotFound) }
 	// The commit may be missing from the mirror (ensureCommit fetches it),
 	// or the mirror damaged or deleted: the second attempt asks git first;
@@ -528,7 +529,7 @@ func (r *gitRepo) checkout(ctx context.Context, sha, dir string, copyObjects boo
 		func() error { return attempt(true) },
 		func() error { return attempt(false) },
 		func() error {
-			if err := r.renew(ctx); err != nil {
+			if err := r.renew(ctx, begun); err != nil {
 				return fmt.Errorf("clone the mirror afresh: %w", err)
 			}
 			return attempt(false)
@@ -582,13 +583,18 @@ func (r *gitRepo) refTip(sha string) bool {
 	return found
 }
 
-// renew sets a damaged mirror aside and clones it again, under the lock.
-func (r *gitRepo) renew(ctx context.Context) error {
+// renew sets a damaged mirror aside and clones it again, under the lock,
+// unless a fetch that started after since succeeded meanwhile (another build
+// renewed it while this one waited for the lock).
+func (r *gitRepo) renew(ctx context.Context, since time.Time) error {
 	lock, err := flock.Lock(ctx, r.lockPath)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = lock.Unlock() }()
+	if last, ok := r.lastFetch(); ok && last.After(since) && r.mirrorExists() {
+		return nil
+	}
 	aside := strings.TrimSuffix(r.mirror, ".git") + ".damaged"
 	if err := os.RemoveAll(aside); err != nil {
 		return err
