@@ -254,7 +254,7 @@ func (ag *Agent) heartbeat(ctx context.Context) (workflows.MemberView, error) {
 // that the queues' rules count on other members at once; the builds it
 // still runs are interrupted and dispatched again.
 func (ag *Agent) leave(ctx context.Context) {
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	if err := ag.link.Leave(lctx, ag.Name()); err != nil {
 		ag.log.Warn("registry_leave_failed", "error", err)
