@@ -185,6 +185,8 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 		if err := doCheckout(runCtx); err != nil {
 			return checkoutFailed(err)
 		}
+	} else if err := os.MkdirAll(dir, 0o755); err != nil { //nolint:gosec // the workspace and its parents, as the checkout creates them (before the 0700 control directory beside it)
+		return a.finish(ctx, runCtx, rep, hb, late, &stopped, info.TaskToken, in, fail(res, fmt.Sprintf("prepare workspace %s: %v", dir, err)))
 	}
 
 	// Secrets come from the API now that the build is claimed; a missing
@@ -291,9 +293,6 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 	}
 	var checkoutErr error
 	if !inContainer {
-		if err := os.MkdirAll(dir, 0o755); err != nil { //nolint:gosec // the workspace, as git clone would create it
-			return a.finish(ctx, runCtx, rep, hb, late, &stopped, info.TaskToken, in, fail(res, fmt.Sprintf("prepare workspace %s: %v", dir, err)))
-		}
 		spec.Prepare = func(ctx context.Context) error {
 			checkoutErr = doCheckout(ctx)
 			return checkoutErr

@@ -89,14 +89,16 @@ func (r *run) giveWorkspace() error {
 }
 
 // prepare runs Spec.Prepare while the control directory is set up and the
-// first step's shell starts in the workspace, and hands the workspace to
-// the RunAs user once it is ready. Setting up or starting the shell may
+// first step's shell starts in the workspace (not with RunAs: see below). Setting up or starting the shell may
 // fail here without failing the build: the first step then does it again
 // and reports why it could not start.
 func (r *run) prepare(ctx context.Context) error {
 	done := make(chan error, 1)
 	go func() { done <- r.spec.Prepare(ctx) }()
-	if r.spec.Container == nil {
+	// With RunAs the first step sets everything up once the workspace is
+	// ready, as without Prepare: the user's shell and the directories it
+	// must reach are settled together (makeControlDir).
+	if r.spec.Container == nil && r.spec.RunAs == nil {
 		if err := r.makeControlDirOnly(); err == nil {
 			if s, _ := r.startSession(r.startDir(), false); s != nil {
 				r.sess = s
@@ -109,17 +111,7 @@ func (r *run) prepare(ctx context.Context) error {
 			r.ctl, r.ownCtl = "", false
 		}
 	}
-	if err := <-done; err != nil {
-		return err
-	}
-	if r.ctl != "" {
-		// The first step would hand the workspace over only when it sets
-		// the control directory up; it is up already.
-		if err := r.giveWorkspace(); err != nil {
-			return err
-		}
-	}
-	return nil
+	return <-done
 }
 
 // createControlDir creates the control directory (see makeControlDir).

@@ -109,7 +109,8 @@ type Spec struct {
 	Container *Container
 	// Prepare, if set, makes Dir ready (the caller's checkout) while Run
 	// sets up the control directory and starts the first step's shell
-	// beside it, in Dir (which must exist, empty is fine); no step runs
+	// beside it, in Dir (which must exist, empty is fine; with RunAs the
+	// shell starts after Prepare, as without it); no step runs
 	// before it returned. An error ends the build before any step, every
 	// step skipped (teardown too): as a failure with the error as the
 	// reason, or aborted when ctx is done. Not with Container (the caller
