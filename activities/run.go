@@ -181,21 +181,35 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 	// The pipeline's own repository credentials go to git alone (its
 	// environment, for the fetch into the executor's mirror): never to the
 	// checkout's configuration nor to the steps.
-	auth, err := a.checkoutAuth(runCtx, in, credential)
-	var repo scm.Repo
-	if err == nil {
-		repo, err = openRepo(runCtx, a.Repos, in.Repo, auth)
+	doCheckout := func(ctx context.Context) error {
+		auth, err := a.checkoutAuth(ctx, in, credential)
+		var repo scm.Repo
+		if err == nil {
+			repo, err = openRepo(ctx, a.Repos, in.Repo, auth)
+		}
+		if err == nil {
+			err = a.checkout(ctx, repo, in, dir)
+		}
+		return err
 	}
-	if err == nil {
-		err = repo.Checkout(runCtx, in.SHA, dir)
-	}
-	if err != nil {
+	checkoutFailed := func(err error) (RunBuildResult, error) {
 		if runCtx.Err() != nil {
 			res.Status, res.Reason = runner.StatusAborted, "aborted during checkout"
 			return a.finish(ctx, runCtx, rep, hb, late, &stopped, info.TaskToken, in, res)
 		}
 		return a.finish(ctx, runCtx, rep, hb, late, &stopped, info.TaskToken, in,
 			fail(res, fmt.Sprintf("check out %s at %s: %v", scm.RedactURL(in.Repo), short(in.SHA), err)))
+	}
+	// Steps in a container need the checkout before the container starts;
+	// on the host the runner starts the first step's shell while the
+	// checkout runs (runner.Spec.Prepare).
+	inContainer := a.Runtime != "" && a.Runtime != runner.RuntimeHost && in.Image != ""
+	if inContainer {
+		if err := doCheckout(runCtx); err != nil {
+			return checkoutFailed(err)
+		}
+	} else if err := os.MkdirAll(dir, 0o755); err != nil { //nolint:gosec // the workspace and its parents, as the checkout creates them (before the 0700 control directory beside it)
+		return a.finish(ctx, runCtx, rep, hb, late, &stopped, info.TaskToken, in, fail(res, fmt.Sprintf("prepare workspace %s: %v", dir, err)))
 	}
 
 	// Secrets come from the API now that the build is claimed; a missing
@@ -220,7 +234,6 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 
 	// The build's metadata, artifacts and tools (meta, sluice) live next
 	// to the workspace; the metadata it starts with comes from the API.
-	inContainer := a.Runtime != "" && a.Runtime != runner.RuntimeHost && in.Image != ""
 	files, err := a.prepareBuildFiles(runCtx, in, dir, inContainer)
 	if !a.KeepWorkspaces {
 		defer a.removeDir(files.root)
@@ -323,10 +336,26 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 			}
 		}
 	}
+	// Caches are restored into the checkout before the first step (on the
+	// host, once the checkout that overlaps the shell's start is done).
 	entries := cache.Entries(in.Cache)
 	cb := cache.Build{Pipeline: in.Pipeline, Event: eventNumber(in.EventID), Job: in.Job, PR: in.PR > 0}
-	if len(entries) > 0 {
-		a.cacheStep(in, spec.Logs, "sd-setup-cache", func(w io.Writer) { a.Caches.Restore(runCtx, cb, entries, dir, w) })
+	restoreCache := func(ctx context.Context) {
+		if len(entries) > 0 {
+			a.cacheStep(in, spec.Logs, "sd-setup-cache", func(w io.Writer) { a.Caches.Restore(ctx, cb, entries, dir, w) })
+		}
+	}
+	var checkoutErr error
+	if inContainer {
+		restoreCache(runCtx)
+	} else {
+		spec.Prepare = func(ctx context.Context) error {
+			checkoutErr = doCheckout(ctx)
+			if checkoutErr == nil {
+				restoreCache(ctx)
+			}
+			return checkoutErr
+		}
 	}
 	out := runner.Run(runCtx, spec)
 	if len(entries) > 0 && out.Status == runner.StatusSuccess && runCtx.Err() == nil {
@@ -338,6 +367,9 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 		if err := os.Remove(groups); err != nil && !errors.Is(err, os.ErrNotExist) {
 			a.Logger.Warn("process_group_record_cleanup_failed", "build", in.BuildID, "error", err)
 		}
+	}
+	if checkoutErr != nil {
+		return checkoutFailed(checkoutErr)
 	}
 	res.Status, res.Reason = out.Status, out.Reason
 	for _, s := range out.Steps {
@@ -553,4 +585,23 @@ func (a *Activities) finished(queue, status string) {
 	if a.Metrics != nil {
 		a.Metrics.Finished(queue, status)
 	}
+}
+
+// checkout checks the build's commit out into dir. The objects of a git
+// checkout are hard links to the executor's mirror (read-only files of the
+// executor's user). They are copied instead for steps in a container: it
+// runs as the executor's user (who owns the files and may make them
+// writable) or as root, and a write through a hard link would change the
+// mirror, which every later build of the repository on this executor checks
+// out from; the workspace is the container's only way to the mirror, and
+// the copy closes it. Steps on the host run as another user, who cannot
+// write the executor's read-only files (runner's giveTree leaves them the
+// executor's), or as the executor itself (root included: trusted builds
+// only), which can change its data directory directly anyway.
+func (a *Activities) checkout(ctx context.Context, repo scm.Repo, in RunBuildInput, dir string) error {
+	inContainer := a.Runtime != "" && a.Runtime != runner.RuntimeHost && in.Image != ""
+	if cc, ok := repo.(scm.CopyCheckouter); ok && inContainer {
+		return cc.CheckoutCopy(ctx, in.SHA, dir) //nolint:wrapcheck // RunBuild names the repository and the commit
+	}
+	return repo.Checkout(ctx, in.SHA, dir) //nolint:wrapcheck // as above
 }

@@ -134,10 +134,12 @@ type Config struct {
 	MaxAttempts int `env:"SLUICE_BUILD_MAX_ATTEMPTS" envDefault:"3" desc:"dispatch attempts per build before it fails for executor loss"`
 	// ScheduleCatchup bounds how late a periodic build may still start.
 	ScheduleCatchup time.Duration `env:"SLUICE_SCHEDULE_CATCHUP_WINDOW" envDefault:"5m" desc:"a buildPeriodically fire missed while Temporal was down still starts if it is at most this late; older missed fires are skipped, as Screwdriver does not catch up (minimum 10s)"`
-	// LivenessTimeout is how long an executor may miss heartbeats before it is gone.
-	LivenessTimeout time.Duration `env:"SLUICE_EXECUTOR_LIVENESS" envDefault:"15s" desc:"an executor silent this long is no longer a live queue member"`
-	// MemberHeartbeat is how often members report to the registry.
-	MemberHeartbeat time.Duration `env:"SLUICE_MEMBER_HEARTBEAT" envDefault:"3s" desc:"how often executors and controllers report to the registry"`
+	// LivenessTimeout is a member's lease: a member that does not renew it
+	// this long is gone (one that stops gracefully, or loses a build, is gone
+	// at once). Members renew at two thirds of it.
+	LivenessTimeout time.Duration `env:"SLUICE_EXECUTOR_LIVENESS" envDefault:"75s" desc:"a member's lease in the registry: an executor that has not renewed it this long (every two thirds of it) is no longer a live queue member; one that stops or loses a build is dropped at once"`
+	// MemberHeartbeat is how often members check in with the registry.
+	MemberHeartbeat time.Duration `env:"SLUICE_MEMBER_HEARTBEAT" envDefault:"3s" desc:"how often executors and controllers read their grants from the registry"`
 
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `env:"SLUICE_LOG_LEVEL" envDefault:"info" desc:"debug, info, warn or error"`

@@ -44,7 +44,7 @@ func TestLoadDefaults(t *testing.T) {
 		LogRetention:      720 * time.Hour,
 		CacheMax:          1 << 30,
 		ArtifactMax:       1 << 30,
-		LivenessTimeout:   15 * time.Second,
+		LivenessTimeout:   75 * time.Second,
 		MemberHeartbeat:   3 * time.Second,
 		LogLevel:          "info",
 		LogFormat:         "text",

@@ -68,8 +68,15 @@ type Member struct {
 	// StateReason says why the registry changed State on its own (an
 	// executor drained for losing builds); an operator's change clears it.
 	StateReason string `json:"state_reason,omitempty"`
-	// LastSeen is the time of the member's last heartbeat; zero means never.
+	// LastSeen is the time of the member's last heartbeat (lease renewal);
+	// zero means never.
 	LastSeen time.Time `json:"last_seen"`
+	// DownSince, when set, is when the registry learned that the member is
+	// down before its lease ran out: it left (a graceful stop) or a build it
+	// ran stopped heartbeating. The member is not live until its next
+	// heartbeat clears it. DownWhy says which, for people.
+	DownSince time.Time `json:"down_since,omitzero"`
+	DownWhy   string    `json:"down_why,omitempty"`
 	// Running counts the builds running on the member, per queue name.
 	Running map[string]int `json:"running,omitempty"`
 	// Runtime is RuntimeHost or RuntimeContainer; empty (a member from
@@ -89,8 +96,10 @@ func (m Member) Isolated() bool {
 // and now-LastSeen ≤ timeout. The bound is inclusive, so a member seen
 // exactly timeout ago is still live. A LastSeen after now (clock skew
 // between hosts) counts as live.
+//
+// A member marked down (DownSince set) is not live whatever LastSeen says.
 func (m Member) Live(now time.Time, timeout time.Duration) bool {
-	if m.LastSeen.IsZero() {
+	if m.LastSeen.IsZero() || !m.DownSince.IsZero() {
 		return false
 	}
 	return now.Sub(m.LastSeen) <= timeout

@@ -264,6 +264,9 @@ func queueLabel(name string) string {
 }
 
 func deadNote(m Member, now time.Time) string {
+	if !m.DownSince.IsZero() {
+		return fmt.Sprintf("%s is down (%s, %s ago)", m.Name, m.DownWhy, now.Sub(m.DownSince).Round(time.Second))
+	}
 	if m.LastSeen.IsZero() {
 		return m.Name + " never seen"
 	}

@@ -348,6 +348,7 @@ func TestMemberLive(t *testing.T) {
 		name    string
 		age     time.Duration
 		never   bool
+		down    bool
 		timeout time.Duration
 		want    bool
 	}{
@@ -357,6 +358,7 @@ func TestMemberLive(t *testing.T) {
 		{name: "never seen", never: true, timeout: time.Hour},
 		{name: "future", age: -time.Minute, timeout: liveness, want: true},
 		{name: "negative timeout", age: 0, timeout: -time.Second},
+		{name: "fresh but down (left, or lost a build)", age: time.Second, down: true, timeout: liveness},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -364,6 +366,9 @@ func TestMemberLive(t *testing.T) {
 			m := executor("w1", tt.age)
 			if tt.never {
 				m = never(m)
+			}
+			if tt.down {
+				m.DownSince, m.DownWhy = now, "left"
 			}
 			require.Equal(t, tt.want, m.Live(now, tt.timeout))
 		})

@@ -41,6 +41,15 @@ type run struct {
 // else a temporary directory removed by cleanup. With Spec.RunAs it also
 // hands the workspace and the shell's files to that user.
 func (r *run) makeControlDir() error {
+	if err := r.makeControlDirOnly(); err != nil {
+		return err
+	}
+	return r.giveWorkspace()
+}
+
+// makeControlDirOnly is makeControlDir without handing the workspace over
+// (see prepare).
+func (r *run) makeControlDirOnly() error {
 	if err := r.createControlDir(); err != nil {
 		return err
 	}
@@ -54,12 +63,6 @@ func (r *run) makeControlDir() error {
 	if err := r.prepareControlDir(); err != nil {
 		return err
 	}
-	if err := ra.giveTree(r.spec.Dir); err != nil {
-		return fmt.Errorf("hand the workspace to %s: %w", ra, err)
-	}
-	if err := ra.Traversable(r.spec.Dir); err != nil {
-		return fmt.Errorf("workspace: %w", err)
-	}
 	env := make([]string, 0, len(r.env)+1)
 	for _, kv := range r.env {
 		if !strings.HasPrefix(kv, "HOME=") {
@@ -68,6 +71,47 @@ func (r *run) makeControlDir() error {
 	}
 	r.env = append(env, "HOME="+r.ctlPath("home"))
 	return nil
+}
+
+// giveWorkspace hands the workspace to the Spec.RunAs user, if any.
+func (r *run) giveWorkspace() error {
+	ra := r.spec.RunAs
+	if ra == nil {
+		return nil
+	}
+	if err := ra.giveTree(r.spec.Dir); err != nil {
+		return fmt.Errorf("hand the workspace to %s: %w", ra, err)
+	}
+	if err := ra.Traversable(r.spec.Dir); err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	return nil
+}
+
+// prepare runs Spec.Prepare while the control directory is set up and the
+// first step's shell starts in the workspace (not with RunAs: see below). Setting up or starting the shell may
+// fail here without failing the build: the first step then does it again
+// and reports why it could not start.
+func (r *run) prepare(ctx context.Context) error {
+	done := make(chan error, 1)
+	go func() { done <- r.spec.Prepare(ctx) }()
+	// With RunAs the first step sets everything up once the workspace is
+	// ready, as without Prepare: the user's shell and the directories it
+	// must reach are settled together (makeControlDir).
+	if r.spec.Container == nil && r.spec.RunAs == nil {
+		if err := r.makeControlDirOnly(); err == nil {
+			if s, _ := r.startSession(r.startDir(), false); s != nil {
+				r.sess = s
+			}
+		} else {
+			// The first step sets it up again and says why it fails.
+			if r.ownCtl {
+				_ = os.RemoveAll(r.ctl)
+			}
+			r.ctl, r.ownCtl = "", false
+		}
+	}
+	return <-done
 }
 
 // createControlDir creates the control directory (see makeControlDir).

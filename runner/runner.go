@@ -107,6 +107,15 @@ type Spec struct {
 	// Container, if set, runs the build's shell sessions in that running
 	// container instead of on the host.
 	Container *Container
+	// Prepare, if set, makes Dir ready (the caller's checkout) while Run
+	// sets up the control directory and starts the first step's shell
+	// beside it, in Dir (which must exist, empty is fine; with RunAs the
+	// shell starts after Prepare, as without it); no step runs
+	// before it returned. An error ends the build before any step, every
+	// step skipped (teardown too): as a failure with the error as the
+	// reason, or aborted when ctx is done. Not with Container (the caller
+	// starts the container once Dir is ready).
+	Prepare func(ctx context.Context) error
 	// RunAs, if set, runs the build's shells on the host as that user
 	// (the executor must be root): Dir and everything in it is handed to
 	// the user, the control directory stays the executor's (the user gets
@@ -208,6 +217,18 @@ func Run(ctx context.Context, spec Spec) Result {
 		}
 	}
 
+	if spec.Prepare != nil {
+		if err := r.prepare(ctx); err != nil {
+			res.Status, res.Reason = StatusFailure, err.Error()
+			if ctx.Err() != nil {
+				res.Status = StatusAborted
+			}
+			for i := range spec.Steps {
+				r.skip(&res, i, "skipped: "+res.Reason)
+			}
+			return res
+		}
+	}
 	r.runMain(ctx, main, &res)
 	if len(teardown) > 0 {
 		r.runTeardown(ctx, teardown, &res)

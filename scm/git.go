@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"os/exec"
@@ -504,30 +505,185 @@ func checkRef(ref string) error {
 // Checkout implements Repo: a local clone of the mirror (objects hard-linked
 // when on the same file system) with HEAD detached at sha and origin pointing
 // at the repository's location (user info removed).
-func (r *gitRepo) Checkout(ctx context.Context, sha, dir string) (err error) {
-	full, err := r.ensureCommit(ctx, sha)
-	if err != nil {
-		return fmt.Errorf("checkout %s of %s: %w", sha, r.display, err)
+//
+// Two git processes in the common case (the commit is in the mirror): the
+// clone and the checkout; origin's URL is written into the clone's config
+// directly. A commit the mirror lacks is fetched first (ensureCommit). A
+// mirror git cannot clone or check out from (damaged on disk) is set aside
+// and cloned afresh, once.
+func (r *gitRepo) Checkout(ctx context.Context, sha, dir string) error {
+	return r.checkout(ctx, sha, dir, false)
+}
+
+// CheckoutCopy is Checkout with the checkout's objects copied rather than
+// hard-linked to the mirror's files: for a build whose processes could write
+// to files they do not own (a pull request from a fork, in a container that
+// runs as the executor's user). A hard link shares the file: a write through
+// it would change the mirror's object, and so every later build of the
+// repository on this executor.
+func (r *gitRepo) CheckoutCopy(ctx context.Context, sha, dir string) error {
+	return r.checkout(ctx, sha, dir, true)
+}
+
+func (r *gitRepo) checkout(ctx context.Context, sha, dir string, copyObjects bool) (err error) {
+	if !hexSHA.MatchString(sha) {
+		return fmt.Errorf("checkout %s of %s: %w: %q is not a commit sha (resolve refs with Resolve first)", sha, r.display, ErrInvalidArgument, sha)
 	}
 	cleanup, err := prepareCheckoutDir(dir)
 	if err != nil {
-		return fmt.Errorf("checkout %s of %s: %w", full, r.display, err)
+		return fmt.Errorf("checkout %s of %s: %w", sha, r.display, err)
 	}
 	defer func() {
 		if err != nil {
 			cleanup()
 		}
 	}()
-	if _, err := runGit(ctx, "", nil, "clone", "--quiet", "--no-checkout", r.mirror, dir); err != nil {
-		return fmt.Errorf("checkout %s of %s into %s: %w", full, r.display, dir, err)
+	// attempt clones and checks out; with fast set, a full sha that a
+	// branch or tag of the mirror points at skips asking git whether the
+	// mirror holds it.
+	attempt := func(fast bool) error {
+		full := strings.ToLower(sha)
+		if !fast || !isFullSHA(sha) || !r.refTip(full) {
+			var err error
+			if full, err = r.ensureCommit(ctx, sha); err != nil {
+				return err
+			}
+		}
+		if _, err := prepareCheckoutDir(dir); err != nil {
+			return err
+		}
+		return r.cloneAt(ctx, full, dir, copyObjects)
 	}
-	if _, err := runGit(ctx, dir, nil, "remote", "set-url", "origin", stripUserInfo(r.location)); err != nil {
-		return fmt.Errorf("checkout %s of %s into %s: %w", full, r.display, dir, err)
+	begun := time.Now()
+	giveUp := func(err error) bool { return err == nil || ctx.Err() != nil || errors.Is(err, ErrNotFound) }
+	// The commit may be missing from the mirror (ensureCommit fetches it),
+	// or the mirror damaged or deleted: the second attempt asks git first;
+	// when that fails too, for another reason than a commit the repository
+	// does not have, the mirror is set aside and cloned afresh, once.
+	for i, step := range []func() error{
+		func() error { return attempt(true) },
+		func() error { return attempt(false) },
+		func() error {
+			if err := r.renew(ctx, begun); err != nil {
+				return fmt.Errorf("clone the mirror afresh: %w", err)
+			}
+			return attempt(false)
+		},
+	} {
+		if i > 0 {
+			cleanup()
+		}
+		if err = step(); giveUp(err) {
+			break
+		}
 	}
-	if _, err := runGit(ctx, dir, nil, "checkout", "--quiet", "--detach", full); err != nil {
-		return fmt.Errorf("checkout %s of %s into %s: %w", full, r.display, dir, err)
+	if err != nil {
+		return fmt.Errorf("checkout %s of %s: %w", sha, r.display, err)
 	}
 	return nil
+}
+
+// refTip reports whether a branch or tag of the mirror points at the full
+// sha, from the ref files alone (no git process): such a commit is in the
+// mirror, since a fetch writes a ref only once its objects are in.
+func (r *gitRepo) refTip(sha string) bool {
+	if b, err := os.ReadFile(filepath.Join(r.mirror, "packed-refs")); err == nil {
+		for line := range strings.Lines(string(b)) {
+			id, name, _ := strings.Cut(strings.TrimSpace(line), " ")
+			if strings.HasPrefix(id, "^") {
+				id, name = id[1:], "refs/tags/" // the peeled commit of the tag above
+			}
+			if id == sha && (strings.HasPrefix(name, "refs/heads/") || strings.HasPrefix(name, "refs/tags/")) {
+				return true
+			}
+		}
+	}
+	heads, err := os.OpenRoot(filepath.Join(r.mirror, "refs", "heads"))
+	if err != nil {
+		return false
+	}
+	defer func() { _ = heads.Close() }()
+	fsys := heads.FS()
+	found := false
+	_ = fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || found || d.IsDir() {
+			return nil //nolint:nilerr // a ref that cannot be read is not a match
+		}
+		if b, err := fs.ReadFile(fsys, p); err == nil && strings.TrimSpace(string(b)) == sha {
+			found = true
+			return fs.SkipAll
+		}
+		return nil
+	})
+	return found
+}
+
+// renew sets a damaged mirror aside and clones it again, under the lock,
+// unless a fetch that started after since succeeded meanwhile (another build
+// renewed it while this one waited for the lock).
+func (r *gitRepo) renew(ctx context.Context, since time.Time) error {
+	lock, err := flock.Lock(ctx, r.lockPath)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = lock.Unlock() }()
+	if last, ok := r.lastFetch(); ok && last.After(since) && r.mirrorExists() {
+		return nil
+	}
+	aside := strings.TrimSuffix(r.mirror, ".git") + ".damaged"
+	if err := os.RemoveAll(aside); err != nil {
+		return err
+	}
+	if err := os.Rename(r.mirror, aside); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := r.clone(ctx); err != nil {
+		return err
+	}
+	return os.RemoveAll(aside)
+}
+
+// cloneAt clones the mirror into the empty dir and checks out sha there.
+func (r *gitRepo) cloneAt(ctx context.Context, sha, dir string, copyObjects bool) error {
+	args := []string{"clone", "--quiet", "--no-checkout"}
+	if copyObjects {
+		args = append(args, "--no-hardlinks")
+	}
+	if _, err := runGit(ctx, "", nil, append(args, r.mirror, dir)...); err != nil {
+		return fmt.Errorf("into %s: %w", dir, err)
+	}
+	if err := r.setOrigin(ctx, dir); err != nil {
+		return fmt.Errorf("into %s: %w", dir, err)
+	}
+	if _, err := runGit(ctx, dir, nil, "checkout", "--quiet", "--detach", sha); err != nil {
+		return fmt.Errorf("into %s: %w", dir, err)
+	}
+	return nil
+}
+
+// setOrigin points the clone's origin at the repository's location instead
+// of the mirror, by rewriting the one url line git clone wrote (saving a git
+// process per build); `git remote set-url` when the line is not as expected.
+func (r *gitRepo) setOrigin(ctx context.Context, dir string) error {
+	url := stripUserInfo(r.location)
+	path := filepath.Join(dir, ".git", "config")
+	b, err := os.ReadFile(path)
+	if err == nil {
+		old := "\turl = " + r.mirror + "\n"
+		if strings.Count(string(b), old) == 1 && !strings.ContainsAny(url, "\n\x00") {
+			return os.WriteFile(path, []byte(strings.Replace(string(b), old, "\turl = "+gitConfigValue(url)+"\n", 1)), 0o644) //nolint:gosec // git's own mode for its config
+		}
+	}
+	_, err = runGit(ctx, dir, nil, "remote", "set-url", "origin", url)
+	return err
+}
+
+// gitConfigValue quotes a value for a git config file.
+func gitConfigValue(v string) string {
+	v = strings.ReplaceAll(v, "\\", "\\\\")
+	v = strings.ReplaceAll(v, "\"", "\\\"")
+	v = strings.ReplaceAll(v, "\t", "\\t")
+	return "\"" + v + "\""
 }
 
 // stripUserInfo removes credentials from a URL so that they are not written

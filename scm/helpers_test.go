@@ -25,13 +25,13 @@ var testGitEnv = []string{
 
 // source is a git repository a test builds commit by commit.
 type source struct {
-	t   *testing.T
+	t   testing.TB
 	dir string
 }
 
 // newSource creates an empty repository (default branch main) in a temporary
 // directory.
-func newSource(t *testing.T) *source {
+func newSource(t testing.TB) *source {
 	t.Helper()
 	s := &source{t: t, dir: filepath.Join(t.TempDir(), "src")}
 	require.NoError(t, os.MkdirAll(s.dir, 0o755))
@@ -46,7 +46,7 @@ func (s *source) git(args ...string) string {
 }
 
 // gitIn runs git in dir with the test environment.
-func gitIn(t *testing.T, dir string, args ...string) string {
+func gitIn(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
@@ -91,7 +91,7 @@ type history struct {
 }
 
 // newHistory builds the history fixture.
-func newHistory(t *testing.T) *history {
+func newHistory(t testing.TB) *history {
 	t.Helper()
 	h := &history{source: newSource(t)}
 	h.c1 = h.commit("first", map[string]string{

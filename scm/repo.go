@@ -29,6 +29,14 @@ type Repo interface {
 	ChangedFiles(ctx context.Context, from, to string) ([]string, error)
 }
 
+// CopyCheckouter is implemented by repositories whose Checkout shares files
+// with their cache (git hard-links the mirror's objects): CheckoutCopy is
+// Checkout sharing no file, for builds whose processes could write to files
+// they do not own.
+type CopyCheckouter interface {
+	CheckoutCopy(ctx context.Context, sha, dir string) error
+}
+
 // BranchChecker is implemented by repositories with branches (git): whether
 // a commit is on a branch.
 type BranchChecker interface {

@@ -25,7 +25,8 @@ type AgentOptions struct {
 	Client client.Client
 	// Member is who we are: name, role, host, labels and queues served.
 	Member queue.Member
-	// Interval between heartbeats to the registry.
+	// Interval between check-ins with the registry (see RegistryLink: most
+	// read the member's grants; a few renew its lease).
 	Interval time.Duration
 	// Activities run the builds; their Executor is set to the agent.
 	Activities *activities.Activities
@@ -43,6 +44,7 @@ type Agent struct {
 	queues  map[string]*queueWorker
 	running map[string]int
 	lastErr string
+	link    RegistryLink
 	// janitors poll deleted queues' task queues (controllers; janitor.go).
 	janitors map[string][]worker.Worker
 }
@@ -95,6 +97,7 @@ func NewAgent(opts AgentOptions) *Agent {
 		queues:   map[string]*queueWorker{},
 		running:  map[string]int{},
 		janitors: map[string][]worker.Worker{},
+		link:     RegistryLink{Client: opts.Client},
 	}
 	opts.Activities.Executor = ag
 	return ag
@@ -202,6 +205,7 @@ func (ag *Agent) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
+			ag.leave(ctx)
 			return nil
 		case <-t.C:
 		}
@@ -240,24 +244,23 @@ func (ag *Agent) noteError(ctx context.Context, err error) {
 }
 
 func (ag *Agent) heartbeat(ctx context.Context) (workflows.MemberView, error) {
-	var view workflows.MemberView
 	m := ag.opts.Member
 	m.Running = ag.Running()
-	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	view, _, err := ag.link.CheckIn(ctx, m)
+	return view, err
+}
+
+// leave tells the registry that the member stops (its context ended), so
+// that the queues' rules count on other members at once; the builds it
+// still runs are interrupted and dispatched again.
+func (ag *Agent) leave(ctx context.Context) {
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	h, err := ag.opts.Client.UpdateWorkflow(hctx, client.UpdateWorkflowOptions{
-		WorkflowID:   workflows.RegistryID,
-		UpdateName:   workflows.UpdateHeartbeat,
-		Args:         []any{workflows.Heartbeat{Member: m}},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
-	if err != nil {
-		return view, fmt.Errorf("heartbeat: %w", err)
+	if err := ag.link.Leave(lctx, ag.Name()); err != nil {
+		ag.log.Warn("registry_leave_failed", "error", err)
+		return
 	}
-	if err := h.Get(hctx, &view); err != nil {
-		return view, fmt.Errorf("heartbeat: %w", err)
-	}
-	return view, nil
+	ag.log.Info("registry_left")
 }
 
 // apply sizes every queue worker from the registry's view, creating workers

@@ -19,15 +19,29 @@ const (
 	UpdateDefineQueue    = "define-queue"
 	UpdateDeleteQueue    = "delete-queue"
 	UpdateSetMemberState = "set-member-state"
-	QueryQueues          = "queues"
-	QueryMembers         = "members"
-	QueryMember          = "member"
+	// UpdateLeave marks a member down at once: a member that stops
+	// gracefully sends it, so the queues' rules stop counting on it without
+	// waiting for its lease to run out.
+	UpdateLeave  = "leave"
+	QueryQueues  = "queues"
+	QueryMembers = "members"
+	QueryMember  = "member"
 	// QueryMemberGrant answers, for a member and a queue, what the last
 	// heartbeat would answer now (no state changes): an executor asks it
 	// before it claims a build, so a poll that was in flight when the queue's
 	// active rule changed does not run a build the rule no longer gives it.
 	QueryMemberGrant = "member-grant"
+	// QueryMemberView answers a member with what a heartbeat would answer
+	// now (MemberView), without renewing its lease: members read their
+	// grants with it between lease renewals, which costs the registry no
+	// history.
+	QueryMemberView = "member-view"
 )
+
+// changeLeaseClock: the registry wakes itself when a member's lease runs
+// out (a timer), so that grants read by query see a silent member dead as
+// soon as its lease ends, however rarely the other members renew theirs.
+const changeLeaseClock = "registry-lease-clock"
 
 // PrivilegeManageExecutors lets a user activate, deactivate and drain executors.
 const PrivilegeManageExecutors = "manage-executors"
@@ -105,6 +119,20 @@ type MemberView struct {
 	// DeletedQueues, for controllers, are the recently deleted queues
 	// whose task queues they poll to refuse the builds still sent there.
 	DeletedQueues []string `json:"deleted_queues,omitempty"`
+	// Renew, in an answer to QueryMemberView, asks the member to renew its
+	// lease now: the registry does not know it, or holds it down (it lost a
+	// build, or left).
+	Renew bool `json:"renew,omitempty"`
+	// Lease is the registry's liveness timeout: a member that does not
+	// renew within it is not live. Members renew at two thirds of it (see
+	// workers.RegistryLink); zero (a registry from before leases) means at
+	// every heartbeat.
+	Lease time.Duration `json:"lease,omitempty"`
+}
+
+// LeaveRequest is UpdateLeave's argument.
+type LeaveRequest struct {
+	Member string `json:"member"`
 }
 
 // MemberGrant is a member's registry entry and its current grant on one
@@ -156,6 +184,10 @@ type SetMemberStateRequest struct {
 type registry struct {
 	liveness time.Duration
 	st       RegistryState
+	// clockDirty asks leaseClock to look for the next lease end again: set
+	// when a member may have become live, and when the timer fired. Each run
+	// starts with it set.
+	clockDirty bool
 }
 
 // RegistryWorkflow holds the queue definitions and the executor registry.
@@ -163,7 +195,7 @@ type registry struct {
 // may run (queue.Evaluate picks the active rule), so a change to a queue or
 // to the cluster reaches every member within one heartbeat.
 func RegistryWorkflow(ctx workflow.Context, in RegistryInput) error {
-	r := &registry{liveness: in.Liveness}
+	r := &registry{liveness: in.Liveness, clockDirty: true}
 	if r.liveness <= 0 {
 		r.liveness = 15 * time.Second
 	}
@@ -189,6 +221,7 @@ func RegistryWorkflow(ctx workflow.Context, in RegistryInput) error {
 		{UpdateDefineQueue, r.defineQueue, r.validateDefine},
 		{UpdateDeleteQueue, r.deleteQueue, r.validateDelete},
 		{UpdateSetMemberState, r.setMemberState, r.validateMemberState},
+		{UpdateLeave, r.leave, r.validateLeave},
 	}
 	for _, h := range handlers {
 		if err := workflow.SetUpdateHandlerWithOptions(ctx, h.name, h.handler, workflow.UpdateHandlerOptions{Validator: h.validate}); err != nil {
@@ -230,6 +263,21 @@ func RegistryWorkflow(ctx workflow.Context, in RegistryInput) error {
 		return out, nil
 	}); err != nil {
 		return fmt.Errorf("register member grant query: %w", err)
+	}
+
+	if err := workflow.SetQueryHandler(ctx, QueryMemberView, func(name string) (MemberView, error) {
+		m, ok := r.st.Members[name]
+		if !ok {
+			return MemberView{State: queue.StateActive, Renew: true}, nil
+		}
+		view := r.view(m, workflow.Now(ctx))
+		view.Renew = !m.DownSince.IsZero()
+		return view, nil
+	}); err != nil {
+		return fmt.Errorf("register member view query: %w", err)
+	}
+	if workflow.GetVersion(ctx, changeLeaseClock, workflow.DefaultVersion, 1) >= 1 {
+		workflow.Go(ctx, r.leaseClock)
 	}
 
 	// Lost builds arrive as signals (a workflow cannot send an update).
@@ -312,6 +360,8 @@ func (r *registry) heartbeat(ctx workflow.Context, hb Heartbeat) (MemberView, er
 	}
 	m.Host, m.Labels, m.Queues, m.Running, m.Runtime = hb.Member.Host, hb.Member.Labels, hb.Member.Queues, hb.Member.Running, hb.Member.Runtime
 	m.LastSeen = now
+	m.DownSince, m.DownWhy = time.Time{}, ""
+	r.clockDirty = true
 	if m.State == queue.StateDraining && running(m) == 0 {
 		m.State = queue.StateInactive
 	}
@@ -322,8 +372,13 @@ func (r *registry) heartbeat(ctx workflow.Context, hb Heartbeat) (MemberView, er
 			delete(r.st.Members, name)
 		}
 	}
+	return r.view(m, now), nil
+}
+
+// view is what member m may do now (the answer to its heartbeat).
+func (r *registry) view(m *queue.Member, now time.Time) MemberView {
 	members := r.members()
-	view := MemberView{State: m.State, Slots: map[string]SlotGrant{}}
+	view := MemberView{State: m.State, Slots: map[string]SlotGrant{}, Lease: r.liveness}
 	if m.Role == queue.RoleController {
 		view.DeletedQueues = r.deletedQueues(now)
 	}
@@ -339,7 +394,59 @@ func (r *registry) heartbeat(ctx workflow.Context, hb Heartbeat) (MemberView, er
 			view.Untrusted[q.Name] = g
 		}
 	}
-	return view, nil
+	return view
+}
+
+// leaseClock wakes the registry when the earliest lease of a live member
+// runs out. Members renew their leases rarely and read their grants by
+// query, and a query sees the workflow's time as of its last task: without
+// this timer a member that went silent would stay live in the queries' eyes
+// until some other member's renewal moved the clock. A renewal only moves a
+// lease later, and a member that joins gets a lease ending after every
+// other, so the timer armed for the earliest lease is never late and need
+// not be moved; when it fires early (that member renewed meanwhile) it is
+// armed again. The wait is on a flag, not on the members: an update
+// handler's coroutine makes the SDK evaluate every blocked condition again,
+// and 500 members joining at once in one task would make an O(members)
+// condition O(members³).
+func (r *registry) leaseClock(ctx workflow.Context) {
+	for {
+		if err := workflow.Await(ctx, func() bool { return r.clockDirty }); err != nil {
+			return
+		}
+		r.clockDirty = false
+		now := workflow.Now(ctx)
+		next := r.nextLeaseEnd(now)
+		if next.IsZero() {
+			continue
+		}
+		// Just past the end: Live's bound is inclusive.
+		if err := workflow.Sleep(ctx, next.Sub(now)+time.Millisecond); err != nil {
+			return
+		}
+		r.clockDirty = true
+	}
+}
+
+// nextLeaseEnd is the earliest time at which a member live now stops being
+// live, or zero when no member is live.
+func (r *registry) nextLeaseEnd(now time.Time) time.Time {
+	var next time.Time
+	// Order-independent: a minimum.
+	//workflowcheck:ignore
+	for _, m := range r.st.Members {
+		if !m.Live(now, r.liveness) {
+			continue
+		}
+		end := m.LastSeen.Add(r.liveness)
+		if end.Before(now) { // a LastSeen in the future counts as live; wait for it
+			end = now
+		}
+		if next.IsZero() || end.Before(next) {
+			next = end
+		}
+	}
+	return next
 }
 
 // untrustedGrant is what member m may run of q's untrusted builds now; ok is
@@ -470,14 +577,37 @@ func (r *registry) setMemberState(_ workflow.Context, req SetMemberStateRequest)
 	return *m, nil
 }
 
-// noteLoss records a build lost with member and drains the member once it
-// lost LossesToDrain builds within LossWindow.
+func (r *registry) validateLeave(_ workflow.Context, req LeaveRequest) error {
+	if _, ok := r.st.Members[req.Member]; !ok {
+		return fmt.Errorf("%w: %s", ErrNoSuchMember, req.Member)
+	}
+	return nil
+}
+
+// leave marks a member down until its next heartbeat: it stopped.
+func (r *registry) leave(ctx workflow.Context, req LeaveRequest) (string, error) {
+	m := r.st.Members[req.Member]
+	now := workflow.Now(ctx)
+	m.DownSince, m.DownWhy = now, "left at "+now.UTC().Format(time.RFC3339)
+	return m.Name, nil
+}
+
+// noteLoss marks the member down until its next heartbeat (a live member
+// renews at once when asked to, a dead one stops counting for the queues'
+// rules now rather than when its lease runs out), records the loss and
+// drains an executor once it lost LossesToDrain builds within LossWindow.
 func (r *registry) noteLoss(ctx workflow.Context, l BuildLost) {
 	m, ok := r.st.Members[l.Member]
-	if !ok || m.Role != queue.RoleExecutor {
+	if !ok {
 		return
 	}
 	now := workflow.Now(ctx)
+	if m.DownSince.IsZero() {
+		m.DownSince, m.DownWhy = now, "lost build "+l.Build
+	}
+	if m.Role != queue.RoleExecutor {
+		return
+	}
 	if r.st.Losses == nil {
 		r.st.Losses = map[string][]time.Time{}
 	}

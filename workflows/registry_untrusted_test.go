@@ -61,7 +61,7 @@ func TestRegistryUntrustedGrants(t *testing.T) {
 }
 
 // Every field of a member that a heartbeat reports is kept by the registry
-// (State and LastSeen are the registry's own), and every field of the
+// (State, LastSeen and DownSince/DownWhy are the registry's own), and every field of the
 // registry's state survives continue-as-new: a field added to queue.Member,
 // queue.Queue or queue.Rule and not carried fails here.
 func TestRegistryStateCarried(t *testing.T) {
@@ -74,7 +74,7 @@ func TestRegistryStateCarried(t *testing.T) {
 	next := runRegistry(t, env, RegistryInput{Liveness: 30 * time.Second}, time.Minute)
 	memberView(t, hb)
 	kept := *next.State.Members["exec-full"]
-	registryOwned := map[string]bool{"State": true, "StateReason": true, "LastSeen": true}
+	registryOwned := map[string]bool{"State": true, "StateReason": true, "LastSeen": true, "DownSince": true, "DownWhy": true}
 	typ := reflect.TypeFor[queue.Member]()
 	for i := range typ.NumField() {
 		f := typ.Field(i).Name

@@ -53,7 +53,7 @@ func TestLatencyLineKeepsItsKeysFirst(t *testing.T) {
 }
 
 func TestThroughputLineKeepsItsKeysFirst(t *testing.T) {
-	b := &bench{plan: planFor(true)}
+	b := &bench{plan: planFor(true, 0, 0, "lease")}
 	tr := &throughputRun{
 		b: b, figure: "throughput_pipelines", n: 10, pipelines: throughputPipelines(2),
 		sluiceRuns:     bursts{{runs: 10, wall: 10 * time.Second, cpu: 3 * time.Second, accept: []time.Duration{time.Millisecond}}},

@@ -33,9 +33,24 @@ type plan struct {
 	// registryMembers heartbeat every 3 s for registryFor.
 	registryMembers int
 	registryFor     time.Duration
+	// registryMode is "lease" (members check in as workers.RegistryLink
+	// does) or "update" (a heartbeat update at every check-in).
+	registryMode string
 }
 
-func planFor(quick bool) plan {
+func planFor(quick bool, registryMembers int, registryFor time.Duration, registryMode string) plan {
+	p := basePlan(quick)
+	if registryMembers > 0 {
+		p.registryMembers = registryMembers
+	}
+	if registryFor > 0 {
+		p.registryFor = registryFor
+	}
+	p.registryMode = registryMode
+	return p
+}
+
+func basePlan(quick bool) plan {
 	if quick {
 		return plan{
 			quick:            true,

@@ -10,12 +10,15 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/sluice-ci/sluice/queue"
+	"github.com/sluice-ci/sluice/workers"
 	"github.com/sluice-ci/sluice/workflows"
 )
 
-// runRegistry: registryMembers simulated members heartbeat every 3 s against
-// the one registry workflow for registryFor, each with the update a real
-// executor sends (workers.Agent.heartbeat): the heartbeat latency p50/p99,
+// runRegistry: registryMembers simulated members check in every 3 s with
+// the one registry workflow for registryFor, each as a real executor does
+// (workers.RegistryLink: a query for its grants, a lease renewal when one is
+// due), or, with -registry-mode update, with a heartbeat update every time
+// (as before leases): the check-in latency p50/p99 (named heartbeat),
 // the registry's history events per minute and its continue-as-new runs,
 // and the CPU they cost. The controller (which runs the registry workflow)
 // is its own process here so that its CPU is its own; the bench process
@@ -31,7 +34,7 @@ func runRegistry(ctx context.Context, b *bench) (string, error) {
 		return "", err
 	}
 	members, window, every := b.plan.registryMembers, b.plan.registryFor, 3*time.Second
-	b.progress("registry: %d members heartbeating every %s for %s", members, every, window)
+	b.progress("registry: %d members checking in every %s for %s (%s)", members, every, window, b.plan.registryMode)
 	// Watch the registry's runs: each continue-as-new starts a new run ID;
 	// the events a run added are its last history length seen (minus, for
 	// the first, its length at the start).
@@ -59,7 +62,7 @@ func runRegistry(ctx context.Context, b *bench) (string, error) {
 	}
 	self0, controller0 := s.cpuParts()
 	var mu sync.Mutex
-	var lats []time.Duration
+	var lats, renewLats []time.Duration
 	var failures int
 	var lastErr error
 	start := time.Now()
@@ -68,6 +71,7 @@ func runRegistry(ctx context.Context, b *bench) (string, error) {
 	for i := range members {
 		wg.Go(func() {
 			m := queue.Member{Name: fmt.Sprintf("sim-%03d", i), Role: queue.RoleExecutor, Host: "bench", Queues: []string{benchQueue}}
+			link := &workers.RegistryLink{Client: s.Client}
 			// Spread the members over the interval, as executors started at
 			// different times are.
 			next := start.Add(time.Duration(rand.Int64N(int64(every)))) //nolint:gosec // spreading load, not security
@@ -81,7 +85,12 @@ func runRegistry(ctx context.Context, b *bench) (string, error) {
 					return
 				}
 				t0 := time.Now()
-				err := heartbeatOnce(ctx, s.Client, m)
+				renewed, err := true, error(nil)
+				if b.plan.registryMode == "update" {
+					err = heartbeatOnce(ctx, s.Client, m)
+				} else {
+					_, renewed, err = link.CheckIn(ctx, m)
+				}
 				d := time.Since(t0)
 				mu.Lock()
 				if err != nil {
@@ -89,6 +98,9 @@ func runRegistry(ctx context.Context, b *bench) (string, error) {
 					lastErr = err
 				} else {
 					lats = append(lats, d)
+					if renewed {
+						renewLats = append(renewLats, d)
+					}
 				}
 				mu.Unlock()
 				next = next.Add(every)
@@ -111,9 +123,9 @@ func runRegistry(ctx context.Context, b *bench) (string, error) {
 		events += w.lengths[id]
 	}
 	minutes := took.Minutes()
-	line := fmt.Sprintf("registry members=%d interval_s=%d duration_s=%.0f heartbeats=%d failed=%d heartbeat_p50_ms=%.1f heartbeat_p99_ms=%.1f heartbeat_max_ms=%.1f history_events_per_min=%.0f continue_as_new=%d continue_as_new_per_hour=%.1f",
-		members, int(every.Seconds()), took.Seconds(), len(lats), failures, ms(percentile(lats, 50)), ms(percentile(lats, 99)), ms(percentile(lats, 100)),
-		float64(events)/minutes, runs-1, float64(runs-1)/took.Hours())
+	line := fmt.Sprintf("registry mode=%s members=%d interval_s=%d duration_s=%.0f heartbeats=%d failed=%d heartbeat_p50_ms=%.1f heartbeat_p99_ms=%.1f heartbeat_max_ms=%.1f renewals=%d renewal_p99_ms=%.1f history_events_per_min=%.0f continue_as_new=%d continue_as_new_per_hour=%.1f",
+		b.plan.registryMode, members, int(every.Seconds()), took.Seconds(), len(lats), failures, ms(percentile(lats, 50)), ms(percentile(lats, 99)), ms(percentile(lats, 100)),
+		len(renewLats), ms(percentile(renewLats, 99)), float64(events)/minutes, runs-1, float64(runs-1)/took.Hours())
 	sent := max(len(lats)+failures, 1)
 	line += fmt.Sprintf(" cpu_ms_per_heartbeat=%.2f controller_cpu_ms_per_s=%.1f server_cpu_ms_per_s=%.1f idle_cpu_ms_per_s=%.1f",
 		float64(self1-self0+controller1-controller0)/float64(time.Millisecond)/float64(sent),

@@ -79,6 +79,9 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	keep := fs.Bool("keep", false, "keep the temporary directory (databases, logs) after the run")
 	verbose := fs.Bool("v", false, "log warnings of the server, controller and API to stderr")
 	trace := fs.Bool("trace", false, "print the merged history timeline of the last latency event on stderr")
+	registryMembers := fs.Int("registry-members", 0, "members of the registry figure (default 500, 100 with -quick)")
+	registryFor := fs.Duration("registry-for", 0, "how long the registry figure runs (default 5m, 30s with -quick)")
+	registryMode := fs.String("registry-mode", "lease", "what the registry figure's members do at each check-in: lease (read grants by query, renew the lease when needed, as executors do) or update (a heartbeat update every time, as before leases)")
 	dc := fs.String("dc", "", "override Temporal dynamic config for experiments: key=value,... (ints, floats, bools, durations)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -114,12 +117,15 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	} else {
 		defer func() { _ = os.RemoveAll(root) }()
 	}
+	if *registryMode != "lease" && *registryMode != "update" {
+		return fmt.Errorf("-registry-mode: %q is neither lease nor update", *registryMode)
+	}
 	sink := io.Writer(io.Discard)
 	if *verbose {
 		sink = os.Stderr
 	}
 	b := &bench{
-		plan: planFor(*quick), bin: bin, root: root, trace: *trace, dynamicConfig: overrides,
+		plan: planFor(*quick, *registryMembers, *registryFor, *registryMode), bin: bin, root: root, trace: *trace, dynamicConfig: overrides,
 		log: slog.New(slog.NewTextHandler(sink, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		progress: func(format string, args ...any) {
 			fmt.Fprintf(os.Stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
