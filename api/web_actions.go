@@ -113,11 +113,12 @@ func webActions() []webAction {
 		{
 			Pattern: "POST /ui/events/{pipeline}/{n}/restart", API: "POST /api/v1/events/{pipeline}/{n}/restart", done: "restarted",
 			request: func(r *http.Request) (string, any, error) {
-				job := strings.TrimSpace(r.PostForm.Get("job"))
-				if job == "" {
-					return "", nil, invalid("restart: the form names no job to restart from")
+				// No job: the route says so (after its policy check).
+				var from JobList
+				if job := strings.TrimSpace(r.PostForm.Get("job")); job != "" {
+					from = JobList{job}
 				}
-				return apiEventPath(r, "restart"), RestartEventRequest{From: JobList{job}}, nil
+				return apiEventPath(r, "restart"), RestartEventRequest{From: from}, nil
 			},
 			landing: newEventPage,
 		},
@@ -134,11 +135,9 @@ func webActions() []webAction {
 		{
 			Pattern: "POST /ui/builds/{pipeline}/{job}/{n}/cancel", API: "POST /api/v1/builds/{id}/cancel", done: "cancelled",
 			request: func(r *http.Request) (string, any, error) {
-				ref, err := pageBuildRef(r)
-				if err != nil {
-					return "", nil, err
-				}
-				return "/api/v1/builds/" + pesc(ref.String()) + "/cancel", nil, nil
+				// A bad build ID: the route says so (after its policy check).
+				id := r.PathValue("pipeline") + "/" + r.PathValue("job") + "/" + r.PathValue("n")
+				return "/api/v1/builds/" + pesc(id) + "/cancel", nil, nil
 			},
 			landing: func(r *http.Request, _ []byte) string {
 				return "/ui/builds/" + pesc(r.PathValue("pipeline")) + "/" + pesc(r.PathValue("job")) + "/" + pesc(r.PathValue("n"))
