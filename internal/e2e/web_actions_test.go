@@ -65,6 +65,9 @@ jobs:
     requires: [~commit]
     steps: [{f: 'test -e %s'}]
   check: {requires: [~pr], steps: [{c: 'echo checked'}]}
+  nightly:
+    annotations: {screwdriver.cd/buildPeriodically: H 4 * * *}
+    steps: [{n: 'echo nightly'}]
 `, gate.Wait(), fixed)})
 	_, err = e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "app", Repo: repo.Dir})
 	require.NoError(t, err)
@@ -147,10 +150,14 @@ jobs:
 		status, body := post(approve, malloryToken, mine, nil)
 		require.Equal(t, http.StatusForbidden, status, body)
 		require.Contains(t, body, `user &#34;mallory&#34; is not an admin of pipeline app`)
+		before, err := e.API.ListEvents(ctx, "app", 10)
+		require.NoError(t, err)
 		start := url.Values{"csrf": mine["csrf"], "branch": {"main"}, "param.target": {"prod"}}
 		status, body = post("/ui/pipelines/app/events", malloryToken, start, nil)
 		require.Equal(t, http.StatusForbidden, status, body)
 		status, body = post("/ui/executors/local/drain", malloryToken, mine, nil)
+		require.Equal(t, http.StatusForbidden, status, body)
+		status, body = post("/ui/pipelines/app/jobs/nightly/schedule/pause", malloryToken, mine, nil)
 		require.Equal(t, http.StatusForbidden, status, body)
 
 		// The owner's session without its CSRF token, with another
@@ -171,7 +178,7 @@ jobs:
 		require.Empty(t, ev.Approval.ApprovedBy)
 		evs, err := e.API.ListEvents(ctx, "app", 10)
 		require.NoError(t, err)
-		require.Len(t, evs, 1, "mallory's forged start started nothing")
+		require.Len(t, evs, len(before), "mallory's forged start started nothing")
 		ex, err := e.API.ListExecutors(ctx)
 		require.NoError(t, err)
 		for _, x := range ex {
@@ -264,6 +271,61 @@ jobs:
 		require.Equal(t, rerun.Number, ev.Parent)
 		require.Len(t, ev.Builds, 1, "only flaky ran: %+v", ev.Builds)
 		require.Equal(t, "flaky", ev.Builds[0].Job)
+	})
+
+	t.Run("cancel an event", func(t *testing.T) {
+		res := deliverPR(t, e, secret, repo, 8, head, "mallory/app", "web-actions-fork-2")
+		id := res.Events[0].ID
+		ref, err := workflows.ParseEventRef(id)
+		require.NoError(t, err)
+		e.WaitFor("the second fork event to wait for approval", time.Minute, func() bool {
+			ev, err := e.API.GetEvent(ctx, id)
+			return err == nil && ev.Status == workflows.StatusBlocked
+		})
+		page := fmt.Sprintf("%s/ui/pipelines/app/events/%d", e.APIURL, ref.Number)
+		run(chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS(`#cancel-event`)))
+		require.Equal(t, page+"?done=cancelled", click(`#cancel-event`))
+		// The page shows the event's end without a manual reload.
+		_, err = chromedp.Run(within(bctx, t, time.Minute), chromedp.Poll[bool](`document.querySelector("h1").innerText.includes("ABORTED")`, chromedp.WithPollingInterval(200*time.Millisecond)))
+		require.NoError(t, err)
+		ev := e.WaitEvent(id, time.Minute)
+		require.Equal(t, workflows.StatusAborted, ev.Status, "%+v", ev)
+		require.Empty(t, ev.Builds)
+	})
+
+	t.Run("pause, unpause and trigger a schedule", func(t *testing.T) {
+		e.WaitFor("the periodic job to be registered", 30*time.Second, func() bool {
+			p, err := e.API.GetPipeline(ctx, "app")
+			return err == nil && p.Periodic["nightly"] != ""
+		})
+		paused := func() bool {
+			t.Helper()
+			d, err := e.Client.ScheduleClient().GetHandle(ctx, workflows.PeriodicScheduleID("app", "nightly")).Describe(ctx)
+			require.NoError(t, err)
+			return d.Schedule.State.Paused
+		}
+		pipelinePage := e.APIURL + "/ui/pipelines/app"
+		run(chromedp.Navigate(pipelinePage), chromedp.WaitVisible(chromedp.CSS(`button.sched-pause[data-job="nightly"]`)))
+		require.Equal(t, pipelinePage+"?done=schedule", click(`button.sched-pause[data-job="nightly"]`))
+		require.True(t, paused())
+		run(chromedp.Navigate(pipelinePage), chromedp.WaitVisible(chromedp.CSS(`button.sched-unpause[data-job="nightly"]`)))
+		click(`button.sched-unpause[data-job="nightly"]`)
+		require.False(t, paused())
+		run(chromedp.Navigate(pipelinePage), chromedp.WaitVisible(chromedp.CSS(`button.sched-trigger[data-job="nightly"]`)))
+		click(`button.sched-trigger[data-job="nightly"]`)
+		e.WaitFor("the triggered periodic event", time.Minute, func() bool {
+			evs, err := e.API.ListEvents(ctx, "app", 20)
+			if err != nil {
+				return false
+			}
+			for _, listed := range evs {
+				ev, err := e.API.GetEvent(ctx, listed.ID)
+				if err == nil && ev.Trigger.Kind == workflows.TriggerPeriodic {
+					return ev.Status == workflows.StatusSuccess
+				}
+			}
+			return false
+		})
 	})
 
 	t.Run("drain and activate the executor", func(t *testing.T) {
