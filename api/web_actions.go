@@ -262,7 +262,9 @@ func (wh *webHandler) pageIdentity(r *http.Request) (queue.Identity, error) {
 
 // canDo reports whether the page's user passes the policy of the API route
 // apiPattern for the given path values: the same check the route makes.
-func (wh *webHandler) canDo(r *http.Request, id queue.Identity, apiPattern string, values ...string) bool {
+// memo keeps the answers of one page (several routes share a policy and a
+// pipeline: one lookup).
+func (wh *webHandler) canDo(r *http.Request, id queue.Identity, memo map[string]bool, apiPattern string, values ...string) bool {
 	for _, rt := range wh.h.routes() {
 		if rt.Pattern != apiPattern {
 			continue
@@ -271,7 +273,20 @@ func (wh *webHandler) canDo(r *http.Request, id queue.Identity, apiPattern strin
 		for i := 0; i+1 < len(values); i += 2 {
 			r2.SetPathValue(values[i], values[i+1])
 		}
-		return wh.h.allowed(r2, id, rt.Policy) == nil
+		key := rt.Policy.Kind + "\x00" + rt.Policy.Privilege
+		if rt.Policy.pipeline != nil {
+			name, err := rt.Policy.pipeline(r2)
+			if err != nil {
+				return false
+			}
+			key += "\x00" + name
+		}
+		if ok, seen := memo[key]; seen {
+			return ok
+		}
+		ok := wh.h.allowed(r2, id, rt.Policy) == nil
+		memo[key] = ok
+		return ok
 	}
 	return false
 }
@@ -393,18 +408,19 @@ func (wh *webHandler) actionsAllowed(r *http.Request, data any) map[string]bool 
 		return nil
 	}
 	can := map[string]bool{}
+	memo := map[string]bool{}
 	switch d := data.(type) {
 	case *pipelinePage:
 		name := d.Pipeline.Name
-		can["start"] = wh.canDo(r, id, "POST /api/v1/pipelines/{name}/events", "name", name)
+		can["start"] = wh.canDo(r, id, memo, "POST /api/v1/pipelines/{name}/events", "name", name)
 		can["schedule"] = len(d.Pipeline.Periodic) > 0 &&
-			wh.canDo(r, id, "POST /api/v1/pipelines/{name}/jobs/{job}/schedule/{action}", "name", name)
+			wh.canDo(r, id, memo, "POST /api/v1/pipelines/{name}/jobs/{job}/schedule/{action}", "name", name)
 	case *eventPage:
 		ev := d.Event
 		n := strconv.Itoa(ev.Number)
 		final := ev.Status.Final()
 		may := func(action string) bool {
-			return wh.canDo(r, id, "POST /api/v1/events/{pipeline}/{n}/"+action, "pipeline", ev.Pipeline, "n", n)
+			return wh.canDo(r, id, memo, "POST /api/v1/events/{pipeline}/{n}/"+action, "pipeline", ev.Pipeline, "n", n)
 		}
 		can["cancel"] = !final && may("cancel")
 		can["restart"] = final && may("restart")
@@ -418,9 +434,9 @@ func (wh *webHandler) actionsAllowed(r *http.Request, data any) map[string]bool 
 		can["approve"] = !final && ev.Approval != nil && ev.Approval.ApprovedBy == "" && may("approve")
 	case *buildPage:
 		can["cancel"] = !d.Build.Status.Final() &&
-			wh.canDo(r, id, "POST /api/v1/builds/{id}/cancel", "id", d.Build.ID)
+			wh.canDo(r, id, memo, "POST /api/v1/builds/{id}/cancel", "id", d.Build.ID)
 	case *queuePage:
-		can["executors"] = wh.canDo(r, id, "POST /api/v1/executors/{name}/{action}", "name", "-", "action", "drain")
+		can["executors"] = wh.canDo(r, id, memo, "POST /api/v1/executors/{name}/{action}", "name", "-", "action", "drain")
 	}
 	return can
 }
