@@ -71,14 +71,17 @@ func pipelineAdminOr(privilege string, of func(*http.Request) (string, error)) P
 	return Policy{Kind: PolicyPipelineAdmin, Privilege: privilege, pipeline: of}
 }
 
-// Route is one /api/v1 route and who may use it (docs/security.md lists
-// them; the e2e authorization matrix tests each).
+// Route is one /api/v1 route or page action and who may use it
+// (docs/security.md lists them; the e2e authorization matrix tests each).
 type Route struct {
 	Pattern string `json:"route"`
 	Policy  Policy `json:"policy"`
 	// Builds admits requests from inside a running build (its credential,
 	// no token; see BuildHeader), which every other route refuses.
-	Builds  bool `json:"builds,omitempty"`
+	Builds bool `json:"builds,omitempty"`
+	// Runs is, for a page action (POST /ui/...), the /api/v1 route it runs:
+	// its policy is that route's, checked by the same code.
+	Runs    string `json:"runs,omitempty"`
 	handler http.Handler
 }
 
@@ -161,10 +164,12 @@ func (h *handler) routes() []Route {
 }
 
 // Routes lists every /api/v1 route the handler serves with d (secret and
-// log routes only when d has a store), with its policy.
+// log routes only when d has a store), then every page action, with its
+// policy.
 func Routes(d Deps) []Route {
 	h := &handler{d: d}
 	rs := h.routes()
+	rs = append(rs, h.webActionRoutes(rs)...)
 	for i := range rs {
 		rs[i].handler = nil
 	}

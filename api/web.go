@@ -40,6 +40,7 @@ var webTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 	"final":    func(s workflows.Status) bool { return s.Final() },
 	"pathesc":  url.PathEscape,
 	"join":     strings.Join,
+	"list":     func(s ...string) []string { return s },
 	"eventNumberOf": func(event string) string {
 		_, n, _ := strings.Cut(event, "/")
 		return n
@@ -48,6 +49,9 @@ var webTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 
 type webHandler struct {
 	h *handler
+	// apiMux serves the /api/v1 routes behind their policies for the page
+	// actions.
+	apiMux *http.ServeMux
 }
 
 // webRoutes adds the pages to mux.
@@ -66,6 +70,7 @@ func (h *handler) webRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /ui/builds/{pipeline}/{job}/{n}/live", wh.live)
 	mux.HandleFunc("GET /ui/builds/{pipeline}/{job}/{n}/artifacts/{path...}", wh.artifact)
 	mux.HandleFunc("GET /ui/queues/{name}", wh.page(wh.queue))
+	wh.actionRoutes(mux)
 	mux.HandleFunc("/ui/", wh.page(func(r *http.Request) (string, any, error) {
 		return "", nil, fmt.Errorf("%w: no page at %s", ErrNotFound, r.URL.Path)
 	}))
@@ -112,6 +117,13 @@ type pageData struct {
 	Refresh int
 	// UI is the Temporal Web UI's workflows URL ("" when unknown).
 	UI string
+	// CSRF is the token every action form sends.
+	CSRF string
+	// Can names the actions the user may take on this page (the policy of
+	// each action's API route admits them).
+	Can map[string]bool
+	// Done is the message of the action that led here.
+	Done string
 }
 
 // page wraps a page function: authentication, errors as HTML pages.
@@ -126,7 +138,9 @@ func (wh *webHandler) page(fn func(r *http.Request) (string, any, error)) http.H
 			wh.errorPage(w, r, err)
 			return
 		}
-		pd := pageData{Auth: wh.h.d.Authenticate != nil, Data: data, UI: wh.uiURL()}
+		pd := pageData{Auth: wh.h.d.Authenticate != nil, Data: data, UI: wh.uiURL(), Done: actionDone[r.URL.Query().Get("done")]}
+		pd.CSRF = wh.ensureSession(w, r)
+		pd.Can = wh.actionsAllowed(r, data)
 		switch d := data.(type) {
 		case *buildPage:
 			pd.Title = "build " + d.Build.ID

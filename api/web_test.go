@@ -1,8 +1,12 @@
 package api_test
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"testing"
 
@@ -102,4 +106,41 @@ func TestWebAssetsAndRoot(t *testing.T) {
 	rec = call(t, h, http.MethodPost, "/ui/login", "token=x&next=/ui/queues/q", http.Header{"Content-Type": {"application/x-www-form-urlencoded"}})
 	require.Equal(t, http.StatusSeeOther, rec.Code)
 	require.Equal(t, "/ui/queues/q", rec.Header().Get("Location"))
+}
+
+// TestWebActionsNeedTheSessionsCSRFToken: with authentication off (sluice
+// dev), a page action needs the token derived from the visitor's own
+// sluice_csrf cookie: none, or another session's, is refused before the
+// route runs; the right one reaches the route (here refusing a bad ID).
+func TestWebActionsNeedTheSessionsCSRFToken(t *testing.T) {
+	t.Parallel()
+	h := newHandler(t, api.Deps{})
+	csrf := func(session string) string {
+		m := hmac.New(sha256.New, []byte(session))
+		m.Write([]byte("sluice page action v1"))
+		return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+	}
+	post := func(cookie, token string, hdr http.Header) *httptest.ResponseRecorder {
+		if hdr == nil {
+			hdr = http.Header{}
+		}
+		hdr.Set("Content-Type", "application/x-www-form-urlencoded")
+		if cookie != "" {
+			hdr.Set("Cookie", "sluice_csrf="+cookie)
+		}
+		return call(t, h, http.MethodPost, "/ui/events/app/zero/cancel", url.Values{"csrf": {token}}.Encode(), hdr)
+	}
+	for _, c := range []struct{ cookie, token string }{
+		{"", ""}, {"", csrf("")}, {"session-1", ""}, {"session-1", csrf("session-2")}, {"session-1", "session-1"},
+	} {
+		rec := post(c.cookie, c.token, nil)
+		require.Equal(t, http.StatusForbidden, rec.Code, "%+v: %s", c, rec.Body.String())
+		require.Contains(t, rec.Body.String(), "CSRF token is missing or not this session")
+	}
+	rec := post("session-1", csrf("session-1"), http.Header{"Referer": {"https://evil.example/"}})
+	require.Equal(t, http.StatusForbidden, rec.Code, rec.Body.String())
+	require.Contains(t, rec.Body.String(), "Referer")
+	rec = post("session-1", csrf("session-1"), nil)
+	require.Equal(t, http.StatusBadRequest, rec.Code, "the route itself answers: %s", rec.Body.String())
+	require.Contains(t, rec.Body.String(), "zero")
 }

@@ -3,7 +3,10 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -91,6 +94,16 @@ tokens:
 		"GET /api/v1/builds/{id}/artifacts/{path...}":                      {"GET", "/api/v1/builds/app%2Fmain%2F999/artifacts/dist/app", ""},
 		"PUT /api/v1/builds/{id}/artifacts/{path...}":                      {"PUT", "/api/v1/builds/app%2Fmain%2F999/artifacts/dist/app?attempt=1", "bytes"},
 		"GET /api/v1/events/{pipeline}/{n}/jobs/{job}/artifacts/{path...}": {"GET", "/api/v1/events/app/999/jobs/main/artifacts/dist/app", ""},
+		// Page actions: signed in by cookie with the session's CSRF token
+		// (pageCSRF), form bodies.
+		"POST /ui/pipelines/{name}/events":                       {"POST", "/ui/pipelines/app/events", "param.nope=1"},
+		"POST /ui/pipelines/{name}/jobs/{job}/schedule/{action}": {"POST", "/ui/pipelines/app/jobs/main/schedule/explode", ""},
+		"POST /ui/events/{pipeline}/{n}/cancel":                  {"POST", "/ui/events/app/999/cancel", ""},
+		"POST /ui/events/{pipeline}/{n}/restart":                 {"POST", "/ui/events/app/999/restart", "job=main"},
+		"POST /ui/events/{pipeline}/{n}/rerun":                   {"POST", "/ui/events/app/999/rerun", ""},
+		"POST /ui/events/{pipeline}/{n}/approve":                 {"POST", "/ui/events/app/999/approve", ""},
+		"POST /ui/builds/{pipeline}/{job}/{n}/cancel":            {"POST", "/ui/builds/app/main/999/cancel", ""},
+		"POST /ui/executors/{name}/{action}":                     {"POST", "/ui/executors/nobody/explode", ""},
 	}
 	routes := api.Routes(api.Deps{Secrets: &api.SecretStore{}, Logs: &logstore.Store{}, Meta: true, Artifacts: true})
 	require.Len(t, cases, len(routes), "one case per route")
@@ -106,6 +119,8 @@ tokens:
 	}
 	ordered = append(ordered, last)
 
+	// A page action that succeeded would redirect (303): none may.
+	noRedirects := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	users := []string{"", "mallory", "olga", "ren", "alice", "root"}
 	for _, rt := range ordered {
 		req, ok := cases[rt.Pattern]
@@ -127,18 +142,29 @@ tokens:
 			if rt.Pattern == "DELETE /api/v1/pipelines/{name}" && user == "ren" {
 				continue // alice deletes it next; one admin's delete is enough
 			}
-			hr, err := http.NewRequestWithContext(ctx, req.method, e.APIURL+req.path, strings.NewReader(req.body))
+			page := strings.HasPrefix(req.path, "/ui/")
+			body := req.body
+			if page && user != "" {
+				body = url.Values{"csrf": {pageCSRF(t, e, tokens[user])}}.Encode() + "&" + body
+			}
+			hr, err := http.NewRequestWithContext(ctx, req.method, e.APIURL+req.path, strings.NewReader(body))
 			require.NoError(t, err)
-			if user != "" {
+			switch {
+			case page:
+				if user != "" {
+					hr.AddCookie(&http.Cookie{Name: "sluice_token", Value: tokens[user]})
+				}
+				hr.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			case user != "":
 				hr.Header.Set("Authorization", "Bearer "+tokens[user])
 			}
-			if req.method != http.MethodGet {
+			if !page && req.method != http.MethodGet {
 				hr.Header.Set("Content-Type", "application/json")
 			}
-			resp, err := http.DefaultClient.Do(hr)
+			resp, err := noRedirects.Do(hr)
 			require.NoError(t, err)
-			var body bytes.Buffer
-			_, _ = body.ReadFrom(resp.Body)
+			var answer bytes.Buffer
+			_, _ = answer.ReadFrom(resp.Body)
 			_ = resp.Body.Close()
 			who := user
 			if who == "" {
@@ -146,19 +172,38 @@ tokens:
 			}
 			switch want {
 			case "401":
-				require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "%s as %s: %s", rt.Pattern, who, body.String())
+				require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "%s as %s: %s", rt.Pattern, who, answer.String())
 			case "403":
-				require.Equal(t, http.StatusForbidden, resp.StatusCode, "%s as %s: %s", rt.Pattern, who, body.String())
+				require.Equal(t, http.StatusForbidden, resp.StatusCode, "%s as %s: %s", rt.Pattern, who, answer.String())
 			default:
 				require.NotContains(t, []int{http.StatusUnauthorized, http.StatusForbidden}, resp.StatusCode,
-					"%s as %s is admitted: %s", rt.Pattern, who, body.String())
-				require.Less(t, resp.StatusCode, 500, "%s as %s: %s", rt.Pattern, who, body.String())
+					"%s as %s is admitted: %s", rt.Pattern, who, answer.String())
+				require.Less(t, resp.StatusCode, 500, "%s as %s: %s", rt.Pattern, who, answer.String())
+				require.NotEqual(t, http.StatusSeeOther, resp.StatusCode, "%s as %s: the case must change nothing", rt.Pattern, who)
 			}
 		}
 	}
 	// alice deleted her pipeline; olga's is untouched.
 	_, err = client("root").GetPipeline(ctx, "other")
 	require.NoError(t, err)
+}
+
+// pageCSRF signs in to the pages with token and answers the CSRF token
+// their forms carry.
+func pageCSRF(t *testing.T, e *testenv.Env, token string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(e.Context(), http.MethodGet, e.APIURL+"/ui/", nil)
+	require.NoError(t, err)
+	req.AddCookie(&http.Cookie{Name: "sluice_token", Value: token})
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	page, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", page)
+	m := regexp.MustCompile(`<meta name="csrf-token" content="([^"]+)">`).FindSubmatch(page)
+	require.NotNil(t, m, "the page carries its CSRF token: %s", page)
+	return string(m[1])
 }
 
 // TestOutsidersCannotTakeOverAPipeline: a token without privileges cannot
