@@ -22,9 +22,9 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## build bin/sluice
+build: ## build bin/sluice (static: container builds run it as their meta and sluice commands)
 	@mkdir -p bin
-	$(GO) build -ldflags "-X main.commit=$$(git rev-parse HEAD 2>/dev/null)" -o $(BIN) ./starter
+	CGO_ENABLED=0 $(GO) build -ldflags "-X main.commit=$$(git rev-parse HEAD 2>/dev/null)" -o $(BIN) ./starter
 
 .PHONY: run
 run: build ## run everything on this machine: Temporal + Web UI (:8233), API (:8080), controller, local executor

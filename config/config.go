@@ -59,6 +59,9 @@ type Config struct {
 	APIAddr string `env:"SLUICE_API_ADDR" envDefault:"127.0.0.1:8080" desc:"HTTP API listen address (loopback by default: 0.0.0.0:8080 or :8080 to reach it from other machines, with SLUICE_API_TOKENS_FILE); on loopback it answers only requests whose Host is localhost, 127.0.0.1 or [::1]"`
 	// APIURL is how the CLI and remote executors reach the API.
 	APIURL string `env:"SLUICE_API_URL" envDefault:"http://localhost:8080" desc:"base URL of the API, used by the CLI and by executors to ship logs"`
+	// BuildAPIURL is how builds reach the API (meta get --external,
+	// sluice artifact get); empty: APIURL.
+	BuildAPIURL string `env:"SLUICE_BUILD_API_URL" desc:"base URL of the API as a build's steps reach it (SD_API_URL: meta get --external, sluice artifact get); empty: SLUICE_API_URL. Container builds need an address the containers reach, e.g. http://host.containers.internal:8080 with the API listening beyond loopback, or the API's service name on the builds' network"`
 	// APITokensFile turns on bearer-token authentication for /api/v1.
 	APITokensFile string `env:"SLUICE_API_TOKENS_FILE" desc:"YAML file of API tokens with their users, roles and privileges; empty turns authentication off (every request acts as the system)"`
 	// Token is the bearer token the CLI and remote executors send to the API.
@@ -313,6 +316,9 @@ func (c *Config) validate(skip map[string]bool) error {
 	}
 	if u, err := url.Parse(c.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		bad("SLUICE_API_URL", "want an http(s) URL, got %q", c.APIURL)
+	}
+	if u, err := url.Parse(c.BuildAPIURL); c.BuildAPIURL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+		bad("SLUICE_BUILD_API_URL", "want an http(s) URL, got %q", c.BuildAPIURL)
 	}
 	if len(c.ExecutorQueues) == 0 {
 		bad("SLUICE_EXECUTOR_QUEUES", "must name at least one queue")

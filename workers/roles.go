@@ -1,6 +1,7 @@
 package workers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -70,7 +71,7 @@ func (o Options) activities() *activities.Activities {
 		Secrets:          o.Secrets,
 		Caches:           o.Caches,
 		BuildData:        o.BuildData,
-		APIURL:           o.Config.APIURL,
+		APIURL:           cmp.Or(o.Config.BuildAPIURL, o.Config.APIURL),
 		SelfBinary:       o.SelfBinary,
 		ArtifactMax:      int64(o.Config.ArtifactMax),
 		WorkDir:          o.Config.Workspaces(),

@@ -148,16 +148,7 @@ jobs:
 // container starts with the metadata, and artifacts leave the container.
 func TestBuildMetaInContainers(t *testing.T) {
 	t.Parallel()
-	if f, err := elf.Open(testenv.Binary(t)); err == nil {
-		dynamic := false
-		for _, p := range f.Progs {
-			dynamic = dynamic || p.Type == elf.PT_INTERP
-		}
-		_ = f.Close()
-		if dynamic {
-			t.Skip("the sluice binary is dynamically linked: build it with CGO_ENABLED=0 to run its meta command in a busybox container")
-		}
-	}
+	requireStaticBinary(t)
 	e := containerEnv(t)
 	ctx := e.Context()
 	spec := fmt.Sprintf(`
@@ -200,4 +191,19 @@ func artifactPaths(l api.ArtifactList) []string {
 		out = append(out, a.Path)
 	}
 	return out
+}
+
+// requireStaticBinary fails unless the sluice binary under test is static:
+// builds in a busybox container run it as their meta and sluice commands
+// (make build and testenv build it with CGO_ENABLED=0).
+func requireStaticBinary(t *testing.T) {
+	t.Helper()
+	if f, err := elf.Open(testenv.Binary(t)); err == nil {
+		dynamic := false
+		for _, p := range f.Progs {
+			dynamic = dynamic || p.Type == elf.PT_INTERP
+		}
+		_ = f.Close()
+		require.False(t, dynamic, "the sluice binary is dynamically linked: build it with CGO_ENABLED=0 (make build does) to run its meta command in a busybox container")
+	}
 }

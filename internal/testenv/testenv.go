@@ -179,8 +179,12 @@ func (s *Server) NewEnv(t testing.TB, opts Options) *Env {
 	e.Service.Numbers = secrets.EventNumbers()
 	e.Service.Meta = secrets.MetaStore()
 	e.Service.LocalRepos = []string{"/"} // the tests' repositories are temporary directories
+	// The API's bucket: SLUICE_BLOB_URL in opts.Env, else one under dir.
 	blobURL, err := blobstore.DefaultURL(dir)
 	require.NoError(t, err)
+	if opts.Env["SLUICE_BLOB_URL"] != "" {
+		blobURL = opts.Env["SLUICE_BLOB_URL"]
+	}
 	blobs, err := blobstore.Open(ctx, blobURL)
 	require.NoError(t, err)
 	srv := httptest.NewServer(api.NewHandler(api.Deps{
