@@ -59,10 +59,14 @@ func TestComposeKeepsBuildsOffTheControlPlane(t *testing.T) {
 	require.NotEmpty(t, key, "network %s is not declared", net)
 	require.False(t, compose.Networks[key].Internal, "builds fetch their dependencies")
 	for name, s := range compose.Services {
-		if name != "sluice-executor-1" {
+		if name != "sluice-executor-1" && name != "sluice-api" {
 			require.False(t, slices.Contains(s.Networks, key), "%s is on the builds' network", name)
 		}
 	}
+	// The API, which checks every request's token or build credential, is
+	// where the builds' meta and artifact commands go.
+	require.Contains(t, compose.Services["sluice-api"].Networks, key, "container builds reach the API")
+	require.Equal(t, "http://sluice-api:8080", compose.Services["sluice-executor-1"].Environment["SLUICE_BUILD_API_URL"])
 
 	// Each worker sends a token of its own: one can be revoked alone, and
 	// a token taken from one executor's builds is not every worker's.
