@@ -39,8 +39,8 @@ annotations:
   screwdriver.cd/buildCluster: aws
 shared:
   image: alpine
-  settings:
-    slack: deploys
+  parameters:
+    region: eu
 jobs:
   deploy:
     requires: [~commit]
@@ -56,7 +56,7 @@ jobs:
 	require.NoError(t, os.WriteFile(file, []byte(spec), 0o644))
 	stdout, _, code := sluice(t, nil, "pipeline", "validate", file)
 	require.Zero(t, code)
-	for _, field := range []string{"annotations.screwdriver.cd/buildCluster", "shared.settings", "jobs.deploy.provider"} {
+	for _, field := range []string{"annotations.screwdriver.cd/buildCluster", "shared.parameters", "jobs.deploy.provider"} {
 		require.Contains(t, stdout, file+": warning: "+field+": ", "validate warns about %s", field)
 	}
 
@@ -70,7 +70,7 @@ jobs:
 		}
 		return fs
 	}
-	require.ElementsMatch(t, []string{"annotations.screwdriver.cd/buildCluster", "shared.settings", "jobs.deploy.provider"}, fields(p.Warnings))
+	require.ElementsMatch(t, []string{"annotations.screwdriver.cd/buildCluster", "shared.parameters", "jobs.deploy.provider"}, fields(p.Warnings))
 	require.Equal(t, []pipeline.Parameter{
 		{Name: "note", Default: "hello"},
 		{Name: "target", Default: "staging", Description: "where to deploy", Choices: []string{"staging", "production"}},
@@ -80,7 +80,7 @@ jobs:
 	admins := []string{"role:admin"}
 	p, err = e.API.UpdatePipeline(ctx, "params", api.UpdatePipelineRequest{Admins: &admins})
 	require.NoError(t, err)
-	require.ElementsMatch(t, []string{"annotations.screwdriver.cd/buildCluster", "shared.settings", "jobs.deploy.provider"}, fields(p.Warnings))
+	require.ElementsMatch(t, []string{"annotations.screwdriver.cd/buildCluster", "shared.parameters", "jobs.deploy.provider"}, fields(p.Warnings))
 
 	// Update (CLI) prints them; show lists the parameters.
 	stdout, stderr, code := sluice(t, cli, "pipeline", "update", "params", "--admin", "role:ops")
@@ -90,7 +90,7 @@ jobs:
 	require.Zero(t, code, stderr)
 	require.Contains(t, stdout, "parameters (event start -p NAME=VALUE")
 	require.Regexp(t, `target\s+staging\s+staging, production\s+where to deploy`, stdout)
-	require.Contains(t, stdout, "warning: shared.settings: ")
+	require.Contains(t, stdout, "warning: shared.parameters: job-level parameters are ignored")
 
 	// A value outside the choices, or an unknown name, starts nothing.
 	_, stderr, code = sluice(t, cli, "event", "start", "params", "-p", "target=prod")
@@ -142,7 +142,7 @@ jobs:
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, page.StatusCode, string(body))
 	require.Regexp(t, `<td><code>target</code></td><td>staging</td><td>staging, production</td><td>where to deploy</td>`, string(body))
-	require.Contains(t, string(body), "<li><code>shared.settings</code>: notifications")
+	require.Contains(t, string(body), "<li><code>shared.parameters</code>: job-level parameters")
 
 	// The restart runs with the same parameters.
 	stdout, stderr, code = sluice(t, cli, "event", "restart", id, "--from", "deploy", "--wait")
