@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -99,11 +100,18 @@ func (a *Activities) prepareBuildFiles(ctx context.Context, in RunBuildInput, di
 	}
 	start := []byte("{}")
 	if a.BuildData != nil {
-		b, err := a.BuildData.StartMeta(ctx, in.BuildID)
+		// An API or controller that is down for a while delays the build;
+		// it does not fail it (the heartbeats go on meanwhile).
+		err := retryAPI(ctx, func(ctx context.Context) error {
+			b, err := a.BuildData.StartMeta(ctx, in.BuildID)
+			if err == nil {
+				start = b
+			}
+			return err
+		})
 		if err != nil {
 			return f, fmt.Errorf("read the metadata build %s starts with: %w", in.BuildID, err)
 		}
-		start = b
 	}
 	doc, err := buildmeta.Parse(start)
 	if err != nil {
@@ -194,7 +202,9 @@ func (a *Activities) saveBuildMeta(ctx context.Context, in RunBuildInput, f buil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveMetaTimeout)
 	defer cancel()
-	err = a.BuildData.SaveMeta(ctx, MetaSave{Build: in.BuildID, Attempt: in.Attempt, Status: buildStatus(status), Meta: b, Credential: credential})
+	err = retryAPI(ctx, func(ctx context.Context) error {
+		return a.BuildData.SaveMeta(ctx, MetaSave{Build: in.BuildID, Attempt: in.Attempt, Status: buildStatus(status), Meta: b, Credential: credential})
+	})
 	if err != nil {
 		return fmt.Errorf("save the build's metadata: %w", err)
 	}
@@ -211,4 +221,35 @@ func buildStatus(s runner.Status) string {
 		return "ABORTED"
 	}
 	return "FAILURE"
+}
+
+// retryAPI calls f until it succeeds, ctx ends, or the API gives an answer
+// that retrying cannot change (a status other than 5xx and 429): an API,
+// or a controller its answer needs, that is down for a while delays the
+// caller instead of failing it.
+func retryAPI(ctx context.Context, f func(context.Context) error) error {
+	wait := 200 * time.Millisecond
+	for {
+		err := f(ctx)
+		if err == nil || !retryableAPIError(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// retryableAPIError: no answer at all, a server error or too many
+// requests.
+func retryableAPIError(err error) bool {
+	var answered interface{ StatusCode() int }
+	if errors.As(err, &answered) {
+		s := answered.StatusCode()
+		return s >= 500 || s == 429
+	}
+	return true
 }

@@ -57,6 +57,9 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 
+// StatusCode is the answer's HTTP status (callers retry 5xx and 429).
+func (e *Error) StatusCode() int { return e.Status }
+
 // IsNotFound reports whether err is a 404 from the API.
 func IsNotFound(err error) bool {
 	var ae *Error
