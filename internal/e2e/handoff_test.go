@@ -2,16 +2,12 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -96,31 +92,8 @@ func runHandoff(t *testing.T, podman, onS3 bool) {
 	require.NoError(t, err)
 	go func() { _ = mail.Serve(ml) }()
 	t.Cleanup(func() { _ = mail.Close() })
-	var smu sync.Mutex
-	var posts []slackPost
-	slack := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body struct{ Channel, Text string }
-		if r.URL.Path != "/api/chat.postMessage" || json.NewDecoder(r.Body).Decode(&body) != nil {
-			http.Error(w, "bad request", http.StatusBadRequest)
-			return
-		}
-		smu.Lock()
-		posts = append(posts, slackPost{auth: r.Header.Get("Authorization"), channel: body.Channel, text: body.Text})
-		smu.Unlock()
-		_, _ = io.WriteString(w, `{"ok":true}`)
-	}))
-	t.Cleanup(slack.Close)
-	deploysPosts := func() []slackPost {
-		smu.Lock()
-		defer smu.Unlock()
-		var out []slackPost
-		for _, p := range posts {
-			if p.channel == "#deploys" {
-				out = append(out, p)
-			}
-		}
-		return out
-	}
+	slack, postsTo := slackAPI(t)
+	deploysPosts := func() []slackPost { return postsTo("#deploys") }
 
 	serverEnv := map[string]string{
 		"SLUICE_SMTP_URL":      "smtp://" + ml.Addr().String() + "?from=ci@example.com",

@@ -81,6 +81,37 @@ type slackPost struct {
 	auth, channel, text string
 }
 
+// slackAPI is an httptest Slack Web API that records chat.postMessage
+// calls; postsTo lists those to one channel.
+func slackAPI(t *testing.T) (srv *httptest.Server, postsTo func(channel string) []slackPost) {
+	t.Helper()
+	var mu sync.Mutex
+	var posts []slackPost
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ Channel, Text string }
+		if r.URL.Path != "/api/chat.postMessage" || json.NewDecoder(r.Body).Decode(&body) != nil {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		posts = append(posts, slackPost{auth: r.Header.Get("Authorization"), channel: body.Channel, text: body.Text})
+		mu.Unlock()
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, func(channel string) []slackPost {
+		mu.Lock()
+		defer mu.Unlock()
+		var out []slackPost
+		for _, p := range posts {
+			if p.channel == channel {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+}
+
 // TestNotifications: a job's settings send an email (over SMTP) and a
 // Slack message (chat.postMessage with the pipeline's SLUICE_SLACK_TOKEN)
 // with a link to the build's page: for a failure by default, for a success
@@ -95,31 +126,7 @@ func TestNotifications(t *testing.T) {
 	smtpAddr := l.Addr().String()
 	require.NoError(t, l.Close())
 
-	var smu sync.Mutex
-	var posts []slackPost
-	slack := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body struct{ Channel, Text string }
-		if r.URL.Path != "/api/chat.postMessage" || json.NewDecoder(r.Body).Decode(&body) != nil {
-			http.Error(w, "bad request", http.StatusBadRequest)
-			return
-		}
-		smu.Lock()
-		posts = append(posts, slackPost{auth: r.Header.Get("Authorization"), channel: body.Channel, text: body.Text})
-		smu.Unlock()
-		_, _ = io.WriteString(w, `{"ok":true}`)
-	}))
-	t.Cleanup(slack.Close)
-	postsTo := func(channel string) []slackPost {
-		smu.Lock()
-		defer smu.Unlock()
-		var out []slackPost
-		for _, p := range posts {
-			if p.channel == channel {
-				out = append(out, p)
-			}
-		}
-		return out
-	}
+	slack, postsTo := slackAPI(t)
 
 	e := server.NewEnv(t, testenv.Options{LocalExecutor: true, Env: map[string]string{
 		"SLUICE_SMTP_URL":      "smtp://" + smtpAddr + "?from=ci@example.com",
