@@ -45,7 +45,9 @@ func TestPipelineAdmitsEvents(t *testing.T) {
 	for _, ev := range h.events {
 		ids = append(ids, ev.WorkflowID)
 	}
-	require.Equal(t, []string{"event/app/1", "event/app/2", "event/app/3", "event/app/4"}, ids)
+	// Each event started once (the test environment runs children started
+	// in one workflow task in any order; their numbers are checked above).
+	require.ElementsMatch(t, []string{"event/app/1", "event/app/2", "event/app/3", "event/app/4"}, ids)
 }
 
 // TestPipelineUpdateAndSignalOfOneAdmission: the API sends a start by
