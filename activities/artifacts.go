@@ -56,8 +56,8 @@ func listArtifacts(dir string) (files []artifactFile, other []string, err error)
 
 // hasArtifacts reports whether the build left anything in its artifacts
 // directory (an unreadable one counts: uploading it says why it failed).
-func hasArtifacts(f buildFiles) bool {
-	entries, err := os.ReadDir(f.artifactsDir)
+func hasArtifacts(dir string) bool {
+	entries, err := os.ReadDir(dir)
 	return err != nil || len(entries) > 0
 }
 
@@ -65,8 +65,8 @@ func hasArtifacts(f buildFiles) bool {
 // directory, in lexical order, while they fit in ArtifactMax; the log
 // names every file uploaded and every file skipped, and why. An upload
 // that fails is an error (the build fails); files over the cap are not.
-func (a *Activities) uploadArtifacts(ctx context.Context, in RunBuildInput, f buildFiles, credential string, log io.Writer) error {
-	files, other, err := listArtifacts(f.artifactsDir)
+func (a *Activities) uploadArtifacts(ctx context.Context, k *keepWork, log io.Writer) error {
+	files, other, err := listArtifacts(k.ArtifactsDir)
 	if err != nil {
 		return fmt.Errorf("read the artifacts directory: %w", err)
 	}
@@ -84,7 +84,7 @@ func (a *Activities) uploadArtifacts(ctx context.Context, in RunBuildInput, f bu
 			skipped = append(skipped, fmt.Sprintf("%s (%d bytes)", af.path, af.size))
 			continue
 		}
-		if err := a.uploadArtifact(ctx, in, f, credential, af); err != nil {
+		if err := a.uploadArtifact(ctx, k, af); err != nil {
 			_, _ = fmt.Fprintf(log, "sluice: artifact %s: upload failed: %v\n", af.path, err)
 			return fmt.Errorf("artifact %s: %w", af.path, err)
 		}
@@ -104,14 +104,14 @@ func (a *Activities) uploadArtifacts(ctx context.Context, in RunBuildInput, f bu
 	return nil
 }
 
-func (a *Activities) uploadArtifact(ctx context.Context, in RunBuildInput, f buildFiles, credential string, af artifactFile) error {
+func (a *Activities) uploadArtifact(ctx context.Context, k *keepWork, af artifactFile) error {
 	// O_NOFOLLOW: a symlink put in place after the walk is not followed.
-	file, err := os.OpenFile(filepath.Join(f.artifactsDir, filepath.FromSlash(af.path)), os.O_RDONLY|noFollow, 0)
+	file, err := os.OpenFile(filepath.Join(k.ArtifactsDir, filepath.FromSlash(af.path)), os.O_RDONLY|noFollow, 0)
 	if err != nil {
 		return err //nolint:wrapcheck // the caller names the artifact
 	}
 	defer func() { _ = file.Close() }()
 	return a.BuildData.SaveArtifact(ctx, ArtifactSave{ //nolint:wrapcheck // the caller names the artifact
-		Build: in.BuildID, Attempt: in.Attempt, Credential: credential, Path: af.path, Body: io.LimitReader(file, af.size),
+		Build: k.Build, Attempt: k.Attempt, Credential: k.Credential, Path: af.path, Body: io.LimitReader(file, af.size),
 	})
 }

@@ -186,24 +186,27 @@ func sortedKeys(m map[string]string) []string {
 // saveMetaTimeout bounds saving an attempt's metadata.
 const saveMetaTimeout = time.Minute
 
-// saveBuildMeta uploads the metadata the attempt ended with. A file the
-// steps broke (not a JSON object, too large) fails the build.
-func (a *Activities) saveBuildMeta(ctx context.Context, in RunBuildInput, f buildFiles, status runner.Status, credential string) error {
-	if a.BuildData == nil {
-		return nil
-	}
+// readEndMeta reads the metadata the attempt ended with from its file. A
+// file the steps broke (not a JSON object, too large) fails the build.
+func readEndMeta(f buildFiles) ([]byte, error) {
 	doc, err := buildmeta.ReadFile(f.metaPath())
 	if err != nil {
-		return fmt.Errorf("the build's metadata ($SD_META_PATH): %w", err)
+		return nil, fmt.Errorf("the build's metadata ($SD_META_PATH): %w", err)
 	}
 	b, err := buildmeta.Encode(doc)
 	if err != nil {
-		return fmt.Errorf("the build's metadata ($SD_META_PATH): %w", err)
+		return nil, fmt.Errorf("the build's metadata ($SD_META_PATH): %w", err)
 	}
+	return b, nil
+}
+
+// saveMeta uploads the metadata the attempt ended with, retrying while
+// the API (or the controller behind it) is down.
+func (a *Activities) saveMeta(ctx context.Context, k *keepWork) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveMetaTimeout)
 	defer cancel()
-	err = retryAPI(ctx, func(ctx context.Context) error {
-		return a.BuildData.SaveMeta(ctx, MetaSave{Build: in.BuildID, Attempt: in.Attempt, Status: buildStatus(status), Meta: b, Credential: credential})
+	err := retryAPI(ctx, func(ctx context.Context) error {
+		return a.BuildData.SaveMeta(ctx, MetaSave{Build: k.Build, Attempt: k.Attempt, Status: k.Status, Meta: k.Meta, Credential: k.Credential})
 	})
 	if err != nil {
 		return fmt.Errorf("save the build's metadata: %w", err)

@@ -211,32 +211,40 @@ func (h *heartbeater) stop() {
 }
 
 // pendingResult is an outbox entry: a finished attempt's result on its way
-// to Temporal.
+// to Temporal, and what the attempt still has to keep before (see keep.go).
 type pendingResult struct {
 	BuildID   string         `json:"build_id"`
 	Attempt   int            `json:"attempt"`
 	TaskToken []byte         `json:"task_token"`
 	Result    RunBuildResult `json:"result"`
 	Saved     time.Time      `json:"saved"`
+	// Keep is what is left to keep before delivery (nil: nothing).
+	Keep *keepWork `json:"keep,omitempty"`
+	// HeartbeatTimeout is the attempt's, for a restarted executor that
+	// heartbeats it while it keeps what is left.
+	HeartbeatTimeout time.Duration `json:"heartbeat_timeout,omitempty"`
 }
 
 // report hands a finished attempt's result to Temporal: saved to the outbox
-// first, then, once logsDone returned (the steps' logs are complete on the
-// API), delivered until Temporal takes it. It returns
-// activity.ErrResultPending: the SDK must not report the result again.
-func (a *Activities) report(ctx context.Context, rep Reporter, token []byte, in RunBuildInput, res RunBuildResult, logsDone func()) (RunBuildResult, error) {
-	p := pendingResult{BuildID: in.BuildID, Attempt: in.Attempt, TaskToken: token, Result: res, Saved: time.Now()}
-	path, err := a.saveResult(p)
-	if err != nil {
-		a.Logger.Warn("build_result_not_saved", "build", in.BuildID, "attempt", in.Attempt, "error", err)
-	} else {
-		a.Logger.Debug("build_result_saved", "build", in.BuildID, "attempt", in.Attempt, "status", string(res.Status), "outbox", path)
+// first (unless path says where it was saved already), then, once logsDone
+// returned (the steps' logs are complete on the API), delivered until
+// Temporal takes it. It returns activity.ErrResultPending: the SDK must not
+// report the result again.
+func (a *Activities) report(ctx context.Context, rep Reporter, p pendingResult, path string, logsDone func()) (RunBuildResult, error) {
+	if path == "" {
+		var err error
+		path, err = a.saveResult(p)
+		if err != nil {
+			a.Logger.Warn("build_result_not_saved", "build", p.BuildID, "attempt", p.Attempt, "error", err)
+		} else {
+			a.Logger.Debug("build_result_saved", "build", p.BuildID, "attempt", p.Attempt, "status", string(p.Result.Status), "outbox", path)
+		}
 	}
 	if logsDone != nil {
 		logsDone()
 	}
 	if err := deliver(ctx, rep, p, path, a.Logger); err != nil {
-		a.Logger.Warn("build_result_undelivered", "build", in.BuildID, "attempt", in.Attempt, "error", err,
+		a.Logger.Warn("build_result_undelivered", "build", p.BuildID, "attempt", p.Attempt, "error", err,
 			"outbox", path, "why", "the executor is stopping; it delivers the result when it starts again")
 	}
 	return RunBuildResult{}, activity.ErrResultPending
@@ -341,17 +349,22 @@ func (a *Activities) DeliverPending(ctx context.Context) {
 	for _, path := range tmps {
 		_ = os.Remove(path) // a write the previous run did not finish
 	}
+	// Each entry on its own: one waiting for the API to keep its outputs
+	// must not hold the others past their heartbeat timeout.
+	var wg sync.WaitGroup
 	for _, f := range files {
 		if f.err != nil {
 			a.Logger.Warn("outbox_entry_unreadable", "path", f.path, "error", f.err)
 			_ = os.Remove(f.path)
 			continue
 		}
-		a.Logger.Info("build_result_redelivering", "build", f.p.BuildID, "attempt", f.p.Attempt, "saved", f.p.Saved)
-		if err := deliver(ctx, a.Reporter, f.p, f.path, a.Logger); err != nil {
-			return
-		}
+		wg.Go(func() {
+			a.Logger.Info("build_result_redelivering", "build", f.p.BuildID, "attempt", f.p.Attempt, "saved", f.p.Saved)
+			a.keepAfterRestart(ctx, &f)
+			_ = deliver(ctx, a.Reporter, f.p, f.path, a.Logger)
+		})
 	}
+	wg.Wait()
 }
 
 // outboxFile is one entry of an outbox directory, read (or why not).

@@ -23,8 +23,10 @@ type fakeReporter struct {
 	mu        sync.Mutex
 	heartbeat func() error
 	complete  func() error
-	completed []RunBuildResult
-	beats     int
+	// completeToken, when set, answers by task token instead.
+	completeToken func(token []byte) error
+	completed     []RunBuildResult
+	beats         int
 }
 
 func (f *fakeReporter) RecordActivityHeartbeat(context.Context, []byte, ...any) error {
@@ -37,9 +39,14 @@ func (f *fakeReporter) RecordActivityHeartbeat(context.Context, []byte, ...any) 
 	return f.heartbeat()
 }
 
-func (f *fakeReporter) CompleteActivity(_ context.Context, _ []byte, result any, _ error) error {
+func (f *fakeReporter) CompleteActivity(_ context.Context, token []byte, result any, _ error) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.completeToken != nil {
+		if err := f.completeToken(token); err != nil {
+			return err
+		}
+	}
 	if f.complete != nil {
 		if err := f.complete(); err != nil {
 			return err
@@ -152,7 +159,7 @@ func TestReportDeliversThroughAnOutage(t *testing.T) {
 	}}
 	a := &Activities{Logger: discardLogger(), Reporter: rep, Outbox: t.TempDir()}
 	res := RunBuildResult{Executor: "exec", Status: runner.StatusSuccess, LogKey: "p/j/1/1"}
-	_, err := a.report(t.Context(), rep, []byte("token"), RunBuildInput{BuildID: "p/j/1", Attempt: 1}, res, nil)
+	_, err := a.report(t.Context(), rep, pendingResult{BuildID: "p/j/1", Attempt: 1, TaskToken: []byte("token"), Result: res}, "", nil)
 	require.ErrorIs(t, err, activity.ErrResultPending)
 	require.Equal(t, []RunBuildResult{res}, rep.results())
 	mu.Lock()
@@ -179,10 +186,8 @@ func TestDeliverPendingAfterARestart(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, ".tmp-123"), []byte("{"), 0o644))
 
-	calls := 0
-	rep := &fakeReporter{complete: func() error {
-		calls++
-		if calls == 2 {
+	rep := &fakeReporter{completeToken: func(token []byte) error {
+		if string(token) == "b" {
 			return serviceerror.NewNotFound("activity not found")
 		}
 		return nil

@@ -358,56 +358,50 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 		}
 	}
 	out := runner.Run(runCtx, spec)
-	if len(entries) > 0 && out.Status == runner.StatusSuccess && runCtx.Err() == nil {
-		a.cacheStep(in, spec.Logs, "sd-teardown-cache", func(w io.Writer) { a.Caches.Save(runCtx, cb, entries, dir, w) })
-	}
-	removeContainer()
-	if groups != "" {
-		// Run returned: every group it created is gone.
-		if err := os.Remove(groups); err != nil && !errors.Is(err, os.ErrNotExist) {
-			a.Logger.Warn("process_group_record_cleanup_failed", "build", in.BuildID, "error", err)
+	removeGroups := func() {
+		if groups != "" {
+			// Run returned: every group it created is gone.
+			if err := os.Remove(groups); err != nil && !errors.Is(err, os.ErrNotExist) {
+				a.Logger.Warn("process_group_record_cleanup_failed", "build", in.BuildID, "error", err)
+			}
 		}
 	}
 	if checkoutErr != nil {
+		removeContainer()
+		removeGroups()
 		return checkoutFailed(checkoutErr)
 	}
 	res.Status, res.Reason = out.Status, out.Reason
 	for _, s := range out.Steps {
 		res.Steps = append(res.Steps, StepResult{Name: s.Name, ExitCode: s.ExitCode, Start: s.Start, End: s.End, Skipped: s.Skipped})
 	}
-	// Metadata is kept for every build that ran, failed ones included; a
-	// build whose metadata cannot be kept fails (its downstream builds
-	// would start with the wrong one).
-	keepErr := a.saveBuildMeta(ctx, in, files, res.Status, credential)
-	// So are artifacts, within SLUICE_ARTIFACT_MAX; when the build left
-	// any, their log is a step of its own.
-	if !errors.Is(context.Cause(runCtx), errAttemptGone) && hasArtifacts(files) {
-		start := time.Now()
-		logw := io.Writer(io.Discard)
-		w, lerr := late.Open(artifactsLog)
-		if lerr == nil {
-			logw = w
-		}
-		err := a.uploadArtifacts(ctx, in, files, credential, logw)
-		if lerr == nil {
-			_ = w.Close()
-		}
-		step := StepResult{Name: artifactsLog, Start: start, End: time.Now()}
-		if err != nil {
-			step.ExitCode = 1
-			keepErr = errors.Join(keepErr, fmt.Errorf("artifacts: %w", err))
-		}
-		res.Steps = append(res.Steps, step)
+	// The result goes to the outbox at once, with what the build leaves
+	// to keep (metadata, artifacts): an executor killed from here on keeps
+	// them and delivers the result when it starts again (keep.go), instead
+	// of the build running twice.
+	p := pendingResult{
+		BuildID: in.BuildID, Attempt: in.Attempt, TaskToken: info.TaskToken, HeartbeatTimeout: info.HeartbeatTimeout,
+		Keep: a.keepWorkFor(in, files, &res, credential, !errors.Is(context.Cause(runCtx), errAttemptGone)),
 	}
-	if keepErr != nil {
-		msg := strings.ReplaceAll(keepErr.Error(), "\n", "; ")
-		if res.Status == runner.StatusSuccess {
-			res = fail(res, msg)
-		} else {
-			res.Reason = strings.TrimPrefix(res.Reason+"; "+msg, "; ")
+	p.Result, p.Saved = res, time.Now()
+	path, err := a.saveResult(p)
+	if err != nil {
+		a.Logger.Warn("build_result_not_saved", "build", in.BuildID, "attempt", in.Attempt, "error", err)
+	}
+	if len(entries) > 0 && out.Status == runner.StatusSuccess && runCtx.Err() == nil {
+		a.cacheStep(in, spec.Logs, "sd-teardown-cache", func(w io.Writer) { a.Caches.Save(runCtx, cb, entries, dir, w) })
+	}
+	removeContainer()
+	removeGroups()
+	if p.Keep != nil {
+		a.keep(ctx, &p, func() (io.WriteCloser, error) { return late.Open(artifactsLog) })
+		if path != "" {
+			if _, err := a.saveResult(p); err != nil {
+				a.Logger.Warn("build_result_not_saved", "build", in.BuildID, "attempt", in.Attempt, "error", err)
+			}
 		}
 	}
-	return a.finish(ctx, runCtx, rep, hb, late, &stopped, info.TaskToken, in, res)
+	return a.finishSaved(ctx, runCtx, rep, hb, late, &stopped, p, path)
 }
 
 // cacheStep runs a cache restore or save under its own step log. A log
@@ -450,21 +444,39 @@ func (a *Activities) claim(ctx context.Context, in RunBuildInput, executor, cred
 func (a *Activities) finish(ctx, runCtx context.Context, rep Reporter, hb *heartbeater, late *lateCloseSink, stopped *atomic.Bool,
 	token []byte, in RunBuildInput, res RunBuildResult,
 ) (RunBuildResult, error) {
+	p := pendingResult{BuildID: in.BuildID, Attempt: in.Attempt, TaskToken: token, Result: res, Saved: time.Now()}
+	return a.finishSaved(ctx, runCtx, rep, hb, late, stopped, p, "")
+}
+
+// finishSaved is finish for a result that may be in the outbox already
+// (at path; "" when not).
+func (a *Activities) finishSaved(ctx, runCtx context.Context, rep Reporter, hb *heartbeater, late *lateCloseSink, stopped *atomic.Bool,
+	p pendingResult, path string,
+) (RunBuildResult, error) {
 	hb.stop()
 	cause := context.Cause(runCtx)
 	queueName := strings.TrimPrefix(activity.GetInfo(ctx).TaskQueue, "queue/")
+	interrupted := func() {
+		late.wait()
+		a.finished(queueName, "interrupted")
+		if path != "" {
+			// Nobody waits for this result: the workflow dispatches the
+			// build again.
+			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				a.Logger.Warn("outbox_remove_failed", "path", path, "error", err)
+			}
+		}
+	}
 	switch {
 	case stopped.Load() && ctx.Err() == nil:
-		late.wait()
-		a.finished(queueName, "interrupted")
-		return res, temporal.NewApplicationError(fmt.Sprintf("executor %s stopped during build %s", res.Executor, in.BuildID), ErrTypeExecutorStopped)
+		interrupted()
+		return p.Result, temporal.NewApplicationError(fmt.Sprintf("executor %s stopped during build %s", p.Result.Executor, p.BuildID), ErrTypeExecutorStopped)
 	case ctx.Err() != nil, errors.Is(cause, errAttemptGone), errors.Is(cause, errUnreachable):
-		late.wait()
-		a.finished(queueName, "interrupted")
-		return res, nil
+		interrupted()
+		return p.Result, nil
 	}
-	a.finished(queueName, string(res.Status))
-	return a.report(ctx, rep, token, in, res, func() { late.wait() })
+	a.finished(queueName, string(p.Result.Status))
+	return a.report(ctx, rep, p, path, func() { late.wait() })
 }
 
 func fail(res RunBuildResult, reason string) RunBuildResult {

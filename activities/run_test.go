@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/sluice-ci/sluice/activities"
@@ -433,4 +434,75 @@ func TestRunBuildAttemptCredential(t *testing.T) {
 	}
 	require.NotEqual(t, creds[0], creds[1], "a fresh credential per attempt")
 	require.NotEqual(t, hashes[0], hashes[1])
+}
+
+// blockingBuildData holds the metadata save until released, as an API
+// whose controller is down would.
+type blockingBuildData struct {
+	saving  chan struct{}
+	release chan struct{}
+
+	mu        sync.Mutex
+	artifacts []string
+}
+
+func (d *blockingBuildData) StartMeta(context.Context, string) ([]byte, error) {
+	return []byte("{}"), nil
+}
+
+func (d *blockingBuildData) SaveMeta(context.Context, activities.MetaSave) error {
+	close(d.saving)
+	<-d.release
+	return nil
+}
+
+func (d *blockingBuildData) SaveArtifact(_ context.Context, req activities.ArtifactSave) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.artifacts = append(d.artifacts, req.Path)
+	return nil
+}
+
+// TestRunBuildSavesTheResultBeforeKeepingOutputs: once the steps end, the
+// result is in the outbox before the executor waits on the API to keep the
+// build's metadata and artifacts, so an executor killed meanwhile delivers
+// it when it starts again instead of the build running twice.
+func TestRunBuildSavesTheResultBeforeKeepingOutputs(t *testing.T) {
+	t.Parallel()
+	r := setupRepo(t)
+	h := setup(t)
+	h.acts.Outbox = t.TempDir()
+	h.acts.ArtifactMax = 1 << 20
+	data := &blockingBuildData{saving: make(chan struct{}), release: make(chan struct{})}
+	h.acts.BuildData = data
+	in := buildInput(r, step("make", `echo built > "$SD_ARTIFACTS_DIR/app"`))
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.env.ExecuteActivity(h.acts.RunBuild, in)
+		done <- err
+	}()
+	select {
+	case <-data.saving:
+	case err := <-done:
+		t.Fatalf("the build ended without saving its metadata: %v", err)
+	}
+	pending, err := activities.ReadOutbox(h.acts.Outbox)
+	require.NoError(t, err)
+	require.Len(t, pending, 1, "the result is in the outbox while the metadata waits for the API")
+	require.Equal(t, in.BuildID, pending[0].BuildID)
+	close(data.release)
+
+	require.ErrorIs(t, <-done, activity.ErrResultPending, "the result goes to Temporal by task token")
+	h.reporter.mu.Lock()
+	require.Len(t, h.reporter.results, 1)
+	res := h.reporter.results[0]
+	h.reporter.mu.Unlock()
+	require.Equal(t, runner.StatusSuccess, res.Status, res.Reason)
+	require.Len(t, res.Steps, 2)
+	require.Equal(t, []string{"make", "sd-teardown-artifacts"}, []string{res.Steps[0].Name, res.Steps[1].Name})
+	require.Equal(t, []string{"app"}, data.artifacts)
+	pending, err = activities.ReadOutbox(h.acts.Outbox)
+	require.NoError(t, err)
+	require.Empty(t, pending, "a delivered result leaves the outbox")
 }
