@@ -222,9 +222,15 @@ jobs:
 		n, _ := strconv.Atoi(m[1])
 		id := fmt.Sprintf("app/%d", n)
 		mainID := fmt.Sprintf("app/main/%d", n)
-		e.WaitFor("main to run", time.Minute, func() bool {
+		// Its step is running (RUNNING comes with the claim, before the
+		// checkout and the step's first line).
+		e.WaitFor("main's step to run", time.Minute, func() bool {
 			b, err := e.API.GetBuild(ctx, mainID)
-			return err == nil && b.Status == workflows.StatusRunning
+			if err != nil || b.Status != workflows.StatusRunning || b.LogKey == "" {
+				return false
+			}
+			chunk, err := e.API.ReadLog(ctx, b.LogKey, "m", 0, 1<<16)
+			return err == nil && strings.Contains(string(chunk.Data), "target=")
 		})
 
 		run(chromedp.Navigate(e.APIURL+"/ui/builds/"+mainID), chromedp.WaitVisible(chromedp.CSS(`#cancel-build`)))
