@@ -54,8 +54,13 @@ const (
 	// (executor.drain, schedule.pause...).
 	AuditExecutor = "executor."
 	AuditSchedule = "schedule."
-	// AuditSignIn is a person signing in to the pages.
+	// AuditSignIn is a person signing in to the pages (detail: how,
+	// "api token" or "oidc").
 	AuditSignIn = "signin"
+	// AuditTokenMint and AuditTokenRevoke are a person's own API tokens
+	// (target: the token's name, never the token).
+	AuditTokenMint   = "token.mint"
+	AuditTokenRevoke = "token.revoke"
 )
 
 // DefaultAuditLimit and MaxAuditLimit bound the records one read answers.
