@@ -128,7 +128,7 @@ var auditRules = map[string]auditRule{
 	"POST /api/v1/pipelines": {describe: func(_ *http.Request, _, answer []byte) auditEntry {
 		var p Pipeline
 		_ = json.Unmarshal(answer, &p)
-		return auditEntry{AuditPipelineCreate, p.Name, p.Name, fmt.Sprintf("repo=%s branch=%s", p.Repo, p.Branch)}
+		return auditEntry{AuditPipelineCreate, p.Name, p.Name, fmt.Sprintf("repo=%s branch=%s", scm.RedactURL(p.Repo), p.Branch)}
 	}},
 	"PATCH /api/v1/pipelines/{name}": {body: true, describe: func(r *http.Request, req, _ []byte) auditEntry {
 		var u UpdatePipelineRequest
@@ -137,7 +137,7 @@ var auditRules = map[string]auditRule{
 		action := AuditPipelineUpdate
 		if u.Repo != nil {
 			action = AuditPipelineRepo
-			set = append(set, "repo="+*u.Repo)
+			set = append(set, "repo="+scm.RedactURL(*u.Repo)) // never a URL's credentials
 		}
 		if u.Branch != nil {
 			set = append(set, "branch="+*u.Branch)
@@ -369,7 +369,10 @@ type AuditQuery struct {
 	Action   string
 	// Since is a duration back from now or a time (ParseSince).
 	Since string
-	Limit int
+	// Before pages back: records strictly older than this time (RFC
+	// 3339; the oldest record's time of the previous page).
+	Before string
+	Limit  int
 }
 
 // auditFilter checks a request's parameters; every bad one is named.
@@ -377,12 +380,12 @@ func (s *Service) auditFilter(q url.Values) (store.AuditFilter, error) {
 	var f store.AuditFilter
 	for key, vs := range q {
 		switch key {
-		case "pipeline", "user", "action", "since", "limit":
+		case "pipeline", "user", "action", "since", "before", "limit":
 			if len(vs) > 1 {
 				return f, invalid("query parameter %s given %d times, want once", key, len(vs))
 			}
 		default:
-			return f, invalid("unknown query parameter %q (want pipeline, user, action, since, limit)", key)
+			return f, invalid("unknown query parameter %q (want pipeline, user, action, since, before, limit)", key)
 		}
 	}
 	f.Pipeline, f.Actor, f.Action = q.Get("pipeline"), q.Get("user"), q.Get("action")
@@ -392,6 +395,13 @@ func (s *Service) auditFilter(q url.Values) (store.AuditFilter, error) {
 			return f, invalid("%v", err)
 		}
 		f.Since = t
+	}
+	if v := q.Get("before"); v != "" {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return f, invalid("query parameter before=%q: want a time (RFC 3339, e.g. 2026-11-26T14:00:00.123456789Z)", v)
+		}
+		f.Before = t
 	}
 	f.Limit = DefaultAuditLimit
 	if v := q.Get("limit"); v != "" {
@@ -432,7 +442,7 @@ func (h *handler) listAudit(w http.ResponseWriter, r *http.Request) {
 // Audit reads the audit trail.
 func (c *Client) Audit(ctx context.Context, q AuditQuery) ([]AuditRecord, error) {
 	v := url.Values{}
-	for k, s := range map[string]string{"pipeline": q.Pipeline, "user": q.User, "action": q.Action, "since": q.Since} {
+	for k, s := range map[string]string{"pipeline": q.Pipeline, "user": q.User, "action": q.Action, "since": q.Since, "before": q.Before} {
 		if s != "" {
 			v.Set(k, s)
 		}
@@ -456,6 +466,8 @@ type auditPage struct {
 	Records []AuditRecord
 	// Filter is the form's values.
 	Filter map[string]string
+	// Older is the link to the next page back ("" on the last one).
+	Older string
 }
 
 // auditPage serves /ui/audit: who may read the records the filter selects
@@ -496,6 +508,15 @@ func (wh *webHandler) auditPage(w http.ResponseWriter, r *http.Request) {
 		for _, k := range []string{"pipeline", "user", "action", "since"} {
 			f[k] = q.Get(k)
 		}
-		return "audit.html", &auditPage{Records: rs, Filter: f}, nil
+		pg := &auditPage{Records: rs, Filter: f}
+		limit := DefaultAuditLimit
+		if n, err := strconv.Atoi(q.Get("limit")); err == nil {
+			limit = n
+		}
+		if len(rs) == limit {
+			q.Set("before", rs[len(rs)-1].At.UTC().Format(time.RFC3339Nano))
+			pg.Older = "/ui/audit?" + q.Encode()
+		}
+		return "audit.html", pg, nil
 	})(w, r)
 }

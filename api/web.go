@@ -158,6 +158,8 @@ func (wh *webHandler) page(fn func(r *http.Request) (string, any, error)) http.H
 		case *queuePage:
 			pd.Title = "queue " + d.Queue.Name
 			pd.Refresh = 10
+		case *auditPage:
+			pd.Title = "audit trail"
 		default:
 			pd.Title = "sluice"
 		}

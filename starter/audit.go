@@ -39,6 +39,11 @@ SLUICE_AUDIT_RETENTION (default 365 days) are deleted by the API.`,
 					return usageError(fmt.Errorf("--%w", err))
 				}
 			}
+			if q.Before != "" {
+				if _, err := time.Parse(time.RFC3339Nano, q.Before); err != nil {
+					return usageError(fmt.Errorf("--before %q: want a time (RFC 3339, e.g. 2026-11-26T14:00:00Z)", q.Before))
+				}
+			}
 			if q.Limit < 0 || q.Limit > api.MaxAuditLimit {
 				return usageError(fmt.Errorf("--limit %d: want a number from 1 to %d", q.Limit, api.MaxAuditLimit))
 			}
@@ -68,6 +73,7 @@ SLUICE_AUDIT_RETENTION (default 365 days) are deleted by the API.`,
 	cmd.Flags().StringVar(&q.User, "user", "", "only what this user (or webhook:github:<sender>) did")
 	cmd.Flags().StringVar(&q.Action, "action", "", "only this action (pipeline.create, secret.set, event.cancel, executor.drain, ...)")
 	cmd.Flags().StringVar(&q.Since, "since", "", "only records since a duration ago (90m, 24h, 30d) or a time (2026-11-26T14:00:00Z, 2026-11-26)")
+	cmd.Flags().StringVar(&q.Before, "before", "", "only records older than this time (RFC 3339): page back from the oldest record shown")
 	cmd.Flags().IntVar(&q.Limit, "limit", 0, fmt.Sprintf("at most this many records (default %d, at most %d)", api.DefaultAuditLimit, api.MaxAuditLimit))
 	return cmd
 }

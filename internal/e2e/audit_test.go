@@ -228,6 +228,17 @@ jobs:
 	require.Len(t, records(root, api.AuditQuery{User: "webhook:github:mallory"}), 1)
 	require.Len(t, records(root, api.AuditQuery{Action: "secret.set", Since: "1h"}), 1)
 	require.Equal(t, []string{"mallory pipeline.create other"}, got(records(mallory, api.AuditQuery{Pipeline: "other"})), "an owner reads her own pipeline's records")
+	// Paging back with before: the pages join up to the whole trail.
+	var pages []api.AuditRecord
+	for q := (api.AuditQuery{Limit: 5}); ; {
+		page := records(root, q)
+		pages = append(pages, page...)
+		if len(page) < q.Limit {
+			break
+		}
+		q.Before = page[len(page)-1].At.Format(time.RFC3339Nano)
+	}
+	require.Equal(t, all, pages)
 
 	t.Run("outsiders are refused", func(t *testing.T) {
 		for _, c := range []struct {
@@ -271,6 +282,7 @@ jobs:
 			"who=alice":        `unknown query parameter "who"`,
 			"user=a&user=b":    "given 2 times",
 			"pipeline=app&x=1": `unknown query parameter "x"`,
+			"before=monday":    `before="monday": want a time (RFC 3339`,
 		} {
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.APIURL+"/api/v1/audit?"+q, nil)
 			require.NoError(t, err)
@@ -308,6 +320,7 @@ jobs:
 		}{
 			{[]string{"audit", "--since", "yesterday"}, `--since "yesterday": want a duration back from now (90m, 24h, 30d) or a time`},
 			{[]string{"audit", "--limit", "5000"}, "--limit 5000: want a number from 1 to 1000"},
+			{[]string{"audit", "--before", "24h"}, `--before "24h": want a time (RFC 3339`},
 			{[]string{"audit", "extra"}, "extra"},
 		} {
 			_, stderr, code := sluice(t, env(rootToken), c.args...)
