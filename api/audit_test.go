@@ -3,6 +3,7 @@ package api_test
 import (
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,4 +79,22 @@ func TestAuditRecordsSuccessOnly(t *testing.T) {
 	require.Contains(t, rec.Body.String(), `"secret.delete"`)
 	rec = call(t, h, http.MethodGet, "/api/v1/audit?pipeline=app", "", as("mallory"))
 	require.Equal(t, http.StatusForbidden, rec.Code, rec.Body.String())
+}
+
+// FuzzParseSince: --since never panics, and a time it answers from a
+// duration lies before now.
+func FuzzParseSince(f *testing.F) {
+	for _, s := range []string{"24h", "30d", "99999d", "2026-11-26", "2026-11-26T14:00:00Z", "-1h", "", "d", "1e9h"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := api.ParseSince(s, testNow)
+		if err != nil {
+			require.NotEmpty(t, err.Error())
+			return
+		}
+		if !strings.Contains(s, "-") && !strings.Contains(s, ":") {
+			require.False(t, got.After(testNow), "%q: %s", s, got)
+		}
+	})
 }
