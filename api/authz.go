@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -88,7 +89,7 @@ type Route struct {
 // routes is the table of every /api/v1 route with its policy.
 func (h *handler) routes() []Route {
 	rt := func(pattern string, p Policy, f http.HandlerFunc) Route {
-		return Route{Pattern: pattern, Policy: p, handler: f}
+		return Route{Pattern: pattern, Policy: p, handler: h.audited(pattern, f)}
 	}
 	out := []Route{
 		rt("GET /api/v1/pipelines", authenticated, h.listPipelines),
@@ -122,6 +123,7 @@ func (h *handler) routes() []Route {
 		rt("GET /api/v1/executors", authenticated, h.listExecutors),
 		rt("POST /api/v1/executors/{name}/{action}", privileged(workflows.PrivilegeManageExecutors), h.executorAction),
 	}
+	out = append(out, h.auditRoutes()...)
 	if h.d.Secrets != nil {
 		out = append(out,
 			rt("GET /api/v1/pipelines/{name}/secrets", pipelineAdminOr(PrivilegeManageSecrets, pipelineByName), h.listSecrets),
@@ -242,6 +244,9 @@ func (h *handler) allowed(r *http.Request, id queue.Identity, p Policy) error {
 		}
 		name, err := p.pipeline(r)
 		if err != nil {
+			if errors.Is(err, queue.ErrForbidden) {
+				return err // the route's own refusal (audit.go: the whole trail)
+			}
 			return invalid("%v", err)
 		}
 		lookup := h.svc.GetPipeline

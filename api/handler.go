@@ -731,6 +731,7 @@ func (h *handler) webhook(provider string) http.HandlerFunc {
 			return
 		}
 		res := h.svc.Webhook(r.Context(), hook)
+		h.svc.auditWebhook(r.Context(), hook, res)
 		status := http.StatusAccepted
 		outcome := "started"
 		switch {

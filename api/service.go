@@ -73,6 +73,8 @@ type Service struct {
 	// EventMeta, if set, adds event-level metadata every build of an event
 	// starts with (see EventMetaFunc).
 	EventMeta EventMetaFunc
+	// Audit keeps the audit trail (nil: none is kept; audit.go).
+	Audit store.AuditTrail
 
 	idx pipelineIndex
 	// batches coalesces concurrent event starts per pipeline (batch.go).

@@ -70,6 +70,7 @@ func (h *handler) webRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /ui/builds/{pipeline}/{job}/{n}/live", wh.live)
 	mux.HandleFunc("GET /ui/builds/{pipeline}/{job}/{n}/artifacts/{path...}", wh.artifact)
 	mux.HandleFunc("GET /ui/queues/{name}", wh.page(wh.queue))
+	mux.HandleFunc("GET /ui/audit", wh.auditPage)
 	wh.actionRoutes(mux)
 	mux.HandleFunc("/ui/", wh.page(func(r *http.Request) (string, any, error) {
 		return "", nil, fmt.Errorf("%w: no page at %s", ErrNotFound, r.URL.Path)
@@ -157,6 +158,8 @@ func (wh *webHandler) page(fn func(r *http.Request) (string, any, error)) http.H
 		case *queuePage:
 			pd.Title = "queue " + d.Queue.Name
 			pd.Refresh = 10
+		case *auditPage:
+			pd.Title = "audit trail"
 		default:
 			pd.Title = "sluice"
 		}
@@ -246,10 +249,12 @@ func (wh *webHandler) login(w http.ResponseWriter, r *http.Request) {
 		fail("enter an API token")
 		return
 	}
-	if _, err := wh.checkToken(r, token); err != nil {
+	user, err := wh.checkToken(r, token)
+	if err != nil {
 		fail("that token is not valid")
 		return
 	}
+	wh.h.svc.audit(r.Context(), user, AuditSignIn, "", user, "api token")
 	// Secure whenever the page was reached over HTTPS (directly or through a
 	// proxy that says so); plain HTTP stays possible for localhost.
 	secure := r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")

@@ -107,6 +107,8 @@ type Config struct {
 	CacheMax ByteSize `env:"SLUICE_CACHE_MAX" envDefault:"1GiB" desc:"size budget of one pipeline's build caches in the blob store (compressed; all scopes together), e.g. 500MiB or 2GB; a save that would exceed it evicts that pipeline's least recently used caches first, and an archive larger than the whole budget is not saved. 0 turns caches off"`
 	// LogRetention bounds how long build logs are kept.
 	LogRetention time.Duration `env:"SLUICE_LOG_RETENTION" envDefault:"720h" desc:"build logs untouched this long are deleted by the API (checked hourly); 0 keeps them forever. Deleting a pipeline deletes its logs"`
+	// AuditRetention bounds how long audit records are kept.
+	AuditRetention time.Duration `env:"SLUICE_AUDIT_RETENTION" envDefault:"8760h" desc:"audit trail records older than this are deleted by the API (checked hourly; default 365 days); 0 keeps them forever. Deleting a pipeline keeps its records"`
 	// SecretKey encrypts pipeline secrets at rest.
 	SecretKey string `env:"SLUICE_SECRET_KEY" desc:"key material that encrypts pipeline secrets at rest (AES-256-GCM; use a long random string); empty generates one into DATA_DIR/secrets/secret.key with a warning" json:"-"`
 	// ExecutorName is this executor's registry name.
@@ -384,6 +386,9 @@ func (c *Config) validate(skip map[string]bool) error {
 	}
 	if c.LogRetention < 0 {
 		bad("SLUICE_LOG_RETENTION", "must not be negative, got %s", c.LogRetention)
+	}
+	if c.AuditRetention < 0 {
+		bad("SLUICE_AUDIT_RETENTION", "must not be negative, got %s", c.AuditRetention)
 	}
 	if c.ScheduleCatchup < 10*time.Second {
 		bad("SLUICE_SCHEDULE_CATCHUP_WINDOW", "must be at least 10s (Temporal's minimum), got %s", c.ScheduleCatchup)

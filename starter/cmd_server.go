@@ -180,6 +180,7 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 		func(ctx context.Context) error {
 			go pruneLogs(ctx, cfg, store, log)
 			go pruneArtifacts(ctx, cfg, blobs, log)
+			go pruneAudit(ctx, cfg, secrets, log)
 			return serve(ctx, srv, ln)
 		},
 		func(ctx context.Context) error {
@@ -347,6 +348,7 @@ func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Sto
 		svc.PipelineTokens = secrets.PipelineTokens()
 		svc.Numbers = secrets.EventNumbers()
 		svc.Meta = secrets.MetaStore()
+		svc.Audit = secrets.AuditTrail()
 	}
 	h := api.NewHandler(api.Deps{
 		Service: svc, Logs: store, Caches: caches, Logger: log, Secrets: secrets, Metrics: api.NewMetrics(svc), Blobs: blobs,
@@ -577,6 +579,7 @@ SLUICE_DATA_DIR/logs between replicas, for live logs to be followed on all.`,
 			go pruneArtifacts(cmd.Context(), cfg, blobs, log)
 			log.Info("api_listening", "address", apiBase(cfg.APIAddr))
 			go pruneLogs(cmd.Context(), cfg, store, log)
+			go pruneAudit(cmd.Context(), cfg, secrets, log)
 			return serve(cmd.Context(), srv, ln)
 		},
 	}

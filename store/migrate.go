@@ -55,6 +55,20 @@ CREATE TABLE event_meta (
 	meta       TEXT NOT NULL,
 	created_at TEXT NOT NULL
 )`}},
+	{Version: 4, Name: "audit trail", SQL: []string{
+		`
+CREATE TABLE audit_log (
+	id       TEXT NOT NULL PRIMARY KEY,
+	at       TEXT NOT NULL,
+	actor    TEXT NOT NULL,
+	action   TEXT NOT NULL,
+	pipeline TEXT NOT NULL DEFAULT '',
+	target   TEXT NOT NULL DEFAULT '',
+	detail   TEXT NOT NULL DEFAULT ''
+)`, `CREATE INDEX audit_log_at ON audit_log (at, id)`,
+		`CREATE INDEX audit_log_pipeline ON audit_log (pipeline, at)`,
+		`CREATE INDEX audit_log_actor ON audit_log (actor, at)`,
+	}},
 }
 
 // migrationLock is the PostgreSQL advisory lock key that serializes

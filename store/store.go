@@ -34,6 +34,7 @@ type Store interface {
 	Secrets
 	EventNumbers
 	Meta
+	AuditTrail
 	// Backend is SQLite or Postgres.
 	Backend() string
 	// Close releases the database.

@@ -80,6 +80,7 @@ tokens:
 		"GET /api/v1/queues/{name}/status":                                 {"GET", "/api/v1/queues/default/status", ""},
 		"GET /api/v1/executors":                                            {"GET", "/api/v1/executors", ""},
 		"POST /api/v1/executors/{name}/{action}":                           {"POST", "/api/v1/executors/nobody/explode", ""},
+		"GET /api/v1/audit":                                                {"GET", "/api/v1/audit?pipeline=app", ""},
 		"GET /api/v1/pipelines/{name}/secrets":                             {"GET", "/api/v1/pipelines/app/secrets", ""},
 		"PUT /api/v1/pipelines/{name}/secrets/{secret}":                    {"PUT", "/api/v1/pipelines/app/secrets/lower-case", `{"value":"v"}`},
 		"DELETE /api/v1/pipelines/{name}/secrets/{secret}":                 {"DELETE", "/api/v1/pipelines/app/secrets/NOT_SET", ""},

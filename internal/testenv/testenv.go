@@ -178,6 +178,7 @@ func (s *Server) NewEnv(t testing.TB, opts Options) *Env {
 	e.Service.PipelineTokens = secrets.PipelineTokens()
 	e.Service.Numbers = secrets.EventNumbers()
 	e.Service.Meta = secrets.MetaStore()
+	e.Service.Audit = secrets.AuditTrail()
 	e.Service.LocalRepos = []string{"/"} // the tests' repositories are temporary directories
 	// The API's bucket: SLUICE_BLOB_URL in opts.Env, else one under dir.
 	blobURL, err := blobstore.DefaultURL(dir)
