@@ -118,9 +118,9 @@ func (a *Activities) ResolveEvent(ctx context.Context, in ResolveEventInput) (Re
 		out.StatusesOff = err.Error()
 		a.Logger.WarnContext(ctx, "statuses_off", "pipeline", in.Pipeline, "error", err)
 	}
-	auth, err := RepoAuth(ctx, a.pipelineTokens(), in.Pipeline, in.Repo)
+	auth, err := RepoAuthOrApp(ctx, a.pipelineTokens(), a.appTokens(), in.Pipeline, in.Repo)
 	if err != nil {
-		return out, err // the API did not answer: retried
+		return out, err // the API or GitHub did not answer: retried
 	}
 	out.RepoAuth = auth != nil
 	repo, err := openRepo(ctx, a.Repos, in.Repo, auth)

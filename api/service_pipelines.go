@@ -448,7 +448,7 @@ func privateHint(err error) string {
 // openPipelineRepo opens a pipeline's repository with its own credentials
 // when it has some.
 func (s *Service) openPipelineRepo(ctx context.Context, pipeline, location string) (scm.Repo, error) {
-	auth, err := activities.RepoAuth(ctx, s.PipelineTokens, pipeline, location)
+	auth, err := activities.RepoAuthOrApp(ctx, s.PipelineTokens, s.AppTokens, pipeline, location)
 	if err != nil {
 		return nil, err
 	}

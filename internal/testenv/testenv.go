@@ -176,6 +176,8 @@ func (s *Server) NewEnv(t testing.TB, opts Options) *Env {
 	require.NoError(t, err)
 	e.Service.HasSecrets = secrets.HasAny
 	e.Service.PipelineTokens = secrets.PipelineTokens()
+	e.Service.AppTokens, err = workers.AppTokens(cfg) // SLUICE_GITHUB_APP_ID in opts.Env
+	require.NoError(t, err)
 	e.Service.Numbers = secrets.EventNumbers()
 	e.Service.Meta = secrets.MetaStore()
 	e.Service.LocalRepos = []string{"/"} // the tests' repositories are temporary directories
@@ -208,7 +210,7 @@ func (s *Server) NewEnv(t testing.TB, opts Options) *Env {
 	}
 	if opts.LocalExecutor {
 		e.run(ctx, func(ctx context.Context) error {
-			return workers.RunExecutor(ctx, workers.Options{Client: e.Client, Config: cfg, Logger: e.Logger, Logs: local, Name: "local", Secrets: secrets.LocalSource()})
+			return workers.RunExecutor(ctx, workers.Options{Client: e.Client, Config: cfg, Logger: e.Logger, Logs: local, Name: "local", Secrets: e.Service.LocalSecretSource(secrets)})
 		})
 	}
 	t.Cleanup(func() {
