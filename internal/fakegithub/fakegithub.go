@@ -65,11 +65,13 @@ type MintedToken struct {
 }
 
 // GitRequest is one request git made; Token is the basic auth password it
-// carried ("" for none). Refused says the fake answered 401.
+// carried ("" for none), UserAgent git's (GIT_HTTP_USER_AGENT tells one
+// process's git from another's). Refused says the fake answered 401.
 type GitRequest struct {
-	Path    string
-	Token   string
-	Refused bool
+	Path      string
+	Token     string
+	UserAgent string
+	Refused   bool
 }
 
 // New starts a fake GitHub; it stops when the test ends.
@@ -99,7 +101,7 @@ func New(t testing.TB, private bool) *Server {
 		if u, _, has := r.BasicAuth(); has && u != "x-access-token" {
 			ok = false
 		}
-		g.git = append(g.git, GitRequest{Path: r.URL.Path, Token: token, Refused: !ok})
+		g.git = append(g.git, GitRequest{Path: r.URL.Path, Token: token, UserAgent: r.UserAgent(), Refused: !ok})
 		g.mu.Unlock()
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Basic realm="github"`)

@@ -87,6 +87,9 @@ type Options struct {
 	GitHubSecret string
 	// Env adds configuration variables (e.g. SLUICE_GITHUB_TOKEN).
 	Env map[string]string
+	// WrapAPIAppTokens, when set, wraps the API's GitHub App token minter
+	// (a test counting what the API mints; SLUICE_GITHUB_APP_ID in Env).
+	WrapAPIAppTokens func(activities.AppTokens) activities.AppTokens
 }
 
 // Env is one isolated sluice installation on the shared server.
@@ -178,6 +181,9 @@ func (s *Server) NewEnv(t testing.TB, opts Options) *Env {
 	e.Service.PipelineTokens = secrets.PipelineTokens()
 	e.Service.AppTokens, err = workers.AppTokens(cfg) // SLUICE_GITHUB_APP_ID in opts.Env
 	require.NoError(t, err)
+	if opts.WrapAPIAppTokens != nil && e.Service.AppTokens != nil {
+		e.Service.AppTokens = opts.WrapAPIAppTokens(e.Service.AppTokens)
+	}
 	e.Service.Numbers = secrets.EventNumbers()
 	e.Service.Meta = secrets.MetaStore()
 	e.Service.LocalRepos = []string{"/"} // the tests' repositories are temporary directories
