@@ -40,7 +40,7 @@ func TestRepoAuthOrAppPrecedence(t *testing.T) {
 	app := &fakeApp{token: "ghs_app", ok: true}
 	auth, err := RepoAuthOrApp(ctx, tokens, app, "p", loc)
 	require.NoError(t, err)
-	require.Equal(t, &scm.Auth{Scope: "p", Username: "x-access-token", Password: "ghs_app"}, auth)
+	require.Equal(t, &scm.Auth{Scope: "p", Username: "x-access-token", Password: "ghs_app", App: true}, auth)
 	require.Equal(t, []string{loc}, app.asked)
 
 	secrets["SLUICE_GITHUB_TOKEN"] = "ghp_own"

@@ -99,7 +99,7 @@ func RepoAuthOrApp(ctx context.Context, tokens PipelineTokens, app AppTokens, pi
 	case !ok:
 		return nil, nil
 	}
-	return &scm.Auth{Scope: pipeline, Username: AppTokenUser, Password: token}, nil
+	return &scm.Auth{Scope: pipeline, Username: AppTokenUser, Password: token, App: true}, nil
 }
 
 // AuthRepoOpener opens a repository location with a pipeline's own

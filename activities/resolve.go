@@ -244,6 +244,8 @@ func authHint(err error, pipeline, location string, auth *scm.Auth) error {
 	}
 	names := repoAuthNames(location)
 	switch {
+	case auth != nil && auth.App:
+		return authError{fmt.Errorf("%w (the repository refused the GitHub App's installation token: check that the App may read its contents, or give the pipeline its own %s secret)", err, names[0])}
 	case auth != nil:
 		return authError{fmt.Errorf("%w (the repository refused the pipeline's own credentials: check its %s secret)", err, names[0])}
 	case len(names) == 0:
