@@ -61,8 +61,14 @@ func (s *Service) CreatePipeline(ctx context.Context, id queue.Identity, req Cre
 			return Pipeline{}, invalid("repo %s: a private repository is an http(s) or ssh git URL", scm.RedactURL(req.Repo))
 		}
 	} else {
-		var err error
-		repo, err = s.Repos.Open(ctx, req.Repo)
+		// The pipeline has no secret yet: the GitHub App's installation
+		// token, when the App reads this repository, else the host's
+		// credentials.
+		auth, err := activities.RepoAuthOrApp(ctx, nil, s.AppTokens, req.Name, req.Repo)
+		if err != nil {
+			return Pipeline{}, err
+		}
+		repo, err = s.openWith(ctx, req.Repo, auth)
 		if err != nil {
 			return Pipeline{}, invalid("repo %s: %v%s", scm.RedactURL(req.Repo), err, privateHint(err))
 		}
@@ -452,6 +458,11 @@ func (s *Service) openPipelineRepo(ctx context.Context, pipeline, location strin
 	if err != nil {
 		return nil, err
 	}
+	return s.openWith(ctx, location, auth)
+}
+
+// openWith opens location with auth (nil: the host's credentials).
+func (s *Service) openWith(ctx context.Context, location string, auth *scm.Auth) (scm.Repo, error) {
 	if ao, ok := s.Repos.(activities.AuthRepoOpener); ok && auth != nil {
 		return ao.OpenAuth(ctx, location, auth)
 	}

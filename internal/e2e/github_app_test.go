@@ -33,8 +33,8 @@ func executorRequests(gh *fakegithub.Server) []fakegithub.GitRequest {
 
 // TestPrivateRepositoryWithGitHubAppToken: with a GitHub App configured on
 // the controller and the API (SLUICE_GITHUB_APP_ID, its key) and a
-// pipeline without credentials of its own, the event's spec read and the
-// build's checkout on an executor process (which has no App key) read a
+// pipeline without credentials of its own, the API's read at create, the
+// event's spec read and the build's checkout on an executor process (which has no App key) read a
 // private repository with installation tokens: the fake GitHub verifies
 // each JWT against the App's key and mints tokens scoped to the one
 // repository, contents: read; its git accepts only those. The step sees
@@ -54,8 +54,11 @@ func TestPrivateRepositoryWithGitHubAppToken(t *testing.T) {
 	require.NoError(t, err)
 	e.StartExecutor(testenv.ExecutorOptions{Name: "remote-1", Env: []string{"GIT_HTTP_USER_AGENT=" + executorAgent}})
 	e.WaitExecutorLive("remote-1")
-	_, err = e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "private", Repo: repo, Private: true, Statuses: "off"})
+	// The API reads the repository at create with the App's token: no
+	// --private needed.
+	_, err = e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "private", Repo: repo, Statuses: "off"})
 	require.NoError(t, err)
+	require.Len(t, gh.Mints(), 1, "the API's read at create")
 
 	started, err := e.API.StartEvent(ctx, "private", api.StartEventRequest{})
 	require.NoError(t, err)
@@ -66,7 +69,7 @@ func TestPrivateRepositoryWithGitHubAppToken(t *testing.T) {
 	require.Equal(t, "remote-1", b.Executor)
 
 	mints := gh.Mints()
-	require.GreaterOrEqual(t, len(mints), 2, "the spec read and the checkout each minted a token")
+	require.GreaterOrEqual(t, len(mints), 3, "the create, the spec read and the checkout each minted a token")
 	minted := map[string]bool{}
 	for _, m := range mints {
 		require.Equal(t, []string{"app"}, m.Repositories, "scoped to the one repository")
