@@ -21,7 +21,7 @@ import (
 // pipeline's own token, through a credential helper. app reports whether
 // it was added.
 func (s *Service) withAppToken(ctx context.Context, pipeline string, fork bool, values map[string]string) (out map[string]string, app bool, err error) {
-	if s.AppTokens == nil || fork {
+	if s == nil || s.AppTokens == nil || fork {
 		return values, false, nil
 	}
 	_, info, err := s.queryPipeline(ctx, pipeline)
