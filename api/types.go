@@ -80,6 +80,11 @@ type Pipeline struct {
 	Warnings []pipeline.Warning `json:"warnings,omitempty"`
 	// Parameters are the spec's pipeline parameters (create, update, show).
 	Parameters []pipeline.Parameter `json:"parameters,omitempty"`
+	// SpecSyncedAt is when the spec at LastSHA was last synced (a commit
+	// event of the default branch, or the create): show's Warnings and
+	// Parameters are that spec's, kept by the pipeline, not read from the
+	// repository at each request. Absent: no sync recorded yet.
+	SpecSyncedAt time.Time `json:"spec_synced_at,omitzero"`
 }
 
 // LaneView is one job's lane.
