@@ -75,8 +75,8 @@ type Pipeline struct {
 	// Lanes lists the builds each job's lane holds (show only).
 	Lanes []LaneView `json:"lanes,omitempty"`
 	// Warnings are the spec's warnings: fields sluice does not act on and
-	// what it does instead (create, update and show read the spec at the
-	// default branch).
+	// what it does instead (create and update read the spec at the
+	// default branch; show answers with the last spec sync's).
 	Warnings []pipeline.Warning `json:"warnings,omitempty"`
 	// Parameters are the spec's pipeline parameters (create, update, show).
 	Parameters []pipeline.Parameter `json:"parameters,omitempty"`
