@@ -70,8 +70,9 @@ func NewGitHubAppTokens(apiURL string, appID int64, keyFile string, hc *http.Cli
 // RepoToken mints an installation token that reads the repository at
 // location. ok is false, with no error, when the App has nothing to give
 // there: location is not an http(s) URL of a repository on the App's
-// GitHub, or the App is not installed on it (the host's credentials then
-// apply). An error is GitHub not answering, or refusing the App.
+// GitHub, the App is not installed on it, or its installation may not read
+// contents (an App for commit statuses only; GitHub answers 422): the
+// host's credentials then apply. An error is GitHub not answering, or refusing the App.
 func (g *GitHubAppTokens) RepoToken(ctx context.Context, location string) (token string, expires time.Time, ok bool, err error) {
 	if !IsHTTPURL(location) || hasCredentials(location) {
 		return "", time.Time{}, false, nil
@@ -95,6 +96,12 @@ func (g *GitHubAppTokens) RepoToken(ctx context.Context, location string) (token
 		Permissions:  &github.InstallationPermissions{Contents: &read},
 	})
 	if err != nil {
+		var er *github.ErrorResponse
+		if errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusUnprocessableEntity {
+			// The installation lacks Contents: read (an App for commit
+			// statuses only): it has nothing to give here.
+			return "", time.Time{}, false, nil
+		}
 		return "", time.Time{}, false, fmt.Errorf("mint the GitHub App's installation token for %s: %w", t.Repo, err)
 	}
 	if tok.GetToken() == "" {

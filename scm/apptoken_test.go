@@ -20,7 +20,7 @@ import (
 // (the fake GitHub verifies it), finds its installation on the repository
 // and mints a token scoped to that repository alone with contents: read,
 // which a git server wanting it as x-access-token's password accepts. A
-// repository it is not installed on, another host, an ssh URL or a URL
+// repository it is not installed on or may not read contents of, another host, an ssh URL or a URL
 // with its own credentials get no token and no error; a key that is not
 // the App's is refused.
 func TestGitHubAppRepoToken(t *testing.T) {
@@ -66,10 +66,12 @@ func TestGitHubAppRepoToken(t *testing.T) {
 	require.True(t, ok)
 	require.NotEqual(t, token, again)
 
+	gh.InstallWithoutContents("acme/statuses-only", 43)
 	for _, loc := range []string{
-		gh.URL + "/acme/other.git",            // not installed there
-		"https://gitlab.example/acme/app.git", // another host
-		"git@github.com:acme/app.git",         // ssh: a token does not fit
+		gh.URL + "/acme/statuses-only.git",                                           // installed, but may not read contents
+		gh.URL + "/acme/other.git",                                                   // not installed there
+		"https://gitlab.example/acme/app.git",                                        // another host
+		"git@github.com:acme/app.git",                                                // ssh: a token does not fit
 		"http://x-access-token:own@" + gh.Listener.Addr().String() + "/acme/app.git", // the URL's own credentials
 	} {
 		_, _, ok, err := apps.RepoToken(ctx, loc)

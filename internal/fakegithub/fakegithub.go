@@ -50,6 +50,8 @@ type Server struct {
 	mu      sync.Mutex
 	// installs: owner/repo → installation ID.
 	installs map[string]int64
+	// noContents: installations without the Contents permission.
+	noContents map[int64]bool
 	accepted map[string]bool
 	mints    []MintedToken
 	git      []GitRequest
@@ -84,7 +86,7 @@ func New(t testing.TB, private bool) *Server {
 	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600))
 	g := &Server{
 		AppID: 4242, KeyFile: keyFile, Root: filepath.Join(dir, "repos"), key: key, private: private,
-		installs: map[string]int64{}, accepted: map[string]bool{},
+		installs: map[string]int64{}, accepted: map[string]bool{}, noContents: map[int64]bool{},
 	}
 	require.NoError(t, os.MkdirAll(g.Root, 0o755))
 	git, err := exec.LookPath("git")
@@ -139,6 +141,16 @@ func (g *Server) Install(ownerName string, id int64) {
 	g.installs[strings.ToLower(ownerName)] = id
 }
 
+// InstallWithoutContents installs the App on owner/name with installation
+// id but without the Contents permission (an App for commit statuses
+// only): a token asking for contents is refused with 422, as GitHub does.
+func (g *Server) InstallWithoutContents(ownerName string, id int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.installs[strings.ToLower(ownerName)] = id
+	g.noContents[id] = true
+}
+
 // Accept makes git accept token too (a pipeline's own).
 func (g *Server) Accept(token string) {
 	g.mu.Lock()
@@ -189,6 +201,13 @@ func (g *Server) api(w http.ResponseWriter, r *http.Request) {
 		}
 		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
 			writeGitHubJSON(w, http.StatusBadRequest, map[string]string{"message": err.Error()})
+			return
+		}
+		g.mu.Lock()
+		denied := g.noContents[id] && body.Permissions["contents"] != ""
+		g.mu.Unlock()
+		if denied {
+			writeGitHubJSON(w, http.StatusUnprocessableEntity, map[string]string{"message": "The permissions requested are not granted to this installation."})
 			return
 		}
 		b := make([]byte, 16)
