@@ -52,9 +52,9 @@ type Server struct {
 	installs map[string]int64
 	// noContents: installations without the Contents permission.
 	noContents map[int64]bool
-	accepted map[string]bool
-	mints    []MintedToken
-	git      []GitRequest
+	accepted   map[string]bool
+	mints      []MintedToken
+	git        []GitRequest
 }
 
 // MintedToken is one installation token the fake minted, with what the
