@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/sluice-ci/sluice/scm"
 )
@@ -70,6 +71,37 @@ func RepoAuth(ctx context.Context, tokens PipelineTokens, pipeline, location str
 	return RepoAuthFrom(pipeline, location, values), nil
 }
 
+// AppTokens mints short-lived tokens that read one repository: a GitHub
+// App's installation tokens (scm.GitHubAppTokens), minted where the App's
+// key is (controllers, the API), never on an executor.
+type AppTokens interface {
+	// RepoToken mints a token for location; ok is false when the App has
+	// none to give there (another host, not installed).
+	RepoToken(ctx context.Context, location string) (token string, expires time.Time, ok bool, err error)
+}
+
+// AppTokenUser is the user name an App installation token is sent with.
+const AppTokenUser = "x-access-token"
+
+// RepoAuthOrApp is RepoAuth, then, when the pipeline has no credentials of
+// its own for location, app's installation token for it (nil app: none).
+// Precedence: the pipeline's own secret, the App, the host's credentials
+// (nil).
+func RepoAuthOrApp(ctx context.Context, tokens PipelineTokens, app AppTokens, pipeline, location string) (*scm.Auth, error) {
+	auth, err := RepoAuth(ctx, tokens, pipeline, location)
+	if err != nil || auth != nil || app == nil {
+		return auth, err
+	}
+	token, _, ok, err := app.RepoToken(ctx, location)
+	switch {
+	case err != nil:
+		return nil, err
+	case !ok:
+		return nil, nil
+	}
+	return &scm.Auth{Scope: pipeline, Username: AppTokenUser, Password: token, App: true}, nil
+}
+
 // AuthRepoOpener opens a repository location with a pipeline's own
 // credentials.
 type AuthRepoOpener interface {
@@ -93,6 +125,14 @@ func (c cachedRepos) Open(ctx context.Context, location string) (scm.Repo, error
 
 func (c cachedRepos) OpenAuth(ctx context.Context, location string, auth *scm.Auth) (scm.Repo, error) {
 	return scm.OpenAuth(ctx, location, c.dir, auth)
+}
+
+// appTokens is the controller's GitHub App token minter (nil: none).
+func (a *Activities) appTokens() AppTokens {
+	if a.Statuses == nil {
+		return nil
+	}
+	return a.Statuses.AppTokens
 }
 
 // pipelineTokens is the controller's reader of pipeline secrets (nil: none).

@@ -118,9 +118,9 @@ func (a *Activities) ResolveEvent(ctx context.Context, in ResolveEventInput) (Re
 		out.StatusesOff = err.Error()
 		a.Logger.WarnContext(ctx, "statuses_off", "pipeline", in.Pipeline, "error", err)
 	}
-	auth, err := RepoAuth(ctx, a.pipelineTokens(), in.Pipeline, in.Repo)
+	auth, err := RepoAuthOrApp(ctx, a.pipelineTokens(), a.appTokens(), in.Pipeline, in.Repo)
 	if err != nil {
-		return out, err // the API did not answer: retried
+		return out, err // the API or GitHub did not answer: retried
 	}
 	out.RepoAuth = auth != nil
 	repo, err := openRepo(ctx, a.Repos, in.Repo, auth)
@@ -244,6 +244,8 @@ func authHint(err error, pipeline, location string, auth *scm.Auth) error {
 	}
 	names := repoAuthNames(location)
 	switch {
+	case auth != nil && auth.App:
+		return authError{fmt.Errorf("%w (the repository refused the GitHub App's installation token: check that the App may read its contents, or give the pipeline its own %s secret)", err, names[0])}
 	case auth != nil:
 		return authError{fmt.Errorf("%w (the repository refused the pipeline's own credentials: check its %s secret)", err, names[0])}
 	case len(names) == 0:

@@ -40,6 +40,10 @@ type StatusSettings struct {
 	// NewPoster makes a poster for a pipeline's own token (set with
 	// PipelineTokens).
 	NewPoster func(provider, token string) (scm.StatusPoster, error)
+	// AppTokens mints the GitHub App's installation tokens that read a
+	// repository, for pipelines without credentials of their own (nil: no
+	// App configured).
+	AppTokens AppTokens
 
 	mu      sync.Mutex
 	posters map[string]scm.StatusPoster

@@ -682,12 +682,18 @@ func (h *handler) resolveSecrets(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Checkout {
-		values, err := h.d.Secrets.ResolveCheckout(ref.Pipeline, req.Names, audienceOf(ref, req.Fork || b.Fork) == AudienceForkPR)
+		fork := audienceOf(ref, req.Fork || b.Fork) == AudienceForkPR
+		values, err := h.d.Secrets.ResolveCheckout(ref.Pipeline, req.Names, fork)
 		if err != nil {
 			h.fail(w, r, err)
 			return
 		}
-		h.log.InfoContext(r.Context(), "checkout_credentials_resolved", "build", ref.String(), "names", len(values), "user", id.User)
+		values, app, err := h.svc.withAppToken(r.Context(), ref.Pipeline, fork, values)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		h.log.InfoContext(r.Context(), "checkout_credentials_resolved", "build", ref.String(), "names", len(values), "github_app_token", app, "user", id.User)
 		writeJSON(w, http.StatusOK, ResolveSecretsResponse{Values: values})
 		return
 	}

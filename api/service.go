@@ -55,6 +55,10 @@ type Service struct {
 	// secrets SLUICE_GITHUB_TOKEN, SLUICE_GITLAB_TOKEN, SLUICE_DEPLOY_KEY)
 	// for the API's own reads of its repository (nil: none).
 	PipelineTokens activities.PipelineTokens
+	// AppTokens mints the GitHub App's installation tokens that read a
+	// pipeline's repository when it has no credentials of its own: for
+	// the API's reads and the executors' checkouts (nil: no App).
+	AppTokens activities.AppTokens
 	// LocalRepos are the path prefixes under which a pipeline may use a
 	// repository on this machine (SLUICE_LOCAL_REPOS); none allows none.
 	LocalRepos []string

@@ -61,8 +61,14 @@ func (s *Service) CreatePipeline(ctx context.Context, id queue.Identity, req Cre
 			return Pipeline{}, invalid("repo %s: a private repository is an http(s) or ssh git URL", scm.RedactURL(req.Repo))
 		}
 	} else {
-		var err error
-		repo, err = s.Repos.Open(ctx, req.Repo)
+		// The pipeline has no secret yet: the GitHub App's installation
+		// token, when the App reads this repository, else the host's
+		// credentials.
+		auth, err := activities.RepoAuthOrApp(ctx, nil, s.AppTokens, req.Name, req.Repo)
+		if err != nil {
+			return Pipeline{}, err
+		}
+		repo, err = s.openWith(ctx, req.Repo, auth)
 		if err != nil {
 			return Pipeline{}, invalid("repo %s: %v%s", scm.RedactURL(req.Repo), err, privateHint(err))
 		}
@@ -111,7 +117,10 @@ func (s *Service) CreatePipeline(ctx context.Context, id queue.Identity, req Cre
 			}
 			periodic, refused := workflows.SchedulesFor(spec, id, defined, req.Queue)
 			setBy := id
-			sync := workflows.SpecSync{SHA: sha, Subscriptions: spec.RemoteTriggers(), Periodic: periodic, SetBy: &setBy, Refused: refused}
+			sync := workflows.SpecSync{
+				SHA: sha, Subscriptions: spec.RemoteTriggers(), Periodic: periodic, SetBy: &setBy, Refused: refused,
+				Warnings: spec.Warnings, Parameters: spec.ParameterList(),
+			}
 			if err := s.Client.SignalWorkflow(ctx, workflows.PipelineWorkflowID(req.Name), "", workflows.SignalSpecSynced, sync); err != nil {
 				s.Logger.WarnContext(ctx, "spec_sync_failed", "pipeline", req.Name, "error", err)
 			}
@@ -154,15 +163,11 @@ func (s *Service) specAt(ctx context.Context, location, name, ref string) (*pipe
 	return pipeline.ParseWithOptions(data, pipeline.Options{Pipeline: name})
 }
 
-// defaultSpec is the spec at the pipeline's default branch: at its head,
-// or with synced at the commit last synced when there is one (nil when it
-// cannot be read or is invalid: the events say why).
-func (s *Service) defaultSpec(ctx context.Context, p Pipeline, location string, synced bool) *pipeline.Spec {
+// defaultSpec is the spec at the head of the pipeline's default branch
+// (nil when it cannot be read or is invalid: the events say why).
+func (s *Service) defaultSpec(ctx context.Context, p Pipeline, location string) *pipeline.Spec {
 	ref := p.Branch
-	switch {
-	case synced && p.LastSHA != "":
-		ref = p.LastSHA
-	case p.RepoKind == scm.KindDir:
+	if p.RepoKind == scm.KindDir {
 		ref = ""
 	}
 	spec, err := s.specAt(ctx, location, p.Name, ref)
@@ -268,13 +273,15 @@ func (s *Service) queryPipeline(ctx context.Context, name string) (Pipeline, wor
 }
 
 // ShowPipeline is GetPipeline plus where the latest event's commit
-// statuses went, or why it posted none.
+// statuses went, or why it posted none, and what the spec of the last
+// spec sync said (kept by the pipeline: the repository is not read).
 func (s *Service) ShowPipeline(ctx context.Context, name string) (Pipeline, error) {
-	p, location, err := s.getPipeline(ctx, name)
+	p, info, err := s.queryPipeline(ctx, name)
 	if err != nil {
 		return p, err
 	}
-	withSpec(&p, s.defaultSpec(ctx, p, location, true))
+	p.SpecSyncedAt = info.SyncedAt
+	p.Warnings, p.Parameters = info.Warnings, info.Parameters
 	if evs, err := s.ListEvents(ctx, name, 1); err == nil && len(evs) > 0 && evs[0].Statuses != "" {
 		p.StatusesNote = fmt.Sprintf("%s (event %s)", evs[0].Statuses, evs[0].ID)
 	}
@@ -395,7 +402,7 @@ func (s *Service) UpdatePipeline(ctx context.Context, id queue.Identity, name st
 	s.forgetPipelines()
 	p, location, err := s.getPipeline(ctx, name)
 	if err == nil {
-		withSpec(&p, s.defaultSpec(ctx, p, location, false))
+		withSpec(&p, s.defaultSpec(ctx, p, location))
 	}
 	return p, err
 }
@@ -448,10 +455,15 @@ func privateHint(err error) string {
 // openPipelineRepo opens a pipeline's repository with its own credentials
 // when it has some.
 func (s *Service) openPipelineRepo(ctx context.Context, pipeline, location string) (scm.Repo, error) {
-	auth, err := activities.RepoAuth(ctx, s.PipelineTokens, pipeline, location)
+	auth, err := activities.RepoAuthOrApp(ctx, s.PipelineTokens, s.AppTokens, pipeline, location)
 	if err != nil {
 		return nil, err
 	}
+	return s.openWith(ctx, location, auth)
+}
+
+// openWith opens location with auth (nil: the host's credentials).
+func (s *Service) openWith(ctx context.Context, location string, auth *scm.Auth) (scm.Repo, error) {
 	if ao, ok := s.Repos.(activities.AuthRepoOpener); ok && auth != nil {
 		return ao.OpenAuth(ctx, location, auth)
 	}

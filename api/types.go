@@ -75,11 +75,16 @@ type Pipeline struct {
 	// Lanes lists the builds each job's lane holds (show only).
 	Lanes []LaneView `json:"lanes,omitempty"`
 	// Warnings are the spec's warnings: fields sluice does not act on and
-	// what it does instead (create, update and show read the spec at the
-	// default branch).
+	// what it does instead (create and update read the spec at the
+	// default branch; show answers with the last spec sync's).
 	Warnings []pipeline.Warning `json:"warnings,omitempty"`
 	// Parameters are the spec's pipeline parameters (create, update, show).
 	Parameters []pipeline.Parameter `json:"parameters,omitempty"`
+	// SpecSyncedAt is when the spec at LastSHA was last synced (a commit
+	// event of the default branch, or the create): show's Warnings and
+	// Parameters are that spec's, kept by the pipeline, not read from the
+	// repository at each request. Absent: no sync recorded yet.
+	SpecSyncedAt time.Time `json:"spec_synced_at,omitzero"`
 }
 
 // LaneView is one job's lane.

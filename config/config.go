@@ -82,7 +82,7 @@ type Config struct {
 	// GitHubToken posts commit statuses to GitHub.
 	GitHubToken string `env:"SLUICE_GITHUB_TOKEN" desc:"GitHub token that posts commit statuses (fine-grained: Commit statuses read/write; classic: repo:status); read by controllers" json:"-"`
 	// GitHubAppID and GitHubAppKeyFile sign in as a GitHub App instead.
-	GitHubAppID int64 `env:"SLUICE_GITHUB_APP_ID" desc:"GitHub App ID that posts commit statuses through its installation on each repository (instead of a token)"`
+	GitHubAppID int64 `env:"SLUICE_GITHUB_APP_ID" desc:"GitHub App ID that posts commit statuses through its installation on each repository (instead of a token), and whose installation tokens read the repositories of pipelines without credentials of their own; read by controllers and the API"`
 	// GitHubAppKeyFile is the App's private key (PEM).
 	GitHubAppKeyFile string `env:"SLUICE_GITHUB_APP_KEY_FILE" desc:"the GitHub App's private key file (PEM)"`
 	// GitHubAPIURL is GitHub's REST API (GitHub Enterprise Server: https://<host>/api/v3/).

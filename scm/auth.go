@@ -27,6 +27,9 @@ type Auth struct {
 	// SSHKey is an ssh remote's private key (a deploy key), in OpenSSH or
 	// PEM form.
 	SSHKey string
+	// App says Password is a GitHub App's installation token, not the
+	// pipeline's own secret (for messages).
+	App bool
 }
 
 // HTTP reports whether a has credentials for an http(s) remote.

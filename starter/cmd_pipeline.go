@@ -160,6 +160,9 @@ func writePipeline(w io.Writer, p api.Pipeline, now time.Time) error {
 	f.Add("queue", cliout.Or(p.Queue, "default (built-in)"))
 	f.Add("events", strconv.Itoa(p.Events))
 	f.Add("last sha", cliout.Or(p.LastSHA, cliout.Dash))
+	if !p.SpecSyncedAt.IsZero() {
+		f.Add("spec synced", cliout.Timestamp(p.SpecSyncedAt, now))
+	}
 	f.Add("created", cliout.Timestamp(p.CreatedAt, now))
 	f.Add("owner", p.Owner)
 	f.Add("admins", strings.Join(p.Admins, ", "))

@@ -154,7 +154,10 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 		cfg.TemporalUIURL = stack.UIURL()
 	}
 	caches := cache.New(blobs, int64(cfg.CacheMax))
-	srv, svc := a.apiServer(cfg, c, store, caches, secrets, blobs, log, auth)
+	srv, svc, err := a.apiServer(cfg, c, store, caches, secrets, blobs, log, auth)
+	if err != nil {
+		return err
+	}
 
 	ui := "disabled"
 	if stack != nil && stack.UIURL() != "" {
@@ -188,7 +191,7 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 		},
 		func(ctx context.Context) error {
 			return workers.RunExecutor(ctx, workers.Options{
-				Client: c, Config: cfg, Logger: log, Logs: local, Caches: caches, Name: name, Secrets: secrets.LocalSource(), Reaper: reaperCommand(), Dev: true,
+				Client: c, Config: cfg, Logger: log, Logs: local, Caches: caches, Name: name, Secrets: svc.LocalSecretSource(secrets), Reaper: reaperCommand(), Dev: true,
 				BuildData: svc.LocalBuildData(blobs), SelfBinary: selfBinary(log),
 			})
 		},
@@ -336,7 +339,7 @@ func openSecrets(ctx context.Context, cfg *config.Config, log *slog.Logger) (sec
 	return secrets, closeDB, nil
 }
 
-func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Store, caches *cache.Store, secrets *api.SecretStore, blobs *blobstore.Store, log *slog.Logger, auth func(*http.Request) (queue.Identity, error)) (*http.Server, *api.Service) {
+func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Store, caches *cache.Store, secrets *api.SecretStore, blobs *blobstore.Store, log *slog.Logger, auth func(*http.Request) (queue.Identity, error)) (*http.Server, *api.Service, error) {
 	svc := &api.Service{
 		Client: c, Namespace: cfg.TemporalNamespace, Liveness: cfg.LivenessTimeout, AdmitWait: cfg.AdmitWait,
 		Dispatch: workflows.Dispatch{HeartbeatTimeout: cfg.HeartbeatTimeout, MaxAttempts: cfg.MaxAttempts},
@@ -350,6 +353,13 @@ func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Sto
 		svc.Meta = secrets.MetaStore()
 		svc.Audit = secrets.AuditTrail()
 	}
+	// The GitHub App (if any) reads pipelines' repositories from here and
+	// gives executors' checkouts their installation tokens.
+	apps, err := workers.AppTokens(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	svc.AppTokens = apps
 	h := api.NewHandler(api.Deps{
 		Service: svc, Logs: store, Caches: caches, Logger: log, Secrets: secrets, Metrics: api.NewMetrics(svc), Blobs: blobs,
 		GitHubSecret: cfg.GitHubSecret, GitLabSecret: cfg.GitLabSecret,
@@ -359,7 +369,7 @@ func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Sto
 			return err
 		},
 	})
-	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, svc
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, svc, nil
 }
 
 // selfBinary is this binary's path, which builds run as their meta and
@@ -575,7 +585,10 @@ SLUICE_DATA_DIR/logs between replicas, for live logs to be followed on all.`,
 				return err
 			}
 			defer closeDB()
-			srv, _ := a.apiServer(cfg, c, store, cache.New(blobs, int64(cfg.CacheMax)), secrets, blobs, log, auth)
+			srv, _, err := a.apiServer(cfg, c, store, cache.New(blobs, int64(cfg.CacheMax)), secrets, blobs, log, auth)
+			if err != nil {
+				return err
+			}
 			go pruneArtifacts(cmd.Context(), cfg, blobs, log)
 			log.Info("api_listening", "address", apiBase(cfg.APIAddr))
 			go pruneLogs(cmd.Context(), cfg, store, log)

@@ -35,6 +35,11 @@ func StatusSettings(cfg *config.Config, tokens activities.PipelineTokens) (*acti
 		}
 		s.Posters.GitHub = p
 	}
+	apps, err := AppTokens(cfg)
+	if err != nil {
+		return s, err
+	}
+	s.AppTokens = apps
 	gl := scm.GitLabStatusConfig{URL: cfg.GitLabURL, Token: cfg.GitLabToken}
 	if gl.Configured() {
 		p, err := scm.NewGitLabStatuses(gl, nil)

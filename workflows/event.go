@@ -260,6 +260,7 @@ func (e *eventRun) syncSpec(ctx workflow.Context, defined []queue.Queue) {
 		}
 	}
 	sync.SHA, sync.Subscriptions = e.state.SHA, e.spec.RemoteTriggers()
+	sync.Warnings, sync.Parameters = e.spec.Warnings, e.spec.ParameterList()
 	if !e.legacy {
 		sync.Event = e.in.Event.Number
 	}

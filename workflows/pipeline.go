@@ -135,7 +135,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 		return PipelineInfo{
 			Config: p.cfg, Events: p.st.NextEvent - 1, Lanes: p.st.Lanes,
 			Subscriptions: p.st.Subscriptions, Periodic: p.st.Periodic, LastSHA: p.st.LastSHA,
-			ScheduleError: p.st.ScheduleError,
+			ScheduleError: p.st.ScheduleError, SyncedAt: p.st.SyncedAt, Warnings: p.st.SpecWarnings, Parameters: p.st.SpecParameters,
 		}, nil
 	}); err != nil {
 		return fmt.Errorf("register pipeline query: %w", err)
@@ -585,6 +585,8 @@ func (p *pipelineRun) applySync(ctx workflow.Context, s SpecSync) {
 		p.st.SyncedEvent = s.Event
 	}
 	p.st.LastSHA = s.SHA
+	p.st.SyncedAt = workflow.Now(ctx).UTC()
+	p.st.SpecWarnings, p.st.SpecParameters = s.Warnings, s.Parameters
 	subs := slices.Clone(s.Subscriptions)
 	sort.Strings(subs)
 	if !slices.Equal(subs, p.st.Subscriptions) {

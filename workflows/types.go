@@ -184,6 +184,11 @@ type PipelineState struct {
 	Periodic map[string]string `json:"periodic,omitempty"`
 	// LastSHA is the default branch commit last synced.
 	LastSHA string `json:"last_sha,omitempty"`
+	// SyncedAt is when the last spec sync was applied; SpecWarnings and
+	// SpecParameters are what that sync's spec said.
+	SyncedAt       time.Time            `json:"synced_at,omitzero"`
+	SpecWarnings   []pipeline.Warning   `json:"spec_warnings,omitempty"`
+	SpecParameters []pipeline.Parameter `json:"spec_parameters,omitempty"`
 	// SyncedEvent is the event whose spec sync was applied last: an older
 	// event's sync that arrives later is ignored.
 	SyncedEvent int `json:"synced_event,omitempty"`
@@ -229,6 +234,11 @@ type PipelineInfo struct {
 	LastSHA       string            `json:"last_sha,omitempty"`
 	// ScheduleError says why the periodic schedules are not in step.
 	ScheduleError string `json:"schedule_error,omitempty"`
+	// SyncedAt is when the spec at LastSHA was synced (zero: never);
+	// Warnings and Parameters are that spec's.
+	SyncedAt   time.Time            `json:"synced_at,omitzero"`
+	Warnings   []pipeline.Warning   `json:"warnings,omitempty"`
+	Parameters []pipeline.Parameter `json:"parameters,omitempty"`
 }
 
 // StartEventRequest is UpdateStartEvent's argument.
@@ -286,6 +296,10 @@ type SpecSync struct {
 	// because SetBy may not use their queue ("job nightly: …").
 	SetBy   *queue.Identity `json:"set_by,omitempty"`
 	Refused []string        `json:"refused,omitempty"`
+	// Warnings and Parameters are the spec's, which the pipeline keeps
+	// for its readers (GET /pipelines/{name} answers without reading git).
+	Warnings   []pipeline.Warning   `json:"warnings,omitempty"`
+	Parameters []pipeline.Parameter `json:"parameters,omitempty"`
 }
 
 // EnqueueBatch hands a pipeline's lanes the builds an event just started.

@@ -87,6 +87,9 @@ type Options struct {
 	GitHubSecret string
 	// Env adds configuration variables (e.g. SLUICE_GITHUB_TOKEN).
 	Env map[string]string
+	// WrapAPIAppTokens, when set, wraps the API's GitHub App token minter
+	// (a test counting what the API mints; SLUICE_GITHUB_APP_ID in Env).
+	WrapAPIAppTokens func(activities.AppTokens) activities.AppTokens
 }
 
 // Env is one isolated sluice installation on the shared server.
@@ -176,6 +179,11 @@ func (s *Server) NewEnv(t testing.TB, opts Options) *Env {
 	require.NoError(t, err)
 	e.Service.HasSecrets = secrets.HasAny
 	e.Service.PipelineTokens = secrets.PipelineTokens()
+	e.Service.AppTokens, err = workers.AppTokens(cfg) // SLUICE_GITHUB_APP_ID in opts.Env
+	require.NoError(t, err)
+	if opts.WrapAPIAppTokens != nil && e.Service.AppTokens != nil {
+		e.Service.AppTokens = opts.WrapAPIAppTokens(e.Service.AppTokens)
+	}
 	e.Service.Numbers = secrets.EventNumbers()
 	e.Service.Meta = secrets.MetaStore()
 	e.Service.Audit = secrets.AuditTrail()
@@ -209,7 +217,7 @@ func (s *Server) NewEnv(t testing.TB, opts Options) *Env {
 	}
 	if opts.LocalExecutor {
 		e.run(ctx, func(ctx context.Context) error {
-			return workers.RunExecutor(ctx, workers.Options{Client: e.Client, Config: cfg, Logger: e.Logger, Logs: local, Name: "local", Secrets: secrets.LocalSource()})
+			return workers.RunExecutor(ctx, workers.Options{Client: e.Client, Config: cfg, Logger: e.Logger, Logs: local, Name: "local", Secrets: e.Service.LocalSecretSource(secrets)})
 		})
 	}
 	t.Cleanup(func() {
