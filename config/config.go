@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-ci/sluice/blobstore"
 	"github.com/sluice-ci/sluice/runner"
+	"github.com/sluice-ci/sluice/scm"
 )
 
 // Config is every setting sluice reads from its environment. Each field names
@@ -85,6 +86,9 @@ type Config struct {
 	GitHubAppID int64 `env:"SLUICE_GITHUB_APP_ID" desc:"GitHub App ID that posts commit statuses through its installation on each repository (instead of a token), and whose installation tokens read the repositories of pipelines without credentials of their own; read by controllers and the API"`
 	// GitHubAppKeyFile is the App's private key (PEM).
 	GitHubAppKeyFile string `env:"SLUICE_GITHUB_APP_KEY_FILE" desc:"the GitHub App's private key file (PEM)"`
+	// GitHubAppRepos are the repositories the App's installation tokens
+	// may read for pipelines without credentials of their own.
+	GitHubAppRepos []string `env:"SLUICE_GITHUB_APP_REPOS" envSeparator:"," desc:"comma-separated repositories (owner/repo or owner/*) that pipelines without credentials of their own read and check out with the GitHub App's installation tokens; empty: none. Anyone who may create a pipeline can build what is listed, so list only what every sluice user may read"`
 	// GitHubAPIURL is GitHub's REST API (GitHub Enterprise Server: https://<host>/api/v3/).
 	GitHubAPIURL string `env:"SLUICE_GITHUB_API_URL" envDefault:"https://api.github.com/" desc:"GitHub REST API base URL (GitHub Enterprise Server: https://<host>/api/v3/); repositories on its host report there"`
 	// GitLabToken posts commit statuses to GitLab.
@@ -309,6 +313,14 @@ func (c *Config) validate(skip map[string]bool) error {
 	}
 	if c.GitHubAppID < 0 {
 		bad("SLUICE_GITHUB_APP_ID", "must be a positive App ID, got %d", c.GitHubAppID)
+	}
+	for _, r := range c.GitHubAppRepos {
+		if err := scm.CheckAppRepoPattern(r); err != nil {
+			bad("SLUICE_GITHUB_APP_REPOS", "%v", err)
+		}
+	}
+	if len(c.GitHubAppRepos) > 0 && c.GitHubAppID == 0 {
+		bad("SLUICE_GITHUB_APP_REPOS", "needs SLUICE_GITHUB_APP_ID and SLUICE_GITHUB_APP_KEY_FILE: the repositories are read with the App's tokens")
 	}
 	if (c.GitHubAppID != 0) != (c.GitHubAppKeyFile != "") {
 		bad("SLUICE_GITHUB_APP_ID", "SLUICE_GITHUB_APP_ID and SLUICE_GITHUB_APP_KEY_FILE go together")

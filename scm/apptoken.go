@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -25,11 +26,17 @@ type GitHubAppTokens struct {
 	// for api.github.com, else the API's own host, GitHub Enterprise
 	// Server's https://<host>/api/v3/).
 	host string
+	// repos are the repositories (owner/repo, owner/*; case-insensitive)
+	// the tokens may read: the operator's choice of what anyone who may
+	// create a pipeline may build with the App's access.
+	repos []string
 }
 
 // NewGitHubAppTokens reads the App's private key (PEM) from keyFile; apiURL
-// is GitHub's REST API base ("" is https://api.github.com/).
-func NewGitHubAppTokens(apiURL string, appID int64, keyFile string, hc *http.Client) (*GitHubAppTokens, error) {
+// is GitHub's REST API base ("" is https://api.github.com/). repos lists
+// the repositories (owner/repo or owner/*) the tokens may read; none, no
+// token is ever minted.
+func NewGitHubAppTokens(apiURL string, appID int64, keyFile string, repos []string, hc *http.Client) (*GitHubAppTokens, error) {
 	if appID <= 0 || keyFile == "" {
 		return nil, errors.New("a GitHub App needs SLUICE_GITHUB_APP_ID and SLUICE_GITHUB_APP_KEY_FILE")
 	}
@@ -64,14 +71,44 @@ func NewGitHubAppTokens(apiURL string, appID int64, keyFile string, hc *http.Cli
 	if strings.EqualFold(host, "api.github.com") {
 		host = "github.com"
 	}
-	return &GitHubAppTokens{apps: apps, host: host}, nil
+	for _, r := range repos {
+		if err := CheckAppRepoPattern(r); err != nil {
+			return nil, fmt.Errorf("SLUICE_GITHUB_APP_REPOS: %w", err)
+		}
+	}
+	return &GitHubAppTokens{apps: apps, host: host, repos: repos}, nil
+}
+
+// CheckAppRepoPattern checks one entry of SLUICE_GITHUB_APP_REPOS: owner/repo
+// or owner/*.
+func CheckAppRepoPattern(p string) error {
+	owner, repo, ok := strings.Cut(p, "/")
+	if !ok || !reGitHubName.MatchString(owner) || (repo != "*" && !reGitHubName.MatchString(repo)) {
+		return fmt.Errorf("%q is not owner/repo or owner/*", p)
+	}
+	return nil
+}
+
+var reGitHubName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+
+// listed reports whether repo (owner/name) is among the repositories the
+// tokens may read.
+func (g *GitHubAppTokens) listed(repo string) bool {
+	owner, _, _ := strings.Cut(repo, "/")
+	for _, p := range g.repos {
+		if strings.EqualFold(p, repo) || strings.EqualFold(p, owner+"/*") {
+			return true
+		}
+	}
+	return false
 }
 
 // RepoToken mints an installation token that reads the repository at
 // location. ok is false, with no error, when the App has nothing to give
 // there: location is not an http(s) URL of a repository on the App's
 // GitHub, the App is not installed on it, or its installation may not read
-// contents (an App for commit statuses only; GitHub answers 422): the
+// contents (an App for commit statuses only; GitHub answers 422), or the
+// repository is not in SLUICE_GITHUB_APP_REPOS: the
 // host's credentials then apply. An error is GitHub not answering, or refusing the App.
 func (g *GitHubAppTokens) RepoToken(ctx context.Context, location string) (token string, expires time.Time, ok bool, err error) {
 	if !IsHTTPURL(location) || hasCredentials(location) {
@@ -80,6 +117,9 @@ func (g *GitHubAppTokens) RepoToken(ctx context.Context, location string) (token
 	t, found := TargetFromRepoURL(location, g.host, "")
 	if !found || t.Provider != ProviderGitHub {
 		return "", time.Time{}, false, nil
+	}
+	if !g.listed(t.Repo) {
+		return "", time.Time{}, false, nil // not in SLUICE_GITHUB_APP_REPOS
 	}
 	owner, repo, _ := strings.Cut(t.Repo, "/")
 	inst, _, err := g.apps.Apps.GetRepositoryInstallation(ctx, owner, repo)

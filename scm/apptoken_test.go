@@ -30,7 +30,7 @@ func TestGitHubAppRepoToken(t *testing.T) {
 	h := newHistory(t)
 	location := gh.AddRepo(t, h.dir, "acme/app")
 	gh.Install("acme/app", 42)
-	apps, err := NewGitHubAppTokens(gh.URL+"/api/v3/", gh.AppID, gh.KeyFile, nil)
+	apps, err := NewGitHubAppTokens(gh.URL+"/api/v3/", gh.AppID, gh.KeyFile, []string{"acme/*", "ACME-LABS/tools"}, nil)
 	require.NoError(t, err)
 
 	// Without the token the private repository is refused.
@@ -80,22 +80,39 @@ func TestGitHubAppRepoToken(t *testing.T) {
 	}
 	require.Len(t, gh.Mints(), 2, "no token minted for the others")
 
+	// A repository the App is installed on but SLUICE_GITHUB_APP_REPOS
+	// does not list gets no token: whoever may create a pipeline builds
+	// only what the operator listed.
+	gh.AddRepo(t, h.dir, "secret-org/payroll")
+	gh.Install("secret-org/payroll", 44)
+	_, _, ok, err = apps.RepoToken(ctx, gh.URL+"/secret-org/payroll.git")
+	require.NoError(t, err)
+	require.False(t, ok, "an unlisted repository")
+	gh.AddRepo(t, h.dir, "acme-labs/tools")
+	gh.Install("acme-labs/tools", 45)
+	_, _, ok, err = apps.RepoToken(ctx, gh.URL+"/acme-labs/tools.git")
+	require.NoError(t, err)
+	require.True(t, ok, "a listed repository, whatever the case")
+	require.Len(t, gh.Mints(), 3)
+
 	// A key that is not the App's: GitHub refuses its JWT.
 	other, err := rsa.GenerateKey(rand.Reader, 2048)
 	require.NoError(t, err)
 	keyFile := filepath.Join(t.TempDir(), "other.pem")
 	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(other)}), 0o600))
-	forged, err := NewGitHubAppTokens(gh.URL+"/api/v3/", gh.AppID, keyFile, nil)
+	forged, err := NewGitHubAppTokens(gh.URL+"/api/v3/", gh.AppID, keyFile, []string{"acme/*"}, nil)
 	require.NoError(t, err)
 	_, _, ok, err = forged.RepoToken(ctx, location)
 	require.ErrorContains(t, err, "installation on acme/app")
 	require.ErrorContains(t, err, "not signed by the App's key")
 	require.False(t, ok)
-	require.Len(t, gh.Mints(), 2)
+	require.Len(t, gh.Mints(), 3)
 
 	// Configuration errors name the setting.
-	_, err = NewGitHubAppTokens(gh.URL+"/api/v3/", gh.AppID, filepath.Join(t.TempDir(), "missing.pem"), nil)
+	_, err = NewGitHubAppTokens(gh.URL+"/api/v3/", gh.AppID, filepath.Join(t.TempDir(), "missing.pem"), nil, nil)
 	require.ErrorContains(t, err, "SLUICE_GITHUB_APP_KEY_FILE")
-	_, err = NewGitHubAppTokens("ftp://x", gh.AppID, gh.KeyFile, nil)
+	_, err = NewGitHubAppTokens("ftp://x", gh.AppID, gh.KeyFile, nil, nil)
 	require.ErrorContains(t, err, "SLUICE_GITHUB_API_URL")
+	_, err = NewGitHubAppTokens(gh.URL+"/api/v3/", gh.AppID, gh.KeyFile, []string{"acme"}, nil)
+	require.ErrorContains(t, err, `SLUICE_GITHUB_APP_REPOS: "acme" is not owner/repo or owner/*`)
 }

@@ -122,6 +122,7 @@ func (g *Server) Env() map[string]string {
 		"SLUICE_GITHUB_APP_ID":       strconv.FormatInt(g.AppID, 10),
 		"SLUICE_GITHUB_APP_KEY_FILE": g.KeyFile,
 		"SLUICE_GITHUB_API_URL":      g.URL + "/api/v3/",
+		"SLUICE_GITHUB_APP_REPOS":    "acme/*",
 	}
 }
 
