@@ -100,6 +100,14 @@ type Store struct {
 	// serves the logs the directory lacks (SetArchive).
 	archive    *blobstore.Store
 	archiveErr func(error)
+
+	// now is the clock marks are stamped with (tests set it).
+	now func() time.Time
+	// live tracks the logs written here that are not finished, for
+	// FlushLive (live.go).
+	liveMu  sync.Mutex
+	live    map[string]*liveLog
+	flushMu sync.Mutex
 }
 
 // watch wakes the Wait calls on one step log.
@@ -120,7 +128,7 @@ func Open(dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open log store: %w", err)
 	}
-	return &Store{dir: abs, watches: map[string]*watch{}}, nil
+	return &Store{dir: abs, watches: map[string]*watch{}, now: time.Now, live: map[string]*liveLog{}}, nil
 }
 
 // Dir returns the directory the store is rooted at.
@@ -172,12 +180,19 @@ func (s *Store) appendLog(build, step string, offset int64, p []byte) (int64, er
 		return size, &OffsetMismatchError{Build: build, Step: step, Offset: offset, Size: size}
 	}
 	if len(p) > 0 {
+		start := size
 		n, err := f.Write(p)
 		size += int64(n)
+		if n > 0 {
+			s.dirty(sp, build, step)
+		}
 		if err != nil {
 			s.notify(sp.key)
 			return size, fmt.Errorf("append to log %s/%s: %w", build, step, err)
 		}
+		// A mark that cannot be written loses nothing: the bytes are
+		// stored, and their lines take the previous mark's time.
+		_ = mark(sp, start, s.now())
 		s.notify(sp.key)
 	}
 	return size, nil
@@ -244,6 +259,12 @@ func (s *Store) Finish(build, step string) error {
 		return fmt.Errorf("finish log %s/%s: %w", build, step, err)
 	}
 	s.notify(sp.key)
+	// Done exists: no append changes the log now. Unlock it before the
+	// upload (a flush takes the flush lock, then the log's).
+	_ = f.Close()
+	s.flushMu.Lock() // no chunk of this log is flushed after its archive
+	defer s.flushMu.Unlock()
+	s.forget(sp.key)
 	if err := s.upload(sp, build, step); err != nil && s.archiveErr != nil {
 		s.archiveErr(err)
 	}
@@ -316,7 +337,7 @@ func (s *Store) Stat(build, step string) (StepInfo, error) {
 			defer cancel()
 			a, err := s.archivedStep(ctx, build, step)
 			if err == nil {
-				return StepInfo{Name: step, Size: a.size, Complete: true}, nil
+				return StepInfo{Name: step, Size: a.size, Complete: a.complete}, nil
 			}
 			if !isNotFound(err) {
 				return StepInfo{}, fmt.Errorf("stat log %s/%s: %w", build, step, err)
@@ -371,7 +392,7 @@ func (s *Store) Steps(build string) ([]StepInfo, error) {
 	if len(names) == 0 {
 		infos := make([]StepInfo, 0, len(arch))
 		for _, a := range arch {
-			infos = append(infos, StepInfo{Name: a.name, Size: a.size, Complete: true})
+			infos = append(infos, StepInfo{Name: a.name, Size: a.size, Complete: a.complete})
 		}
 		return infos, nil
 	}
@@ -386,7 +407,7 @@ func (s *Store) Steps(build string) ([]StepInfo, error) {
 	}
 	archivedInfo := map[string]StepInfo{}
 	for _, a := range arch {
-		archivedInfo[a.name] = StepInfo{Name: a.name, Size: a.size, Complete: true}
+		archivedInfo[a.name] = StepInfo{Name: a.name, Size: a.size, Complete: a.complete}
 	}
 	infos := make([]StepInfo, 0, len(names))
 	for _, name := range names {
@@ -492,9 +513,9 @@ func (s *Store) Wait(ctx context.Context, build, step string, offset int64) erro
 			return nil
 		}
 		if err != nil && s.archive != nil && polls%blobPoll == 0 {
-			// Not here: finished on another replica? An archived log is
-			// complete.
-			if _, err := s.archivedStep(ctx, build, step); err == nil {
+			// Not here: written through another replica? Its flushed
+			// chunks or its finished archive are in the blob store.
+			if a, err := s.archivedStep(ctx, build, step); err == nil && (a.complete || a.size > offset) {
 				return nil
 			}
 		}
@@ -527,6 +548,10 @@ func lock(f *os.File) error {
 			return err
 		}
 	}
+}
+
+func unlock(f *os.File) error {
+	return syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 }
 
 func fileSize(f *os.File) (int64, error) {
