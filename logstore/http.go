@@ -66,6 +66,7 @@ func LogsURL(baseURL, build, step string) string {
 //	GET  /api/v1/builds/{build}/logs/{step}?offset=&length=   → Chunk
 //	POST /api/v1/builds/{build}/logs/{step}?offset=N          body: bytes → AppendResult
 //	POST /api/v1/builds/{build}/logs/{step}/finish            → AppendResult
+//	GET  /api/v1/builds/{build}/logs/{step}/raw               → the log's bytes (ServeRaw)
 //
 // {build} and {step} are single path segments, escaped with
 // url.PathEscape: slashes in build IDs travel as %2F. The handler splits the
@@ -116,6 +117,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.append(w, r, segs[0], segs[2])
 		default:
 			methodNotAllowed(w, r, "GET, POST")
+		}
+	case len(segs) == 4 && segs[1] == "logs" && segs[3] == "raw":
+		if allow(w, r, http.MethodGet) {
+			if err := ServeRaw(w, r, h.store, segs[0], segs[2], RawName(segs[0], segs[2])); err != nil { //nolint:contextcheck // as above
+				writeStoreError(w, err)
+			}
 		}
 	case len(segs) == 4 && segs[1] == "logs" && segs[3] == "finish":
 		if allow(w, r, http.MethodPost) {
