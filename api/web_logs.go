@@ -159,9 +159,19 @@ func (wh *webHandler) buildLogView(b Build) *logView {
 	}
 	for i, in := range infos {
 		st := logStep{Index: i + 1, Name: in.Name, Outcome: outcomes[in.Name]}
-		// Open what a reader looks for: running, failed or skipped steps,
-		// and a build's only step; finished good steps fold.
-		st.Open = !in.Complete || len(infos) == 1 || st.Outcome == nil || st.Outcome.ExitCode != 0
+		// Open what a reader looks for: a running or failed step, the
+		// last one, a build's only one; finished good steps fold (while
+		// the build runs, its outcomes are not known yet: the finished
+		// steps before the last went on, so they succeeded).
+		last := i == len(infos)-1
+		switch o := st.Outcome; {
+		case !in.Complete || len(infos) == 1:
+			st.Open = true
+		case o != nil:
+			st.Open = o.ExitCode != 0 && !o.Skipped
+		default:
+			st.Open = last
+		}
 		if o := st.Outcome; o != nil && !o.Start.IsZero() && !o.End.IsZero() {
 			st.Duration = o.End.Sub(o.Start).Round(time.Millisecond).String()
 		}
