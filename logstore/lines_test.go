@@ -194,6 +194,13 @@ func TestLiveLogsReadThroughAnotherReplica(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, []shownLine{{N: 1, Text: "\x1b[32mok 1\x1b[0m", Time: t0}}, shown(pg))
 
+			// A writer that moved to the other replica mid-log is refused
+			// there, and leaves nothing that would hide the flushed log.
+			_, err = other.AppendAt(build, "run", 14, []byte("ok 2\n"))
+			require.ErrorIs(t, err, logstore.ErrOffsetMismatch)
+			text, _ := readAll(t, other, build, "run")
+			require.Equal(t, "\x1b[32mok 1\x1b[0m\n", text)
+
 			// A follower on the other replica wakes when the log grows there.
 			woke := make(chan error, 1)
 			waitCtx, cancel := context.WithTimeout(ctx, time.Minute)

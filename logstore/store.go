@@ -160,6 +160,12 @@ func (s *Store) appendLog(build, step string, offset int64, p []byte) (int64, er
 	if err != nil {
 		return 0, fmt.Errorf("append to log: %w", err)
 	}
+	if offset > 0 && !exists(sp.log) {
+		// A writer continuing a log this directory does not have (it
+		// moved to another replica): create nothing that would hide the
+		// log's flushed chunks from this replica's readers.
+		return 0, &OffsetMismatchError{Build: build, Step: step, Offset: offset, Size: 0}
+	}
 	f, err := s.openLog(sp)
 	if err != nil {
 		return 0, fmt.Errorf("append to log %s/%s: %w", build, step, err)
