@@ -3,8 +3,12 @@ package logstore_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -240,4 +244,50 @@ func TestLiveLogsReadThroughAnotherReplica(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A remote writer's lines keep the times it saw them written, though it
+// ships them together; an old writer's (no marks header) take the time
+// they arrive.
+func TestRemoteWritersLinesKeepTheirOwnTimes(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	arrival := t0.Add(time.Hour)
+	logstore.SetClock(s, func() time.Time { return arrival })
+	srv := httptest.NewServer(logstore.NewHTTPHandler(s))
+	t.Cleanup(srv.Close)
+	c := &clock{t: t0}
+	const build = "app/test/5"
+	w, err := logstore.NewRemoteSink(srv.URL, build, nil, logstore.RemoteOptions{Now: c.now, FlushInterval: time.Hour}).Open("run")
+	require.NoError(t, err)
+	_, err = io.WriteString(w, "first\nsec")
+	require.NoError(t, err)
+	t1 := t0.Add(1500 * time.Millisecond)
+	c.set(t1)
+	_, err = io.WriteString(w, "ond\nthird\n")
+	require.NoError(t, err)
+	c.set(arrival.Add(time.Hour)) // a clock ahead of the server's
+	_, err = io.WriteString(w, "fourth\n")
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	pg, err := s.ReadLines(build, "run", 0, 0)
+	require.NoError(t, err)
+	require.Equal(t, []shownLine{
+		{N: 1, Text: "first", Time: t0},
+		{N: 2, Text: "second", Time: t0},
+		{N: 3, Text: "third", Time: t1},
+		{N: 4, Text: "fourth", Time: arrival},
+	}, shown(pg))
+
+	// An old writer: plain appends, stamped on arrival.
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, logstore.LogsURL(srv.URL, build, "old")+"?offset=0", strings.NewReader("x\n"))
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	marks, err := s.Marks(build, "old")
+	require.NoError(t, err)
+	require.Equal(t, []logstore.Mark{{Offset: 0, Line: 0, Time: arrival}}, marks)
+	require.Equal(t, []logstore.Mark{{Offset: 2, Time: t1}}, logstore.ParseMarks(" 2@"+strconv.FormatInt(t1.UnixMilli(), 10)+",bad,-1@5"))
 }

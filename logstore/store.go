@@ -137,7 +137,7 @@ func (s *Store) Dir() string { return s.dir }
 // Append appends p to the log of step in build, creating the log if needed.
 // It fails with ErrComplete once the log is finished.
 func (s *Store) Append(build, step string, p []byte) error {
-	_, err := s.appendLog(build, step, -1, p)
+	_, err := s.appendLog(build, step, -1, p, nil)
 	return err
 }
 
@@ -149,13 +149,29 @@ func (s *Store) AppendAt(build, step string, offset int64, p []byte) (int64, err
 	if offset < 0 {
 		return 0, fmt.Errorf("append to log %s/%s: %w: offset %d is negative", build, step, ErrBadOffset, offset)
 	}
-	return s.appendLog(build, step, offset, p)
+	return s.appendLog(build, step, offset, p, nil)
+}
+
+// AppendAtMarked is AppendAt with the times the writer saw its bytes
+// written (marks, absolute offsets within p's range, increasing): a remote
+// writer ships every half second, and its lines keep their own times.
+// Marks outside p's range or out of order are ignored, and times after
+// now are taken as now. With no marks, p's lines take the previous mark's
+// time; AppendAt marks p with now.
+func (s *Store) AppendAtMarked(build, step string, offset int64, p []byte, marks []Mark) (int64, error) {
+	if offset < 0 {
+		return 0, fmt.Errorf("append to log %s/%s: %w: offset %d is negative", build, step, ErrBadOffset, offset)
+	}
+	if marks == nil {
+		marks = []Mark{}
+	}
+	return s.appendLog(build, step, offset, p, marks)
 }
 
 // appendLog appends p (at offset, or anywhere when offset < 0) under an
 // exclusive flock of the log file, which serialises writers in this and
 // other processes and orders them with Finish.
-func (s *Store) appendLog(build, step string, offset int64, p []byte) (int64, error) {
+func (s *Store) appendLog(build, step string, offset int64, p []byte, marks []Mark) (int64, error) {
 	sp, err := s.paths(build, step)
 	if err != nil {
 		return 0, fmt.Errorf("append to log: %w", err)
@@ -198,7 +214,22 @@ func (s *Store) appendLog(build, step string, offset int64, p []byte) (int64, er
 		}
 		// A mark that cannot be written loses nothing: the bytes are
 		// stored, and their lines take the previous mark's time.
-		_ = mark(sp, start, s.now())
+		now := s.now()
+		if marks == nil {
+			_ = mark(sp, start, now)
+		}
+		prev := start - 1
+		for _, m := range marks {
+			if m.Offset <= prev || m.Offset >= size {
+				continue
+			}
+			t := m.Time
+			if t.After(now) {
+				t = now
+			}
+			_ = mark(sp, m.Offset, t)
+			prev = m.Offset
+		}
 		s.notify(sp.key)
 	}
 	return size, nil
