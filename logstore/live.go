@@ -194,14 +194,17 @@ func (s *Store) flushLog(ctx context.Context, l *liveLog) error {
 				ms.Write(m.encode())
 			}
 		}
+		// The bytes, then their marks: a marks object, once there, is
+		// final (a retry after a failed one rewrites both), so readers
+		// may keep it.
 		key := fmt.Sprintf("%s%016d", ld, l.flushed)
+		if _, err := s.archive.Put(ctx, key, bytes.NewReader(data)); err != nil {
+			return err
+		}
 		if ms.Len() > 0 {
 			if _, err := s.archive.Put(ctx, key+".times", &ms); err != nil {
 				return err
 			}
-		}
-		if _, err := s.archive.Put(ctx, key, bytes.NewReader(data)); err != nil {
-			return err
 		}
 		l.flushed += n
 	}
@@ -224,8 +227,12 @@ func (s *Store) remoteMarks(build, step string) ([]Mark, error) {
 			keys = []string{a.times}
 		}
 	}
-	var data []byte
+	var out []Mark
 	for _, k := range keys {
+		if ms, ok := s.cachedMarks(k); ok {
+			out = append(out, ms...)
+			continue
+		}
 		r, _, err := s.archive.Get(ctx, k)
 		if errors.Is(err, blobstore.ErrNotFound) {
 			continue // deleted since the listing (the log was archived)
@@ -238,7 +245,31 @@ func (s *Store) remoteMarks(build, step string) ([]Mark, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read log marks %s/%s: %w", build, step, err)
 		}
-		data = append(data, b[:len(b)-len(b)%markSize]...)
+		ms := decodeMarks(b)
+		s.cacheMarks(k, ms)
+		out = append(out, ms...)
 	}
-	return decodeMarks(data), nil
+	return out, nil
+}
+
+// maxCachedMarks bounds the marks objects kept in memory.
+const maxCachedMarks = 4096
+
+// cachedMarks returns the decoded marks object under key, if read before.
+// Marks objects are written once (a chunk's, or a finished log's), so a
+// follower on another replica reads each once, not every second.
+func (s *Store) cachedMarks(key string) ([]Mark, bool) {
+	s.liveMu.Lock()
+	defer s.liveMu.Unlock()
+	ms, ok := s.marksCache[key]
+	return ms, ok
+}
+
+func (s *Store) cacheMarks(key string, ms []Mark) {
+	s.liveMu.Lock()
+	defer s.liveMu.Unlock()
+	if s.marksCache == nil || len(s.marksCache) >= maxCachedMarks {
+		s.marksCache = map[string][]Mark{}
+	}
+	s.marksCache[key] = ms
 }

@@ -108,6 +108,8 @@ type Store struct {
 	liveMu  sync.Mutex
 	live    map[string]*liveLog
 	flushMu sync.Mutex
+	// marksCache holds marks objects read from the blob store (live.go).
+	marksCache map[string][]Mark
 }
 
 // watch wakes the Wait calls on one step log.
