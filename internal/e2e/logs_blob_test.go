@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -86,6 +87,16 @@ func TestAPIReplicasServeFinishedLogsFromTheBlobStore(t *testing.T) {
 	running, err := b.GetBuild(ctx, buildID)
 	require.NoError(t, err)
 	require.Equal(t, workflows.StatusRunning, running.Status, "read while the step runs")
+	// The build page's log viewer on replica b follows it too.
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.BaseURL+"/ui/builds/"+buildID+"/log-follow", nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	page, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", page)
+	require.Contains(t, string(page), `"t": "hello from replica a"`)
 	gate.Open()
 	build := buildOf(t, e.WaitEvent(ev.ID, 2*time.Minute), "main")
 	require.Equal(t, workflows.StatusSuccess, build.Status, build.Reason)
