@@ -217,7 +217,9 @@ func (s *Store) appendLog(build, step string, offset int64, p []byte, marks []Ma
 		// A mark that cannot be written loses nothing: the bytes are
 		// stored, and their lines take the previous mark's time.
 		now := s.now()
-		if marks == nil {
+		if marks == nil || start == 0 && (len(marks) == 0 || marks[0].Offset != 0) {
+			// No times from the writer (or none for the log's start,
+			// without which it would keep none): now.
 			_ = mark(sp, start, now)
 		}
 		prev := start - 1
