@@ -37,7 +37,8 @@
 // An executor writing to a local Store hands Store.Sink to runner.Run. An
 // executor on another machine uses NewRemoteSink, which ships each step's
 // output to the HTTP API served by NewHTTPHandler (see there for the routes
-// and NewRemoteSink for buffering, retries and the drop policy).
+// and NewRemoteSink for buffering, retries and the drop policy), with the
+// times it saw each write (LogMarksHeader), so lines keep their own times.
 //
 // # Archive
 //

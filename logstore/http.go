@@ -115,7 +115,8 @@ func LogsURL(baseURL, build, step string) string {
 //
 // An append is applied only if offset equals the log's size; otherwise the
 // answer is 409 with the current size, which makes retried appends
-// idempotent. Reads take offset (default 0) and length (default 0: to the
+// idempotent. An append may carry the times its bytes were written
+// (LogMarksHeader); without it they take the time they arrive. Reads take offset (default 0) and length (default 0: to the
 // end, at most MaxReadLength). Every error is JSON ErrorBody: 400 for a bad
 // ID or offset, 404 for an unknown log or route, 405 for a wrong method, 409
 // for offset mismatches and appends to a complete log, 413 for a body over
