@@ -105,6 +105,10 @@ func (s *Store) Flush(ctx context.Context) error {
 	if s.archive == nil {
 		return nil
 	}
+	// A blob store that hangs holds up Finish (it waits for the flush):
+	// bound each pass as an upload is bounded.
+	ctx, cancel := context.WithTimeout(ctx, archiveTimeout)
+	defer cancel()
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	s.liveMu.Lock()
