@@ -172,6 +172,7 @@ func Routes(d Deps) []Route {
 	h := &handler{d: d}
 	rs := h.routes()
 	rs = append(rs, h.webActionRoutes(rs)...)
+	rs = append(rs, h.webLogRoutes()...)
 	for i := range rs {
 		rs[i].handler = nil
 	}

@@ -72,6 +72,7 @@ func (h *handler) webRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /ui/queues/{name}", wh.page(wh.queue))
 	mux.HandleFunc("GET /ui/audit", wh.auditPage)
 	wh.actionRoutes(mux)
+	wh.logRoutes(mux)
 	mux.HandleFunc("/ui/", wh.page(func(r *http.Request) (string, any, error) {
 		return "", nil, fmt.Errorf("%w: no page at %s", ErrNotFound, r.URL.Path)
 	}))
@@ -404,6 +405,8 @@ type buildPage struct {
 	// store); ArtifactsError says why they could not be listed.
 	Artifacts      []Artifact
 	ArtifactsError string
+	// Log is the log viewer (web_logs.go).
+	Log *logView
 }
 
 type buildStep struct {
@@ -443,11 +446,7 @@ func (wh *webHandler) build(r *http.Request) (string, any, error) {
 		}
 		pg.Artifacts = list.Artifacts
 	}
-	steps, err := wh.steps(b, nil)
-	if err != nil {
-		pg.LogError = err.Error()
-	}
-	pg.Steps = steps
+	pg.Log = wh.buildLogView(b)
 	return "build.html", pg, nil
 }
 

@@ -9,10 +9,50 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // APIPrefix is the path under which NewHTTPHandler serves logs.
 const APIPrefix = "/api/v1/builds/"
+
+// LogMarksHeader carries, on an append, when the writer saw the chunk's
+// bytes written: "<offset>@<unix ms>" pairs, comma-separated, absolute
+// offsets (FormatMarks). Without it the server stamps the chunk with the
+// time it arrives.
+const LogMarksHeader = "X-Sluice-Log-Marks"
+
+// maxMarks bounds the marks one append carries.
+const maxMarks = 2000
+
+// FormatMarks is the LogMarksHeader value of marks (at most maxMarks).
+func FormatMarks(marks []Mark) string {
+	var b strings.Builder
+	for i, m := range marks[:min(len(marks), maxMarks)] {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatInt(m.Offset, 10))
+		b.WriteByte('@')
+		b.WriteString(strconv.FormatInt(m.Time.UnixMilli(), 10))
+	}
+	return b.String()
+}
+
+// ParseMarks reads a LogMarksHeader value; malformed pairs are skipped
+// (the bytes matter, their times are a courtesy).
+func ParseMarks(v string) []Mark {
+	out := []Mark{}
+	for pair := range strings.SplitSeq(v, ",") {
+		off, ms, ok := strings.Cut(strings.TrimSpace(pair), "@")
+		o, err1 := strconv.ParseInt(off, 10, 64)
+		t, err2 := strconv.ParseInt(ms, 10, 64)
+		if !ok || err1 != nil || err2 != nil || o < 0 || t < 0 || len(out) == maxMarks {
+			continue
+		}
+		out = append(out, Mark{Offset: o, Time: time.UnixMilli(t).UTC()})
+	}
+	return out
+}
 
 // MaxAppendBytes is the largest body one append request may carry.
 const MaxAppendBytes = 4 << 20
@@ -66,6 +106,7 @@ func LogsURL(baseURL, build, step string) string {
 //	GET  /api/v1/builds/{build}/logs/{step}?offset=&length=   → Chunk
 //	POST /api/v1/builds/{build}/logs/{step}?offset=N          body: bytes → AppendResult
 //	POST /api/v1/builds/{build}/logs/{step}/finish            → AppendResult
+//	GET  /api/v1/builds/{build}/logs/{step}/raw               → the log's bytes (ServeRaw)
 //
 // {build} and {step} are single path segments, escaped with
 // url.PathEscape: slashes in build IDs travel as %2F. The handler splits the
@@ -74,7 +115,8 @@ func LogsURL(baseURL, build, step string) string {
 //
 // An append is applied only if offset equals the log's size; otherwise the
 // answer is 409 with the current size, which makes retried appends
-// idempotent. Reads take offset (default 0) and length (default 0: to the
+// idempotent. An append may carry the times its bytes were written
+// (LogMarksHeader); without it they take the time they arrive. Reads take offset (default 0) and length (default 0: to the
 // end, at most MaxReadLength). Every error is JSON ErrorBody: 400 for a bad
 // ID or offset, 404 for an unknown log or route, 405 for a wrong method, 409
 // for offset mismatches and appends to a complete log, 413 for a body over
@@ -116,6 +158,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.append(w, r, segs[0], segs[2])
 		default:
 			methodNotAllowed(w, r, "GET, POST")
+		}
+	case len(segs) == 4 && segs[1] == "logs" && segs[3] == "raw":
+		if allow(w, r, http.MethodGet) {
+			if err := ServeRaw(w, r, h.store, segs[0], segs[2], RawName(segs[0], segs[2])); err != nil { //nolint:contextcheck // as above
+				writeStoreError(w, err)
+			}
 		}
 	case len(segs) == 4 && segs[1] == "logs" && segs[3] == "finish":
 		if allow(w, r, http.MethodPost) {
@@ -173,7 +221,12 @@ func (h *handler) append(w http.ResponseWriter, r *http.Request, build, step str
 		writeError(w, http.StatusBadRequest, ErrorBody{Error: fmt.Sprintf("read append body: %v", err)})
 		return
 	}
-	size, err := h.store.AppendAt(build, step, offset, body)
+	var size int64
+	if v, ok := r.Header[LogMarksHeader]; ok {
+		size, err = h.store.AppendAtMarked(build, step, offset, body, ParseMarks(strings.Join(v, ",")))
+	} else {
+		size, err = h.store.AppendAt(build, step, offset, body)
+	}
 	if err != nil {
 		writeStoreError(w, err)
 		return

@@ -23,6 +23,7 @@ type stepPaths struct {
 	index string // the build's step index
 	log   string // the log bytes
 	done  string // exists once the log is complete
+	times string // the log's marks (marks.go)
 }
 
 // buildDir maps a build ID such as "myapp/test/42" to the build's data
@@ -62,7 +63,7 @@ func (s *Store) paths(build, step string) (stepPaths, error) {
 		return stepPaths{}, err
 	}
 	esc := escape(step)
-	if len(esc)+len(".done") > maxNameBytes {
+	if len(esc)+len(".times") > maxNameBytes {
 		return stepPaths{}, fmt.Errorf("%w: step name %q is too long", ErrInvalidID, step)
 	}
 	return stepPaths{
@@ -72,6 +73,7 @@ func (s *Store) paths(build, step string) (stepPaths, error) {
 		index: filepath.Join(dir, "index"),
 		log:   filepath.Join(dir, esc+".log"),
 		done:  filepath.Join(dir, esc+".done"),
+		times: filepath.Join(dir, esc+".times"),
 	}, nil
 }
 

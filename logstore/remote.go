@@ -58,6 +58,9 @@ type RemoteOptions struct {
 	// request in the AttemptCredentialHeader: the API takes writes to an
 	// attempt's logs only from the executor that holds it.
 	Credential string
+	// Now is the clock each write's time is read from (marks, sent in
+	// LogMarksHeader); nil is time.Now.
+	Now func() time.Time
 }
 
 func (o RemoteOptions) withDefaults() RemoteOptions {
@@ -83,6 +86,9 @@ func (o RemoteOptions) withDefaults() RemoteOptions {
 	def(&o.CloseTimeout, DefaultCloseTimeout)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	return o
 }
@@ -166,6 +172,10 @@ type remoteWriter struct {
 	lastByte byte         // last byte buffered, to start the marker on a new line
 	closed   bool
 	failed   error
+	// marks are the times of the writes not yet acknowledged (absolute
+	// offsets), one per millisecond at most.
+	marks  []Mark
+	lastMs int64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -191,6 +201,12 @@ func (w *remoteWriter) Write(p []byte) (int, error) {
 		w.writeMarker()
 	}
 	keep := min(len(p), max(opts.MaxBuffer-w.buf.Len(), 0))
+	if keep > 0 {
+		if now := opts.Now(); now.UnixMilli() != w.lastMs {
+			w.marks = append(w.marks, Mark{Offset: w.acked + int64(w.buf.Len()), Time: now})
+			w.lastMs = now.UnixMilli()
+		}
+	}
 	w.buf.Write(p[:keep])
 	if keep > 0 {
 		w.lastByte = p[keep-1]
@@ -298,9 +314,15 @@ func (w *remoteWriter) ship() error {
 		}
 		chunk := bytes.Clone(w.buf.Bytes()[:n])
 		offset := w.acked
+		var marks []Mark
+		for _, m := range w.marks {
+			if m.Offset >= offset && m.Offset < offset+int64(n) {
+				marks = append(marks, m)
+			}
+		}
 		w.mu.Unlock()
 
-		if err := w.send(offset, chunk); err != nil {
+		if err := w.send(offset, chunk, marks); err != nil {
 			return err
 		}
 	}
@@ -315,10 +337,14 @@ type serverAnswer struct {
 
 // send delivers one chunk starting at offset, retrying transient failures;
 // on return the chunk (or the part the server already had) is acknowledged.
-func (w *remoteWriter) send(offset int64, chunk []byte) error {
+func (w *remoteWriter) send(offset int64, chunk []byte, marks []Mark) error {
 	u := w.url + "?offset=" + strconv.FormatInt(offset, 10)
+	hdr := http.Header{}
+	if len(chunk) > 0 {
+		hdr.Set(LogMarksHeader, FormatMarks(marks))
+	}
 	return w.retry("append", func() (bool, error) {
-		status, ans, err := w.post(u, chunk)
+		status, ans, err := w.post(u, chunk, hdr)
 		if err != nil {
 			return false, err
 		}
@@ -352,13 +378,20 @@ func (w *remoteWriter) resync(size int64) error {
 	w.buf.Next(int(size - lo))
 	w.acked = size
 	w.created = true
+	keep := w.marks[:0]
+	for _, m := range w.marks {
+		if m.Offset >= size {
+			keep = append(keep, m)
+		}
+	}
+	w.marks = keep
 	return nil
 }
 
 // finish marks the log complete on the server.
 func (w *remoteWriter) finish() error {
 	return w.retry("finish", func() (bool, error) {
-		status, ans, err := w.post(w.url+"/finish", nil)
+		status, ans, err := w.post(w.url+"/finish", nil, nil)
 		switch {
 		case err != nil:
 			return false, err
@@ -401,12 +434,15 @@ func (w *remoteWriter) retry(what string, attempt func() (done bool, err error))
 }
 
 // post sends one request; a non-nil error is a transport failure.
-func (w *remoteWriter) post(u string, body []byte) (int, serverAnswer, error) {
+func (w *remoteWriter) post(u string, body []byte, hdr http.Header) (int, serverAnswer, error) {
 	ctx, cancel := context.WithTimeout(w.ctx, w.sink.opts.RequestTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
 		return 0, serverAnswer{}, err
+	}
+	for k, vs := range hdr {
+		req.Header[k] = vs
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
 	if c := w.sink.opts.Credential; c != "" {

@@ -100,6 +100,16 @@ type Store struct {
 	// serves the logs the directory lacks (SetArchive).
 	archive    *blobstore.Store
 	archiveErr func(error)
+
+	// now is the clock marks are stamped with (tests set it).
+	now func() time.Time
+	// live tracks the logs written here that are not finished, for
+	// FlushLive (live.go).
+	liveMu  sync.Mutex
+	live    map[string]*liveLog
+	flushMu sync.Mutex
+	// marksCache holds marks objects read from the blob store (live.go).
+	marksCache map[string][]Mark
 }
 
 // watch wakes the Wait calls on one step log.
@@ -120,7 +130,7 @@ func Open(dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open log store: %w", err)
 	}
-	return &Store{dir: abs, watches: map[string]*watch{}}, nil
+	return &Store{dir: abs, watches: map[string]*watch{}, now: time.Now, live: map[string]*liveLog{}}, nil
 }
 
 // Dir returns the directory the store is rooted at.
@@ -129,7 +139,7 @@ func (s *Store) Dir() string { return s.dir }
 // Append appends p to the log of step in build, creating the log if needed.
 // It fails with ErrComplete once the log is finished.
 func (s *Store) Append(build, step string, p []byte) error {
-	_, err := s.appendLog(build, step, -1, p)
+	_, err := s.appendLog(build, step, -1, p, nil)
 	return err
 }
 
@@ -141,16 +151,38 @@ func (s *Store) AppendAt(build, step string, offset int64, p []byte) (int64, err
 	if offset < 0 {
 		return 0, fmt.Errorf("append to log %s/%s: %w: offset %d is negative", build, step, ErrBadOffset, offset)
 	}
-	return s.appendLog(build, step, offset, p)
+	return s.appendLog(build, step, offset, p, nil)
+}
+
+// AppendAtMarked is AppendAt with the times the writer saw its bytes
+// written (marks, absolute offsets within p's range, increasing): a remote
+// writer ships every half second, and its lines keep their own times.
+// Marks outside p's range or out of order are ignored, and times after
+// now are taken as now. With no marks, p's lines take the previous mark's
+// time; AppendAt marks p with now.
+func (s *Store) AppendAtMarked(build, step string, offset int64, p []byte, marks []Mark) (int64, error) {
+	if offset < 0 {
+		return 0, fmt.Errorf("append to log %s/%s: %w: offset %d is negative", build, step, ErrBadOffset, offset)
+	}
+	if marks == nil {
+		marks = []Mark{}
+	}
+	return s.appendLog(build, step, offset, p, marks)
 }
 
 // appendLog appends p (at offset, or anywhere when offset < 0) under an
 // exclusive flock of the log file, which serialises writers in this and
 // other processes and orders them with Finish.
-func (s *Store) appendLog(build, step string, offset int64, p []byte) (int64, error) {
+func (s *Store) appendLog(build, step string, offset int64, p []byte, marks []Mark) (int64, error) {
 	sp, err := s.paths(build, step)
 	if err != nil {
 		return 0, fmt.Errorf("append to log: %w", err)
+	}
+	if offset > 0 && !exists(sp.log) {
+		// A writer continuing a log this directory does not have (it
+		// moved to another replica): create nothing that would hide the
+		// log's flushed chunks from this replica's readers.
+		return 0, &OffsetMismatchError{Build: build, Step: step, Offset: offset, Size: 0}
 	}
 	f, err := s.openLog(sp)
 	if err != nil {
@@ -172,11 +204,35 @@ func (s *Store) appendLog(build, step string, offset int64, p []byte) (int64, er
 		return size, &OffsetMismatchError{Build: build, Step: step, Offset: offset, Size: size}
 	}
 	if len(p) > 0 {
+		start := size
 		n, err := f.Write(p)
 		size += int64(n)
+		if n > 0 {
+			s.dirty(sp, build, step)
+		}
 		if err != nil {
 			s.notify(sp.key)
 			return size, fmt.Errorf("append to log %s/%s: %w", build, step, err)
+		}
+		// A mark that cannot be written loses nothing: the bytes are
+		// stored, and their lines take the previous mark's time.
+		now := s.now()
+		if marks == nil || start == 0 && (len(marks) == 0 || marks[0].Offset != 0) {
+			// No times from the writer (or none for the log's start,
+			// without which it would keep none): now.
+			_ = mark(sp, start, now)
+		}
+		prev := start - 1
+		for _, m := range marks {
+			if m.Offset <= prev || m.Offset >= size {
+				continue
+			}
+			t := m.Time
+			if t.After(now) {
+				t = now
+			}
+			_ = mark(sp, m.Offset, t)
+			prev = m.Offset
 		}
 		s.notify(sp.key)
 	}
@@ -244,6 +300,12 @@ func (s *Store) Finish(build, step string) error {
 		return fmt.Errorf("finish log %s/%s: %w", build, step, err)
 	}
 	s.notify(sp.key)
+	// Done exists: no append changes the log now. Unlock it before the
+	// upload (a flush takes the flush lock, then the log's).
+	_ = f.Close()
+	s.flushMu.Lock() // no chunk of this log is flushed after its archive
+	defer s.flushMu.Unlock()
+	s.forget(sp.key)
 	if err := s.upload(sp, build, step); err != nil && s.archiveErr != nil {
 		s.archiveErr(err)
 	}
@@ -316,7 +378,7 @@ func (s *Store) Stat(build, step string) (StepInfo, error) {
 			defer cancel()
 			a, err := s.archivedStep(ctx, build, step)
 			if err == nil {
-				return StepInfo{Name: step, Size: a.size, Complete: true}, nil
+				return StepInfo{Name: step, Size: a.size, Complete: a.complete}, nil
 			}
 			if !isNotFound(err) {
 				return StepInfo{}, fmt.Errorf("stat log %s/%s: %w", build, step, err)
@@ -371,7 +433,7 @@ func (s *Store) Steps(build string) ([]StepInfo, error) {
 	if len(names) == 0 {
 		infos := make([]StepInfo, 0, len(arch))
 		for _, a := range arch {
-			infos = append(infos, StepInfo{Name: a.name, Size: a.size, Complete: true})
+			infos = append(infos, StepInfo{Name: a.name, Size: a.size, Complete: a.complete})
 		}
 		return infos, nil
 	}
@@ -386,7 +448,7 @@ func (s *Store) Steps(build string) ([]StepInfo, error) {
 	}
 	archivedInfo := map[string]StepInfo{}
 	for _, a := range arch {
-		archivedInfo[a.name] = StepInfo{Name: a.name, Size: a.size, Complete: true}
+		archivedInfo[a.name] = StepInfo{Name: a.name, Size: a.size, Complete: a.complete}
 	}
 	infos := make([]StepInfo, 0, len(names))
 	for _, name := range names {
@@ -492,9 +554,9 @@ func (s *Store) Wait(ctx context.Context, build, step string, offset int64) erro
 			return nil
 		}
 		if err != nil && s.archive != nil && polls%blobPoll == 0 {
-			// Not here: finished on another replica? An archived log is
-			// complete.
-			if _, err := s.archivedStep(ctx, build, step); err == nil {
+			// Not here: written through another replica? Its flushed
+			// chunks or its finished archive are in the blob store.
+			if a, err := s.archivedStep(ctx, build, step); err == nil && (a.complete || a.size > offset) {
 				return nil
 			}
 		}
@@ -527,6 +589,10 @@ func lock(f *os.File) error {
 			return err
 		}
 	}
+}
+
+func unlock(f *os.File) error {
+	return syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 }
 
 func fileSize(f *os.File) (int64, error) {

@@ -411,9 +411,10 @@ func pruneArtifacts(ctx context.Context, cfg *config.Config, blobs *blobstore.St
 }
 
 // openLogStore opens the blob store (SLUICE_BLOB_URL) and the log store
-// under DATA_DIR/logs that copies every finished step log there and reads
-// from there the finished logs it lacks (written through another API
-// replica, or pruned locally).
+// under DATA_DIR/logs that copies every finished step log there, flushes
+// the live ones there every second until ctx ends, and reads from there
+// the logs it lacks (written through another API replica, or pruned
+// locally).
 func openLogStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*logstore.Store, *blobstore.Store, error) {
 	u, err := cfg.BlobURL()
 	if err != nil {
@@ -429,6 +430,9 @@ func openLogStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*l
 		return nil, nil, fmt.Errorf("open the log store: %w", err)
 	}
 	store.SetArchive(blobs, func(err error) { log.Warn("log_archive_failed", "error", err) })
+	// Running builds' logs reach the blob store every second, so every
+	// replica serves them while they are written.
+	go store.FlushLive(ctx, logstore.DefaultLiveFlush, func(err error) { log.Warn("live_log_flush_failed", "error", err) })
 	log.Info("blob_store_opened", "store", blobs.String())
 	return store, blobs, nil
 }

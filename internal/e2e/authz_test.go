@@ -105,6 +105,11 @@ tokens:
 		"POST /ui/events/{pipeline}/{n}/approve":                 {"POST", "/ui/events/app/999/approve", ""},
 		"POST /ui/builds/{pipeline}/{job}/{n}/cancel":            {"POST", "/ui/builds/app/main/999/cancel", ""},
 		"POST /ui/executors/{name}/{action}":                     {"POST", "/ui/executors/nobody/explode", ""},
+		// The log viewer's reads, signed in by cookie.
+		"GET /ui/builds/{pipeline}/{job}/{n}/log/{step}":     {"GET", "/ui/builds/app/main/999/log/main", ""},
+		"GET /ui/builds/{pipeline}/{job}/{n}/log/{step}/raw": {"GET", "/ui/builds/app/main/999/log/main/raw", ""},
+		"GET /ui/builds/{pipeline}/{job}/{n}/log-search":     {"GET", "/ui/builds/app/main/999/log-search?q=x", ""},
+		"GET /ui/builds/{pipeline}/{job}/{n}/log-follow":     {"GET", "/ui/builds/app/main/999/log-follow", ""},
 	}
 	routes := api.Routes(api.Deps{Secrets: &api.SecretStore{}, Logs: &logstore.Store{}, Meta: true, Artifacts: true})
 	require.Len(t, cases, len(routes), "one case per route")

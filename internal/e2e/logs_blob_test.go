@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,8 +22,10 @@ import (
 
 // Two `sluice api` replicas with data directories of their own and one S3
 // bucket (SLUICE_BLOB_URL): an executor ships a build's logs to the first,
-// and the second serves them once finished. Before the blob store, the
-// second answered 404: replicas needed a shared volume.
+// and the second serves them while the step runs (live chunks flushed to
+// the bucket) and once finished (the archive). Before the blob store, the
+// second answered 404: replicas needed a shared volume; before live
+// chunks, it answered 404 until the log was finished.
 func TestAPIReplicasServeFinishedLogsFromTheBlobStore(t *testing.T) {
 	t.Parallel()
 	s3 := fakes3.Start(t, "sluice")
@@ -59,12 +64,40 @@ func TestAPIReplicasServeFinishedLogsFromTheBlobStore(t *testing.T) {
 	require.NoError(t, err)
 	e.StartExecutor(testenv.ExecutorOptions{Name: "logs-exec", Queues: []string{"replq"}, Env: append(blobEnv, "SLUICE_API_URL="+a.BaseURL)})
 	e.WaitExecutorLive("logs-exec")
-	spec := "shared: {image: node:20, annotations: {screwdriver.cd/executor: replq}}\njobs:\n  main:\n    requires: [~commit]\n    steps:\n      - hello: echo hello from replica a\n"
+	gate := testenv.NewGate(t)
+	spec := fmt.Sprintf("shared: {image: node:20, annotations: {screwdriver.cd/executor: replq}}\njobs:\n  main:\n    requires: [~commit]\n    steps:\n      - hello: %q\n",
+		"echo hello from replica a; "+gate.Wait())
 	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": spec})
 	_, err = a.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "replicalogs", Repo: repo.Dir})
 	require.NoError(t, err)
 	ev, err := a.StartEvent(ctx, "replicalogs", api.StartEventRequest{Type: "commit", Branch: "main"})
 	require.NoError(t, err)
+
+	// While the step runs, replica b (which receives nothing) serves its
+	// log from the chunks replica a flushes to the bucket every second.
+	buildID := fmt.Sprintf("replicalogs/main/%d", ev.Number)
+	e.WaitFor("replica b to serve the running step's log", 2*time.Minute, func() bool {
+		running, err := b.GetBuild(ctx, buildID)
+		if err != nil || running.LogKey == "" {
+			return false
+		}
+		chunk, err := b.ReadLog(ctx, running.LogKey, "hello", 0, 0)
+		return err == nil && strings.Contains(string(chunk.Data), "hello from replica a\n") && !chunk.Complete
+	})
+	running, err := b.GetBuild(ctx, buildID)
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusRunning, running.Status, "read while the step runs")
+	// The build page's log viewer on replica b follows it too.
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.BaseURL+"/ui/builds/"+buildID+"/log-follow", nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	page, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", page)
+	require.Contains(t, string(page), `"t": "hello from replica a"`)
+	gate.Open()
 	build := buildOf(t, e.WaitEvent(ev.ID, 2*time.Minute), "main")
 	require.Equal(t, workflows.StatusSuccess, build.Status, build.Reason)
 	require.Equal(t, "logs-exec", build.Executor)

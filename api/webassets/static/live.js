@@ -11,7 +11,8 @@
     setTimeout(function () { location.reload(); }, secs * 1000);
     return;
   }
-  if (log.getAttribute("data-final") === "true") return;
+  // The log viewer follows the log itself (log.js).
+  if (log.getAttribute("data-final") === "true" || log.hasAttribute("data-viewer")) return;
   var url = log.getAttribute("data-live");
 
   function section(name) {
