@@ -40,6 +40,10 @@ const changeReleaseOlderPRHolds = "release-older-pr-holds"
 // job, not one of its builds (N17).
 const changeBlockerReason = "blocker-reason"
 
+// changeLazyHoldTimer: an event's hold arms the pipeline's timer only while
+// a later event's build waits behind it (Lanes.lazyHolds).
+const changeLazyHoldTimer = "lazy-hold-timer"
+
 // changeLaneBound: a pipeline refuses builds past MaxLaneBuilds.
 const changeLaneBound = "lane-bound"
 
@@ -130,6 +134,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 	p.legacy = workflow.GetVersion(ctx, changeLaneOrder, workflow.DefaultVersion, 1) == workflow.DefaultVersion
 	p.st.Lanes.legacy = p.legacy
 	p.st.Lanes.blockerNamesBuild = workflow.GetVersion(ctx, changeBlockerReason, workflow.DefaultVersion, 1) == workflow.DefaultVersion
+	p.st.Lanes.lazyHolds = workflow.GetVersion(ctx, changeLazyHoldTimer, workflow.DefaultVersion, 1) != workflow.DefaultVersion
 
 	if err := workflow.SetQueryHandler(ctx, QueryPipeline, func() (PipelineInfo, error) {
 		return PipelineInfo{
