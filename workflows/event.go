@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -235,8 +236,49 @@ func (e *eventRun) resolve(ctx workflow.Context) (activities.ResolveEventResult,
 			in.OnBranch = e.in.Config.Branch
 		}
 	}
+	if e.in.Slim {
+		var err error
+		if res, err = e.resolveLocal(ctx, in); err == nil || ctx.Err() != nil || isRepoError(err) {
+			return res, err
+		}
+		workflow.GetLogger(ctx).Info("resolve_local_fell_back", "event", e.in.Event.String(), "error", err)
+		res = activities.ResolveEventResult{}
+	}
 	err := workflow.ExecuteActivity(actx, a.ResolveEvent, in).Get(ctx, &res)
 	return res, err
+}
+
+// resolveLocalFor bounds the local ResolveEvent of a Slim event: a fetch
+// that takes longer (a large repository's first clone) goes on as the
+// regular activity, which heartbeats and survives a lost controller.
+const resolveLocalFor = 5 * time.Second
+
+// resolveLocal runs ResolveEvent as a local activity: one marker in the
+// event's first workflow task instead of the activity's three events and
+// a workflow task of its own (and one round trip less before the builds).
+// Its attempts all fall within resolveLocalFor, far below
+// ResolveMaxAttempts, so a transient failure never counts as the last
+// attempt (which would start the event without commit statuses): the
+// regular activity then takes over with all its attempts.
+func (e *eventRun) resolveLocal(ctx workflow.Context, in activities.ResolveEventInput) (activities.ResolveEventResult, error) {
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		ScheduleToCloseTimeout: resolveLocalFor,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2,
+			NonRetryableErrorTypes: []string{activities.ErrTypeRepo},
+		},
+		Summary: "read screwdriver.yaml at the event's commit",
+	})
+	var res activities.ResolveEventResult
+	err := workflow.ExecuteLocalActivity(lctx, a.ResolveEvent, in).Get(ctx, &res)
+	return res, err
+}
+
+// isRepoError reports whether err is ResolveEvent's "the repository cannot
+// be read" (not retried: the regular activity would fail alike).
+func isRepoError(err error) bool {
+	var app *temporal.ApplicationError
+	return errors.As(err, &app) && app.Type() == activities.ErrTypeRepo
 }
 
 // syncSpec tells the pipeline what its default branch's spec subscribes to

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -200,9 +201,9 @@ func (h *eventHarness) planFor(b BuildRef) buildPlan {
 	return p
 }
 
-// eventInput is an event as pipelines start them now (Lean).
+// eventInput is an event as pipelines start them now (Lean, Slim).
 func eventInput(trigger Trigger) EventInput {
-	return EventInput{Event: EventRef{Pipeline: "app", Number: 1}, Config: appConfig, Trigger: trigger, Lean: true}
+	return EventInput{Event: EventRef{Pipeline: "app", Number: 1}, Config: appConfig, Trigger: trigger, Lean: true, Slim: true}
 }
 
 var commitOnMain = Trigger{Kind: TriggerCommit, Branch: "main"}
@@ -1208,5 +1209,79 @@ jobs:
 		require.Equal(t, `parameters: parameter "target": "qa" is not one of the allowed values: "staging", "production"`, st.Reason)
 		require.Empty(t, h.builds)
 		require.Nil(t, st.Parameters)
+	})
+}
+
+// TestEventResolvesLocallyThenFallsBack: a Slim event reads its spec with
+// a local activity; when that fails for a reason other than an unreadable
+// repository (or takes longer than resolveLocalFor), the regular activity
+// reads it, with its own attempts; an unreadable repository fails the
+// event at once; an event recorded before Slim uses the activity alone.
+func TestEventResolvesLocallyThenFallsBack(t *testing.T) {
+	t.Parallel()
+	spec := parseSpec(t, graphSpec)
+	type call struct{ local bool }
+	run := func(t *testing.T, slim bool, answer func(local bool, n int) error) ([]call, EventState) {
+		env, _ := newEnv(t)
+		var mu sync.Mutex
+		var calls []call
+		env.OnActivity(acts.ResolveEvent, mock.Anything, mock.Anything).Return(
+			func(ctx context.Context, _ activities.ResolveEventInput) (activities.ResolveEventResult, error) {
+				local := activity.GetInfo(ctx).IsLocalActivity
+				mu.Lock()
+				calls = append(calls, call{local: local})
+				n := len(calls)
+				mu.Unlock()
+				if err := answer(local, n); err != nil {
+					return activities.ResolveEventResult{}, err
+				}
+				// No job starts: the event ends once it has its spec.
+				return activities.ResolveEventResult{SHA: eventSHA, Spec: spec, Queues: []queue.Queue{queue.DefaultQueue()}}, nil
+			})
+		in := eventInput(Trigger{Kind: TriggerTag, Ref: "v1"})
+		in.Slim = slim
+		env.ExecuteWorkflow(EventWorkflow, in)
+		require.True(t, env.IsWorkflowCompleted())
+		var st EventState
+		require.NoError(t, env.GetWorkflowResult(&st))
+		return calls, st
+	}
+	t.Run("locally", func(t *testing.T) {
+		t.Parallel()
+		calls, st := run(t, true, func(bool, int) error { return nil })
+		require.Equal(t, []call{{local: true}}, calls)
+		require.Equal(t, StatusSuccess, st.Status, st.Reason)
+		require.Equal(t, eventSHA, st.SHA)
+	})
+	t.Run("a transient failure falls back to the activity", func(t *testing.T) {
+		t.Parallel()
+		calls, st := run(t, true, func(local bool, _ int) error {
+			if local {
+				return errors.New("the API did not answer")
+			}
+			return nil
+		})
+		require.NotEmpty(t, calls)
+		for _, c := range calls[:len(calls)-1] {
+			require.True(t, c.local, "the local attempts come first: %v", calls)
+		}
+		require.False(t, calls[len(calls)-1].local, "the activity read the spec in the end: %v", calls)
+		require.Equal(t, StatusSuccess, st.Status, st.Reason)
+		require.Equal(t, eventSHA, st.SHA)
+	})
+	t.Run("an unreadable repository fails the event at once", func(t *testing.T) {
+		t.Parallel()
+		calls, st := run(t, true, func(bool, int) error {
+			return temporal.NewNonRetryableApplicationError("open repository /src/app: not found", activities.ErrTypeRepo, nil)
+		})
+		require.Equal(t, []call{{local: true}}, calls)
+		require.Equal(t, StatusFailure, st.Status)
+		require.Equal(t, "cannot read the pipeline's repository: open repository /src/app: not found", st.Reason)
+	})
+	t.Run("an event recorded before Slim uses the activity", func(t *testing.T) {
+		t.Parallel()
+		calls, st := run(t, false, func(bool, int) error { return nil })
+		require.Equal(t, []call{{local: false}}, calls)
+		require.Equal(t, StatusSuccess, st.Status, st.Reason)
 	})
 }

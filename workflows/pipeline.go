@@ -521,7 +521,7 @@ func (p *pipelineRun) launchEvent(ctx workflow.Context, r StartEventRequest) lau
 		Event: ref, Config: p.cfg, Trigger: r.Trigger, StartFrom: r.StartFrom, StartJobs: r.StartJobs, Rerun: r.Rerun,
 		Notify: r.Notify, Force: r.Force, Parent: r.Parent,
 		ParentSucceeded: r.ParentSucceeded, Creator: r.Creator, Identity: r.Identity, Parameters: r.Parameters,
-		Lean: true, // data, not a command: old runs replay alike
+		Lean: true, Slim: true, // data, not a command: old runs replay alike
 	})
 	return launchedEvent{res: StartEventResult{Event: ref}, started: child.GetChildWorkflowExecution()}
 }

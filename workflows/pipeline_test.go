@@ -147,7 +147,7 @@ func TestPipelineStartEventNumbersEvents(t *testing.T) {
 		require.Equal(t, EventInput{
 			Event: EventRef{Pipeline: "app", Number: n}, Config: appConfig, Trigger: reqs[i].Trigger,
 			StartFrom: reqs[i].StartFrom, Force: reqs[i].Force, Parent: reqs[i].Parent,
-			ParentSucceeded: reqs[i].ParentSucceeded, Creator: reqs[i].Creator, Identity: id, Lean: true,
+			ParentSucceeded: reqs[i].ParentSucceeded, Creator: reqs[i].Creator, Identity: id, Lean: true, Slim: true,
 		}, ev.Input)
 	}
 	require.Equal(t, []string{"event/app/1", "event/app/2", "event/app/3"}, h.rec.children)

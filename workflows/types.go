@@ -338,6 +338,13 @@ type EventInput struct {
 	// costs two history events and a visibility task; events recorded
 	// without Lean replay with the markers they have.
 	Lean bool `json:"lean,omitempty"`
+	// Slim (with Lean; set by pipelines since 2026-11-26) versions the
+	// event's cuts in history events by its input: ResolveEvent runs as a
+	// local activity first (a marker in the workflow task that started the
+	// event, instead of an activity's three events and a workflow task of
+	// its own), falling back to the activity when that does not finish in
+	// resolveLocalFor. Events recorded without it replay as they ran.
+	Slim bool `json:"slim,omitempty"`
 }
 
 // JobOutcome is one job's part in an event.
