@@ -52,6 +52,9 @@ type eventRun struct {
 	shaPending bool
 	// pendingSync is the spec sync the first enqueue carries (lean runs).
 	pendingSync *SpecSync
+	// pendingDone are ended builds whose lane places the next enqueue
+	// gives back (Slim runs: BuildState.LaneRelease).
+	pendingDone []BuildRef
 	// notified is set once a periodic fire's PeriodicWorkflow was told.
 	notified bool
 	// statuses is the event's commit status reporter (nil: none).
@@ -547,6 +550,7 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 			Statuses: e.statusesID(), MaxWait: e.maxWait[q],
 			Cache: spec.Cache,
 			Lean:  e.lean,
+			Slim:  e.in.Slim,
 			Lane: LaneRequest{
 				Build: ref, Collapse: spec.Settings.CollapseBuilds, BlockedBySameJob: spec.Settings.BlockedBySameJob,
 				BlockedBy: spec.BlockedBy, FreezeWindows: spec.FreezeWindows, Delay: spec.Settings.Delay, Force: e.in.Force,
@@ -593,6 +597,9 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 					st.Status, st.Reason = StatusAborted, "cancelled"
 				}
 			}
+			if st.LaneRelease {
+				e.pendingDone = append(e.pendingDone, ref)
+			}
 			e.buildEnded(ctx, jr, st)
 		})
 	}
@@ -616,11 +623,11 @@ func (e *eventRun) upstream(job string) []string {
 // lanes, once their workflows exist (a lane may signal them at once). The
 // first call also releases the pipeline's ordering hold on later events.
 func (e *eventRun) enqueue(ctx workflow.Context) {
-	if len(e.toEnqueue) == 0 && e.releasedHold {
+	if len(e.toEnqueue) == 0 && len(e.pendingDone) == 0 && e.releasedHold {
 		return
 	}
-	batch := EnqueueBatch{Event: e.in.Event.Number, Sync: e.pendingSync}
-	e.pendingSync = nil
+	batch := EnqueueBatch{Event: e.in.Event.Number, Sync: e.pendingSync, Done: e.pendingDone}
+	e.pendingSync, e.pendingDone = nil, nil
 	for _, sb := range e.toEnqueue {
 		if err := sb.started.Get(ctx, nil); err != nil {
 			continue // the child never started; its result future reports why
@@ -799,7 +806,7 @@ func (e *eventRun) finish(ctx workflow.Context) EventState {
 
 func (e *eventRun) end(ctx workflow.Context, s Status, reason string) EventState {
 	ctx, _ = workflow.NewDisconnectedContext(ctx)
-	if !e.releasedHold {
+	if !e.releasedHold || len(e.pendingDone) > 0 {
 		e.enqueue(ctx)
 	}
 	e.state.Status, e.state.Reason, e.state.EndTime, e.state.WaitCode = s, reason, workflow.Now(ctx), ""

@@ -79,6 +79,8 @@ type buildPlan struct {
 	took   time.Duration
 	status Status
 	reason string
+	// laneRelease: the build ends holding its lane place (a Slim build).
+	laneRelease bool
 }
 
 // buildRun is one mocked BuildWorkflow child.
@@ -122,7 +124,7 @@ func newEventHarness(t *testing.T, yaml string, register ...func(*testsuite.Test
 			h.builds = append(h.builds, buildRun{WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Input: in, Start: workflow.Now(ctx)})
 			p := h.planFor(in.Build)
 			h.mu.Unlock()
-			st := BuildState{ID: in.Build.String(), Build: in.Build, Status: p.status, Reason: p.reason}
+			st := BuildState{ID: in.Build.String(), Build: in.Build, Status: p.status, Reason: p.reason, LaneRelease: p.laneRelease}
 			if in.Virtual {
 				st.Status, st.Reason = StatusSuccess, "virtual job: nothing to run"
 			} else {
@@ -708,7 +710,7 @@ jobs:
 		Build: ref, Repo: "/src/app", SHA: eventSHA, Branch: "main", Trigger: in.Trigger, Queue: "gpu", Priority: 1,
 		Image: "golang:1.26", Steps: []pipeline.Command{{Name: "test", Command: "go test"}},
 		Environment: map[string]string{"GO": "1.26"}, Timeout: 15 * time.Minute,
-		Dispatch: Dispatch{HeartbeatTimeout: time.Minute, MaxAttempts: 7}, Lean: true,
+		Dispatch: Dispatch{HeartbeatTimeout: time.Minute, MaxAttempts: 7}, Lean: true, Slim: true,
 		Lane: LaneRequest{
 			Build: ref, Collapse: false, BlockedBySameJob: false, BlockedBy: []string{"~lint"},
 			FreezeWindows: []string{"* 0-6 ? * *"}, Delay: 5 * time.Minute, Force: true,
@@ -1284,4 +1286,50 @@ func TestEventResolvesLocallyThenFallsBack(t *testing.T) {
 		require.Equal(t, []call{{local: false}}, calls)
 		require.Equal(t, StatusSuccess, st.Status, st.Reason)
 	})
+}
+
+// TestSlimEventGivesBackLanePlaces: the lane places of a Slim event's
+// builds that ended holding them (BuildState.LaneRelease) go back to the
+// pipeline with the event's next batch, each once: with the builds that
+// their end started when there are any, else in a batch of their own.
+func TestSlimEventGivesBackLanePlaces(t *testing.T) {
+	t.Parallel()
+	h := newEventHarness(t, graphSpec)
+	for _, job := range []string{"a", "b", "c", "d", "e"} {
+		h.plans[job] = buildPlan{took: time.Minute, status: StatusSuccess, laneRelease: true}
+	}
+	h.plans["c"] = buildPlan{took: 20 * time.Minute, status: StatusSuccess, laneRelease: true}
+	st := h.run(eventInput(commitOnMain))
+	require.Equal(t, StatusSuccess, st.Status, st.Reason)
+	batches := enqueueBatches(h)
+	ref := func(job string) BuildRef { return BuildRef{Pipeline: "app", Job: job, Event: 1} }
+	batchOf := func(b BuildRef, done bool) int {
+		t.Helper()
+		found := -1
+		for i, batch := range batches {
+			list := batch.Done
+			if !done {
+				list = nil
+				for _, r := range batch.Requests {
+					list = append(list, r.Build)
+				}
+			}
+			for _, x := range list {
+				if x == b {
+					require.Equal(t, -1, found, "%s is in two batches: %+v", b, batches)
+					found = i
+				}
+			}
+		}
+		require.NotEqual(t, -1, found, "%s (done=%v) is in no batch: %+v", b, done, batches)
+		return found
+	}
+	for _, job := range []string{"a", "b", "c", "d", "e"} {
+		batchOf(ref(job), true)
+	}
+	require.Equal(t, batchOf(ref("b"), false), batchOf(ref("a"), true), "a's place goes back with the builds its end started")
+	require.Equal(t, batchOf(ref("d"), false), batchOf(ref("c"), true), "c's place goes back with d")
+	last := batches[len(batches)-1]
+	require.Equal(t, []BuildRef{ref("d")}, last.Done, "d's place goes back in a batch of its own")
+	require.Empty(t, last.Requests)
 }

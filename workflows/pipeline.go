@@ -244,12 +244,27 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 		// Drain everything that arrived, in a fixed order.
 		now = workflow.Now(ctx)
 		var effects []LaneEffect
+		var batches []EnqueueBatch
+		for {
+			var batch EnqueueBatch
+			if !enqueueCh.ReceiveAsync(&batch) {
+				break
+			}
+			batches = append(batches, batch)
+		}
 		for {
 			var d BuildDone
 			if !doneCh.ReceiveAsync(&d) {
 				break
 			}
 			p.st.Lanes.Remove(d.Build)
+		}
+		// Builds whose event tells of their end (Slim), as if they had
+		// signalled it themselves.
+		for _, batch := range batches {
+			for _, b := range batch.Done {
+				p.st.Lanes.Remove(b)
+			}
 		}
 		for {
 			var st BuildStarted
@@ -261,14 +276,6 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 		// A build that ended without the lane hearing of it (its signal to
 		// the build failed) leaves the lane.
 		effects = append(effects, p.reap(ctx, now)...)
-		var batches []EnqueueBatch
-		for {
-			var batch EnqueueBatch
-			if !enqueueCh.ReceiveAsync(&batch) {
-				break
-			}
-			batches = append(batches, batch)
-		}
 		// Oldest event first, so the lanes see builds in event order.
 		sort.SliceStable(batches, func(i, j int) bool { return batches[i].Event < batches[j].Event })
 		for _, batch := range batches {

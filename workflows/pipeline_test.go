@@ -1118,3 +1118,26 @@ func TestPipelineNewerPRCommitNotHeldByTheOlder(t *testing.T) {
 	h.run(PipelineInput{Config: appConfig})
 	require.Equal(t, []LaneMessage{grantMsg}, h.rec.laneMessages()[head.WorkflowID()], "granted at once, not held by event 1")
 }
+
+// TestPipelineDoneInEnqueueBatch: a Slim event gives its ended builds' lane
+// places back in its enqueue batch (EnqueueBatch.Done), as a build-done
+// signal of each would: the next build of the job is granted then.
+func TestPipelineDoneInEnqueueBatch(t *testing.T) {
+	t.Parallel()
+	h := newPipelineHarness(t)
+	test1, test2 := appBuild("test", 1), appBuild("test", 2)
+	h.enqueue(time.Minute, lreqFor(test1))
+	h.enqueue(2*time.Minute, lreqFor(test2))
+	at(h.env, 150*time.Second, func() {
+		msgs := h.rec.laneMessages()[test2.WorkflowID()]
+		require.NotEmpty(t, msgs)
+		require.NotEqual(t, LaneGrant, msgs[len(msgs)-1].Kind, "test/2 waits while test/1 holds the lane")
+	})
+	h.signal(3*time.Minute, SignalEnqueue, EnqueueBatch{Event: 1, Done: []BuildRef{test1}})
+	h.deleteAt(4 * time.Minute)
+	h.signal(5*time.Minute, SignalEnqueue, EnqueueBatch{Event: 2, Done: []BuildRef{test2}})
+	h.run(PipelineInput{Config: appConfig})
+	msgs := h.rec.laneMessages()[test2.WorkflowID()]
+	require.GreaterOrEqual(t, len(msgs), 2)
+	require.Equal(t, LaneGrant, msgs[1].Kind, "test/2 is granted once test/1's place came back: %+v", msgs)
+}

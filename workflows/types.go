@@ -297,6 +297,11 @@ type EnqueueBatch struct {
 	// Sync is the event's spec sync, carried by its first batch (events
 	// at leanVersion) instead of a SignalSpecSynced of its own.
 	Sync *SpecSync `json:"sync,omitempty"`
+	// Done are builds of the event that ended and leave their lanes (Slim
+	// builds, BuildState.LaneRelease): the event tells the pipeline with
+	// its next batch (or a batch of its own when no build starts then)
+	// instead of each build sending SignalBuildDone and waiting for it.
+	Done []BuildRef `json:"done,omitempty"`
 }
 
 // BuildStarted tells a pipeline that a build an executor claimed runs.
@@ -343,7 +348,8 @@ type EventInput struct {
 	// local activity first (a marker in the workflow task that started the
 	// event, instead of an activity's three events and a workflow task of
 	// its own), falling back to the activity when that does not finish in
-	// resolveLocalFor. Events recorded without it replay as they ran.
+	// resolveLocalFor; and its builds start Slim (BuildInput.Slim). Events
+	// recorded without it replay as they ran.
 	Slim bool `json:"slim,omitempty"`
 }
 
@@ -400,6 +406,13 @@ type BuildInput struct {
 	// build starts QUEUED with its memo set by its start options, and its
 	// claim upserts the executor and the status together.
 	Lean bool `json:"lean,omitempty"`
+	// Slim (set by a Slim event, EventInput.Slim): a build that ends other
+	// than cancelled leaves its lane through its event (BuildState.
+	// LaneRelease, EnqueueBatch.Done) instead of signalling SignalBuildDone
+	// and waiting for the signal's acknowledgement (five history events and
+	// a workflow task of the build's, four of the pipeline's). A cancelled
+	// build still signals itself: its event may have been terminated.
+	Slim bool `json:"slim,omitempty"`
 
 	// NoRetryOnLoss (sluice.dev/retryOnLoss: false) ends the build at its
 	// first lost attempt instead of dispatching it again.
@@ -477,6 +490,10 @@ type StepOutcome struct {
 
 // BuildState is a build's record (QueryBuild) and, once closed, its result.
 type BuildState struct {
+	// LaneRelease (Slim builds): the build ended holding its place in its
+	// lane; its event tells the pipeline (EnqueueBatch.Done).
+	LaneRelease bool `json:"lane_release,omitempty"`
+
 	ID     string   `json:"id"`
 	Build  BuildRef `json:"build"`
 	Status Status   `json:"status"`
