@@ -550,7 +550,7 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 			Statuses: e.statusesID(), MaxWait: e.maxWait[q],
 			Cache: spec.Cache,
 			Lean:  e.lean,
-			Slim:  e.in.Slim,
+			Slim:  e.in.Slim && e.mayStartMore(job),
 			Lane: LaneRequest{
 				Build: ref, Collapse: spec.Settings.CollapseBuilds, BlockedBySameJob: spec.Settings.BlockedBySameJob,
 				BlockedBy: spec.BlockedBy, FreezeWindows: spec.FreezeWindows, Delay: spec.Settings.Delay, Force: e.in.Force,
@@ -603,6 +603,25 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 			e.buildEnded(ctx, jr, st)
 		})
 	}
+}
+
+// mayStartMore reports whether job's end may start builds of this event:
+// then its builds leave their lanes through the event (BuildInput.Slim),
+// whose batch handing those builds to the lanes gives their places back
+// at no cost. A build whose end starts nothing signals the pipeline
+// itself: the event would only send the same signal one hop later.
+func (e *eventRun) mayStartMore(job string) bool {
+	if e.prEvent() && !e.spec.ChainPR() {
+		return false // a pull request runs its ~pr jobs only
+	}
+	if len(e.spec.NextJobs(job)) > 0 {
+		return true
+	}
+	// A stage member's end may start the stage's teardown.
+	if st := e.spec.Stages[e.spec.Jobs[job].Stage]; st != nil && job != st.Teardown {
+		return true
+	}
+	return false
 }
 
 // upstream are the jobs among job's requires that succeeded (in this

@@ -124,7 +124,7 @@ func newEventHarness(t *testing.T, yaml string, register ...func(*testsuite.Test
 			h.builds = append(h.builds, buildRun{WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Input: in, Start: workflow.Now(ctx)})
 			p := h.planFor(in.Build)
 			h.mu.Unlock()
-			st := BuildState{ID: in.Build.String(), Build: in.Build, Status: p.status, Reason: p.reason, LaneRelease: p.laneRelease}
+			st := BuildState{ID: in.Build.String(), Build: in.Build, Status: p.status, Reason: p.reason, LaneRelease: p.laneRelease && in.Slim}
 			if in.Virtual {
 				st.Status, st.Reason = StatusSuccess, "virtual job: nothing to run"
 			} else {
@@ -710,7 +710,7 @@ jobs:
 		Build: ref, Repo: "/src/app", SHA: eventSHA, Branch: "main", Trigger: in.Trigger, Queue: "gpu", Priority: 1,
 		Image: "golang:1.26", Steps: []pipeline.Command{{Name: "test", Command: "go test"}},
 		Environment: map[string]string{"GO": "1.26"}, Timeout: 15 * time.Minute,
-		Dispatch: Dispatch{HeartbeatTimeout: time.Minute, MaxAttempts: 7}, Lean: true, Slim: true,
+		Dispatch: Dispatch{HeartbeatTimeout: time.Minute, MaxAttempts: 7}, Lean: true, // a leaf job: not Slim
 		Lane: LaneRequest{
 			Build: ref, Collapse: false, BlockedBySameJob: false, BlockedBy: []string{"~lint"},
 			FreezeWindows: []string{"* 0-6 ? * *"}, Delay: 5 * time.Minute, Force: true,
@@ -1291,7 +1291,9 @@ func TestEventResolvesLocallyThenFallsBack(t *testing.T) {
 // TestSlimEventGivesBackLanePlaces: the lane places of a Slim event's
 // builds that ended holding them (BuildState.LaneRelease) go back to the
 // pipeline with the event's next batch, each once: with the builds that
-// their end started when there are any, else in a batch of their own.
+// their end started when there are any, else in a batch of their own. Only
+// builds whose end may start more builds leave it to the event (Slim): a
+// leaf job's build signals the pipeline itself.
 func TestSlimEventGivesBackLanePlaces(t *testing.T) {
 	t.Parallel()
 	h := newEventHarness(t, graphSpec)
@@ -1301,6 +1303,9 @@ func TestSlimEventGivesBackLanePlaces(t *testing.T) {
 	h.plans["c"] = buildPlan{took: 20 * time.Minute, status: StatusSuccess, laneRelease: true}
 	st := h.run(eventInput(commitOnMain))
 	require.Equal(t, StatusSuccess, st.Status, st.Reason)
+	for job, slim := range map[string]bool{"a": true, "b": true, "c": true, "d": false, "e": false} {
+		require.Equal(t, slim, h.runsOf(job)[0].Input.Slim, "job %s", job)
+	}
 	batches := enqueueBatches(h)
 	ref := func(job string) BuildRef { return BuildRef{Pipeline: "app", Job: job, Event: 1} }
 	batchOf := func(b BuildRef, done bool) int {
@@ -1321,15 +1326,15 @@ func TestSlimEventGivesBackLanePlaces(t *testing.T) {
 				}
 			}
 		}
-		require.NotEqual(t, -1, found, "%s (done=%v) is in no batch: %+v", b, done, batches)
 		return found
 	}
-	for _, job := range []string{"a", "b", "c", "d", "e"} {
-		batchOf(ref(job), true)
+	for _, job := range []string{"a", "b", "c"} {
+		require.NotEqual(t, -1, batchOf(ref(job), true), "%s's place never went back: %+v", job, batches)
+	}
+	for _, job := range []string{"d", "e"} {
+		require.Equal(t, -1, batchOf(ref(job), true), "%s's place went back through the event: %+v", job, batches)
 	}
 	require.Equal(t, batchOf(ref("b"), false), batchOf(ref("a"), true), "a's place goes back with the builds its end started")
 	require.Equal(t, batchOf(ref("d"), false), batchOf(ref("c"), true), "c's place goes back with d")
-	last := batches[len(batches)-1]
-	require.Equal(t, []BuildRef{ref("d")}, last.Done, "d's place goes back in a batch of its own")
-	require.Empty(t, last.Requests)
+	require.Equal(t, len(batches)-1, batchOf(ref("d"), false), "d, a leaf, leaves no batch of its own behind: %+v", batches)
 }
