@@ -176,7 +176,7 @@ func (s *stack) startAPI(ctx context.Context) error {
 	}
 	// Executors read and save each build's metadata through the API, which
 	// keeps it in sluice's store (as `sluice server` does).
-	secrets, _, err := api.OpenSecretStore(filepath.Join(s.dir, "api-store"), "bench key")
+	secrets, _, err := api.OpenSecretStore(filepath.Join(s.dir, "api-store"), "bench key") //nolint:contextcheck // it bounds its own calls (storeContext)
 	if err != nil {
 		return fmt.Errorf("API store: %w", err)
 	}
