@@ -69,6 +69,8 @@ type eventRun struct {
 	notifies []workflow.Future
 	// maxWait is each reachable queue's max-wait (BuildInput.MaxWait).
 	maxWait map[string]time.Duration
+	// handBack receives SignalHandBack (EventInput.DoneInResult).
+	handBack workflow.ReceiveChannel
 }
 
 type startedBuild struct {
@@ -92,6 +94,9 @@ type jobRun struct {
 // job stops its downstream jobs, and each of them says why.
 func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 	e := &eventRun{in: in, jobs: map[string]*jobRun{}, succeeded: map[string]bool{}}
+	if in.DoneInResult {
+		e.handBack = workflow.GetSignalChannel(ctx, SignalHandBack)
+	}
 	if e.lean = in.Lean; !e.lean {
 		e.legacy = workflow.GetVersion(ctx, changeLaneOrder, workflow.DefaultVersion, 1) == workflow.DefaultVersion
 	}
@@ -187,6 +192,9 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 	e.enqueue(ctx)
 	for e.running > 0 {
 		e.sel.Select(ctx)
+		if e.running == 0 && e.handBack != nil && len(e.toEnqueue) == 0 {
+			break // the end decides where the last places go (DoneInResult)
+		}
 		e.enqueue(ctx)
 	}
 	if ctx.Err() != nil {
@@ -550,7 +558,7 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 			Statuses: e.statusesID(), MaxWait: e.maxWait[q],
 			Cache: spec.Cache,
 			Lean:  e.lean,
-			Slim:  e.in.Slim && e.mayStartMore(job),
+			Slim:  e.in.Slim && (e.in.DoneInResult || e.mayStartMore(job)),
 			Lane: LaneRequest{
 				Build: ref, Collapse: spec.Settings.CollapseBuilds, BlockedBySameJob: spec.Settings.BlockedBySameJob,
 				BlockedBy: spec.BlockedBy, FreezeWindows: spec.FreezeWindows, Delay: spec.Settings.Delay, Force: e.in.Force,
@@ -825,6 +833,11 @@ func (e *eventRun) finish(ctx workflow.Context) EventState {
 
 func (e *eventRun) end(ctx workflow.Context, s Status, reason string) EventState {
 	ctx, _ = workflow.NewDisconnectedContext(ctx)
+	if e.handBack != nil && e.releasedHold && len(e.pendingDone) > 0 && !e.handBack.ReceiveAsync(nil) {
+		// The pipeline run that started the event still runs: its result,
+		// which that run receives anyway, gives the places back.
+		e.state.LaneDone, e.pendingDone = e.pendingDone, nil
+	}
 	if !e.releasedHold || len(e.pendingDone) > 0 {
 		e.enqueue(ctx)
 	}

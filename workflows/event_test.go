@@ -203,9 +203,10 @@ func (h *eventHarness) planFor(b BuildRef) buildPlan {
 	return p
 }
 
-// eventInput is an event as pipelines start them now (Lean, Slim).
+// eventInput is an event as pipelines start them now (Lean, Slim,
+// DoneInResult).
 func eventInput(trigger Trigger) EventInput {
-	return EventInput{Event: EventRef{Pipeline: "app", Number: 1}, Config: appConfig, Trigger: trigger, Lean: true, Slim: true}
+	return EventInput{Event: EventRef{Pipeline: "app", Number: 1}, Config: appConfig, Trigger: trigger, Lean: true, Slim: true, DoneInResult: true}
 }
 
 var commitOnMain = Trigger{Kind: TriggerCommit, Branch: "main"}
@@ -710,7 +711,7 @@ jobs:
 		Build: ref, Repo: "/src/app", SHA: eventSHA, Branch: "main", Trigger: in.Trigger, Queue: "gpu", Priority: 1,
 		Image: "golang:1.26", Steps: []pipeline.Command{{Name: "test", Command: "go test"}},
 		Environment: map[string]string{"GO": "1.26"}, Timeout: 15 * time.Minute,
-		Dispatch: Dispatch{HeartbeatTimeout: time.Minute, MaxAttempts: 7}, Lean: true, // a leaf job: not Slim
+		Dispatch: Dispatch{HeartbeatTimeout: time.Minute, MaxAttempts: 7}, Lean: true, Slim: true,
 		Lane: LaneRequest{
 			Build: ref, Collapse: false, BlockedBySameJob: false, BlockedBy: []string{"~lint"},
 			FreezeWindows: []string{"* 0-6 ? * *"}, Delay: 5 * time.Minute, Force: true,
@@ -1291,24 +1292,30 @@ func TestEventResolvesLocallyThenFallsBack(t *testing.T) {
 // TestSlimEventGivesBackLanePlaces: the lane places of a Slim event's
 // builds that ended holding them (BuildState.LaneRelease) go back to the
 // pipeline with the event's next batch, each once: with the builds that
-// their end started when there are any, else in a batch of their own. Only
-// builds whose end may start more builds leave it to the event (Slim): a
-// leaf job's build signals the pipeline itself.
+// their end started when there are any, else in a batch of their own; the
+// places its last builds hold go back in its result (DoneInResult), unless
+// the pipeline handed that back (SignalHandBack): then in a last batch.
+// Without DoneInResult, only builds whose end may start more builds leave
+// it to the event (a leaf job's build signals the pipeline itself).
 func TestSlimEventGivesBackLanePlaces(t *testing.T) {
 	t.Parallel()
-	h := newEventHarness(t, graphSpec)
-	for _, job := range []string{"a", "b", "c", "d", "e"} {
-		h.plans[job] = buildPlan{took: time.Minute, status: StatusSuccess, laneRelease: true}
-	}
-	h.plans["c"] = buildPlan{took: 20 * time.Minute, status: StatusSuccess, laneRelease: true}
-	st := h.run(eventInput(commitOnMain))
-	require.Equal(t, StatusSuccess, st.Status, st.Reason)
-	for job, slim := range map[string]bool{"a": true, "b": true, "c": true, "d": false, "e": false} {
-		require.Equal(t, slim, h.runsOf(job)[0].Input.Slim, "job %s", job)
-	}
-	batches := enqueueBatches(h)
 	ref := func(job string) BuildRef { return BuildRef{Pipeline: "app", Job: job, Event: 1} }
-	batchOf := func(b BuildRef, done bool) int {
+	run := func(t *testing.T, doneInResult, handBack bool) (*eventHarness, EventState, []EnqueueBatch) {
+		h := newEventHarness(t, graphSpec)
+		for _, job := range []string{"a", "b", "c", "d", "e"} {
+			h.plans[job] = buildPlan{took: time.Minute, status: StatusSuccess, laneRelease: true}
+		}
+		h.plans["c"] = buildPlan{took: 20 * time.Minute, status: StatusSuccess, laneRelease: true}
+		if handBack {
+			at(h.env, 10*time.Minute, func() { h.env.SignalWorkflow(SignalHandBack, "continue-as-new") })
+		}
+		in := eventInput(commitOnMain)
+		in.DoneInResult = doneInResult
+		st := h.run(in)
+		require.Equal(t, StatusSuccess, st.Status, st.Reason)
+		return h, st, enqueueBatches(h)
+	}
+	batchOf := func(t *testing.T, batches []EnqueueBatch, b BuildRef, done bool) int {
 		t.Helper()
 		found := -1
 		for i, batch := range batches {
@@ -1328,13 +1335,44 @@ func TestSlimEventGivesBackLanePlaces(t *testing.T) {
 		}
 		return found
 	}
-	for _, job := range []string{"a", "b", "c"} {
-		require.NotEqual(t, -1, batchOf(ref(job), true), "%s's place never went back: %+v", job, batches)
+	common := func(t *testing.T, batches []EnqueueBatch) {
+		t.Helper()
+		for _, job := range []string{"a", "b", "c"} {
+			require.NotEqual(t, -1, batchOf(t, batches, ref(job), true), "%s's place never went back: %+v", job, batches)
+		}
+		require.Equal(t, batchOf(t, batches, ref("b"), false), batchOf(t, batches, ref("a"), true), "a's place goes back with the builds its end started")
+		require.Equal(t, batchOf(t, batches, ref("d"), false), batchOf(t, batches, ref("c"), true), "c's place goes back with d")
 	}
-	for _, job := range []string{"d", "e"} {
-		require.Equal(t, -1, batchOf(ref(job), true), "%s's place went back through the event: %+v", job, batches)
-	}
-	require.Equal(t, batchOf(ref("b"), false), batchOf(ref("a"), true), "a's place goes back with the builds its end started")
-	require.Equal(t, batchOf(ref("d"), false), batchOf(ref("c"), true), "c's place goes back with d")
-	require.Equal(t, len(batches)-1, batchOf(ref("d"), false), "d, a leaf, leaves no batch of its own behind: %+v", batches)
+	t.Run("the last places in the result", func(t *testing.T) {
+		t.Parallel()
+		h, st, batches := run(t, true, false)
+		for _, job := range []string{"a", "b", "c", "d", "e"} {
+			require.True(t, h.runsOf(job)[0].Input.Slim, "job %s", job)
+		}
+		common(t, batches)
+		require.NotEqual(t, -1, batchOf(t, batches, ref("e"), true), "e ended while c ran: its place went back at once: %+v", batches)
+		require.Equal(t, -1, batchOf(t, batches, ref("d"), true))
+		require.Equal(t, []BuildRef{ref("d")}, st.LaneDone, "the last build's place goes back in the result")
+	})
+	t.Run("handed back: the last places in a batch", func(t *testing.T) {
+		t.Parallel()
+		_, st, batches := run(t, true, true)
+		common(t, batches)
+		require.Empty(t, st.LaneDone)
+		last := batches[len(batches)-1]
+		require.Equal(t, []BuildRef{ref("d")}, last.Done, "%+v", batches)
+		require.Empty(t, last.Requests)
+	})
+	t.Run("without DoneInResult", func(t *testing.T) {
+		t.Parallel()
+		h, st, batches := run(t, false, false)
+		for job, slim := range map[string]bool{"a": true, "b": true, "c": true, "d": false, "e": false} {
+			require.Equal(t, slim, h.runsOf(job)[0].Input.Slim, "job %s", job)
+		}
+		common(t, batches)
+		for _, job := range []string{"d", "e"} {
+			require.Equal(t, -1, batchOf(t, batches, ref(job), true), "%s's place went back through the event: %+v", job, batches)
+		}
+		require.Empty(t, st.LaneDone)
+	})
 }

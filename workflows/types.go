@@ -16,6 +16,10 @@ const (
 	SignalEnqueue = "enqueue"
 	// SignalBuildDone carries a BuildDone from a build to its pipeline.
 	SignalBuildDone = "build-done"
+	// SignalHandBack tells an event (EventInput.DoneInResult) that the
+	// pipeline run that started it continues as new: the lane places of its
+	// last builds go back by an enqueue batch, not in its result.
+	SignalHandBack = "hand-back"
 	// SignalSpecSynced carries a SpecSync from an event to its pipeline.
 	SignalSpecSynced = "spec-synced"
 	// SignalStartEvent asks a pipeline to start an event without waiting for
@@ -351,6 +355,12 @@ type EventInput struct {
 	// resolveLocalFor; and its builds start Slim (BuildInput.Slim). Events
 	// recorded without it replay as they ran.
 	Slim bool `json:"slim,omitempty"`
+	// DoneInResult (with Slim; set by pipeline runs at eventResultDone):
+	// the pipeline run that started the event takes the lane places its
+	// builds still hold when it ends from its result (EventState.LaneDone),
+	// which it receives anyway, instead of a last enqueue batch — until it
+	// sends SignalHandBack before it continues as new.
+	DoneInResult bool `json:"done_in_result,omitempty"`
 }
 
 // JobOutcome is one job's part in an event.
@@ -397,6 +407,9 @@ type EventState struct {
 	// spec (given values, else the defaults): every build sees each as
 	// SD_PARAM_<NAME>, and a restart of the event is given them again.
 	Parameters map[string]string `json:"parameters,omitempty"`
+	// LaneDone are the builds whose lane places the event's result gives
+	// back to the pipeline that started it (EventInput.DoneInResult).
+	LaneDone []BuildRef `json:"lane_done,omitempty"`
 }
 
 // BuildInput starts a BuildWorkflow: everything an executor needs to run it.
