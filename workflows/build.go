@@ -603,6 +603,11 @@ func (b *build) finish(ctx workflow.Context, s Status, reason string, cause Caus
 	b.state.Cause, b.state.CauseInfo = cause, info
 	b.setStatus(dctx, s, "", reason, time.Time{})
 	workflow.GetMetricsHandler(dctx).WithTags(map[string]string{"queue": b.in.Queue, "cause": string(cause)}).Counter("sluice_builds_ended").Inc(1)
+	if b.inLane && b.in.Slim && !b.cancel && ctx.Err() == nil {
+		// Its event tells the pipeline, with its next batch.
+		b.inLane = false
+		b.state.LaneRelease = true
+	}
 	if b.inLane {
 		b.inLane = false
 		err := workflow.SignalExternalWorkflow(dctx, PipelineWorkflowID(b.in.Build.Pipeline), "", SignalBuildDone,

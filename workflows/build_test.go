@@ -907,3 +907,69 @@ func TestBuildWorkflowMaxWait(t *testing.T) {
 		require.Equal(t, CauseSucceeded, st.Cause)
 	})
 }
+
+// TestSlimBuildLeavesItsLaneThroughItsEvent: a Slim build that ends holding
+// its lane place says so in its result (its event tells the pipeline)
+// instead of signalling build-done; a cancelled one still signals (its
+// event may have been terminated); one the lane already dropped does
+// neither.
+func TestSlimBuildLeavesItsLaneThroughItsEvent(t *testing.T) {
+	t.Parallel()
+	slim := func() BuildInput {
+		in := buildInput()
+		in.Slim = true
+		return in
+	}
+	t.Run("ran", func(t *testing.T) {
+		t.Parallel()
+		h := newBuildHarness(t, attemptPlan{
+			steps:  []buildStep{claimAs("exec-a")},
+			result: activities.RunBuildResult{Executor: "exec-a", Status: runner.StatusSuccess},
+		})
+		grantAt(h, time.Minute)
+		st := h.run(slim())
+		require.Equal(t, StatusSuccess, st.Status)
+		require.True(t, st.LaneRelease)
+		require.Empty(t, h.doneSignals())
+	})
+	t.Run("refused by its lane", func(t *testing.T) {
+		t.Parallel()
+		h := newBuildHarness(t)
+		at(h.env, time.Minute, func() {
+			h.env.SignalWorkflow(SignalLane, LaneMessage{Kind: LaneFail, Status: StatusFailure, Reason: "lane full"})
+		})
+		st := h.run(slim())
+		require.Equal(t, StatusFailure, st.Status)
+		require.True(t, st.LaneRelease, "the lane holds a refused build until it hears of its end")
+		require.Empty(t, h.doneSignals())
+	})
+	t.Run("cancelled while queued", func(t *testing.T) {
+		t.Parallel()
+		h := newBuildHarness(t)
+		at(h.env, time.Minute, func() { h.env.CancelWorkflow() })
+		st := h.run(slim())
+		require.Equal(t, StatusAborted, st.Status)
+		require.False(t, st.LaneRelease)
+		require.Equal(t, []BuildDone{{Build: testBuild, Status: StatusAborted}}, h.doneSignals())
+	})
+	t.Run("cancelled while running", func(t *testing.T) {
+		t.Parallel()
+		h := newBuildHarness(t, attemptPlan{steps: []buildStep{claimAs("exec-a"), cancelBuild()}, block: true})
+		grantAt(h, time.Minute)
+		st := h.run(slim())
+		require.Equal(t, StatusAborted, st.Status)
+		require.False(t, st.LaneRelease)
+		require.Equal(t, []BuildDone{{Build: testBuild, Status: StatusAborted}}, h.doneSignals())
+	})
+	t.Run("collapsed by its lane", func(t *testing.T) {
+		t.Parallel()
+		h := newBuildHarness(t)
+		at(h.env, time.Minute, func() {
+			h.env.SignalWorkflow(SignalLane, laneCollapseMsg(BuildRef{Pipeline: "app", Job: "test", Event: 8}, "collapsed into app/test/8"))
+		})
+		st := h.run(slim())
+		require.Equal(t, StatusCollapsed, st.Status)
+		require.False(t, st.LaneRelease, "the lane already dropped it")
+		require.Empty(t, h.doneSignals())
+	})
+}

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -51,6 +52,9 @@ type eventRun struct {
 	shaPending bool
 	// pendingSync is the spec sync the first enqueue carries (lean runs).
 	pendingSync *SpecSync
+	// pendingDone are ended builds whose lane places the next enqueue
+	// gives back (Slim runs: BuildState.LaneRelease).
+	pendingDone []BuildRef
 	// notified is set once a periodic fire's PeriodicWorkflow was told.
 	notified bool
 	// statuses is the event's commit status reporter (nil: none).
@@ -65,6 +69,8 @@ type eventRun struct {
 	notifies []workflow.Future
 	// maxWait is each reachable queue's max-wait (BuildInput.MaxWait).
 	maxWait map[string]time.Duration
+	// handBack receives SignalHandBack (EventInput.DoneInResult).
+	handBack workflow.ReceiveChannel
 }
 
 type startedBuild struct {
@@ -88,6 +94,9 @@ type jobRun struct {
 // job stops its downstream jobs, and each of them says why.
 func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 	e := &eventRun{in: in, jobs: map[string]*jobRun{}, succeeded: map[string]bool{}}
+	if in.DoneInResult {
+		e.handBack = workflow.GetSignalChannel(ctx, SignalHandBack)
+	}
 	if e.lean = in.Lean; !e.lean {
 		e.legacy = workflow.GetVersion(ctx, changeLaneOrder, workflow.DefaultVersion, 1) == workflow.DefaultVersion
 	}
@@ -183,6 +192,9 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 	e.enqueue(ctx)
 	for e.running > 0 {
 		e.sel.Select(ctx)
+		if e.running == 0 && e.handBack != nil && len(e.toEnqueue) == 0 {
+			break // the end decides where the last places go (DoneInResult)
+		}
 		e.enqueue(ctx)
 	}
 	if ctx.Err() != nil {
@@ -235,8 +247,49 @@ func (e *eventRun) resolve(ctx workflow.Context) (activities.ResolveEventResult,
 			in.OnBranch = e.in.Config.Branch
 		}
 	}
+	if e.in.Slim {
+		var err error
+		if res, err = e.resolveLocal(ctx, in); err == nil || ctx.Err() != nil || isRepoError(err) {
+			return res, err
+		}
+		workflow.GetLogger(ctx).Info("resolve_local_fell_back", "event", e.in.Event.String(), "error", err)
+		res = activities.ResolveEventResult{}
+	}
 	err := workflow.ExecuteActivity(actx, a.ResolveEvent, in).Get(ctx, &res)
 	return res, err
+}
+
+// resolveLocalFor bounds the local ResolveEvent of a Slim event: a fetch
+// that takes longer (a large repository's first clone) goes on as the
+// regular activity, which heartbeats and survives a lost controller.
+const resolveLocalFor = 5 * time.Second
+
+// resolveLocal runs ResolveEvent as a local activity: one marker in the
+// event's first workflow task instead of the activity's three events and
+// a workflow task of its own (and one round trip less before the builds).
+// Its attempts all fall within resolveLocalFor, far below
+// ResolveMaxAttempts, so a transient failure never counts as the last
+// attempt (which would start the event without commit statuses): the
+// regular activity then takes over with all its attempts.
+func (e *eventRun) resolveLocal(ctx workflow.Context, in activities.ResolveEventInput) (activities.ResolveEventResult, error) {
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		ScheduleToCloseTimeout: resolveLocalFor,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2,
+			NonRetryableErrorTypes: []string{activities.ErrTypeRepo},
+		},
+		Summary: "read screwdriver.yaml at the event's commit",
+	})
+	var res activities.ResolveEventResult
+	err := workflow.ExecuteLocalActivity(lctx, a.ResolveEvent, in).Get(ctx, &res)
+	return res, err
+}
+
+// isRepoError reports whether err is ResolveEvent's "the repository cannot
+// be read" (not retried: the regular activity would fail alike).
+func isRepoError(err error) bool {
+	var app *temporal.ApplicationError
+	return errors.As(err, &app) && app.Type() == activities.ErrTypeRepo
 }
 
 // syncSpec tells the pipeline what its default branch's spec subscribes to
@@ -506,6 +559,7 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 			Statuses: e.statusesID(), MaxWait: e.maxWait[q],
 			Cache: spec.Cache,
 			Lean:  e.lean,
+			Slim:  e.in.Slim && (e.in.DoneInResult || e.mayStartMore(job)),
 			Lane: LaneRequest{
 				Build: ref, Collapse: spec.Settings.CollapseBuilds, BlockedBySameJob: spec.Settings.BlockedBySameJob,
 				BlockedBy: spec.BlockedBy, FreezeWindows: spec.FreezeWindows, Delay: spec.Settings.Delay, Force: e.in.Force,
@@ -552,9 +606,31 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 					st.Status, st.Reason = StatusAborted, "cancelled"
 				}
 			}
+			if st.LaneRelease {
+				e.pendingDone = append(e.pendingDone, ref)
+			}
 			e.buildEnded(ctx, jr, st)
 		})
 	}
+}
+
+// mayStartMore reports whether job's end may start builds of this event:
+// then its builds leave their lanes through the event (BuildInput.Slim),
+// whose batch handing those builds to the lanes gives their places back
+// at no cost. A build whose end starts nothing signals the pipeline
+// itself: the event would only send the same signal one hop later.
+func (e *eventRun) mayStartMore(job string) bool {
+	if e.prEvent() && !e.spec.ChainPR() {
+		return false // a pull request runs its ~pr jobs only
+	}
+	if len(e.spec.NextJobs(job)) > 0 {
+		return true
+	}
+	// A stage member's end may start the stage's teardown.
+	if st := e.spec.Stages[e.spec.Jobs[job].Stage]; st != nil && job != st.Teardown {
+		return true
+	}
+	return false
 }
 
 // upstream are the jobs among job's requires that succeeded (in this
@@ -575,11 +651,11 @@ func (e *eventRun) upstream(job string) []string {
 // lanes, once their workflows exist (a lane may signal them at once). The
 // first call also releases the pipeline's ordering hold on later events.
 func (e *eventRun) enqueue(ctx workflow.Context) {
-	if len(e.toEnqueue) == 0 && e.releasedHold {
+	if len(e.toEnqueue) == 0 && len(e.pendingDone) == 0 && e.releasedHold {
 		return
 	}
-	batch := EnqueueBatch{Event: e.in.Event.Number, Sync: e.pendingSync}
-	e.pendingSync = nil
+	batch := EnqueueBatch{Event: e.in.Event.Number, Sync: e.pendingSync, Done: e.pendingDone}
+	e.pendingSync, e.pendingDone = nil, nil
 	for _, sb := range e.toEnqueue {
 		if err := sb.started.Get(ctx, nil); err != nil {
 			continue // the child never started; its result future reports why
@@ -758,7 +834,12 @@ func (e *eventRun) finish(ctx workflow.Context) EventState {
 
 func (e *eventRun) end(ctx workflow.Context, s Status, reason string) EventState {
 	ctx, _ = workflow.NewDisconnectedContext(ctx)
-	if !e.releasedHold {
+	if e.handBack != nil && e.releasedHold && len(e.pendingDone) > 0 && !e.handBack.ReceiveAsync(nil) {
+		// The pipeline run that started the event still runs: its result,
+		// which that run receives anyway, gives the places back.
+		e.state.LaneDone, e.pendingDone = e.pendingDone, nil
+	}
+	if !e.releasedHold || len(e.pendingDone) > 0 {
 		e.enqueue(ctx)
 	}
 	e.state.Status, e.state.Reason, e.state.EndTime, e.state.WaitCode = s, reason, workflow.Now(ctx), ""

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -78,6 +79,8 @@ type buildPlan struct {
 	took   time.Duration
 	status Status
 	reason string
+	// laneRelease: the build ends holding its lane place (a Slim build).
+	laneRelease bool
 }
 
 // buildRun is one mocked BuildWorkflow child.
@@ -121,7 +124,7 @@ func newEventHarness(t *testing.T, yaml string, register ...func(*testsuite.Test
 			h.builds = append(h.builds, buildRun{WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Input: in, Start: workflow.Now(ctx)})
 			p := h.planFor(in.Build)
 			h.mu.Unlock()
-			st := BuildState{ID: in.Build.String(), Build: in.Build, Status: p.status, Reason: p.reason}
+			st := BuildState{ID: in.Build.String(), Build: in.Build, Status: p.status, Reason: p.reason, LaneRelease: p.laneRelease && in.Slim}
 			if in.Virtual {
 				st.Status, st.Reason = StatusSuccess, "virtual job: nothing to run"
 			} else {
@@ -200,9 +203,10 @@ func (h *eventHarness) planFor(b BuildRef) buildPlan {
 	return p
 }
 
-// eventInput is an event as pipelines start them now (Lean).
+// eventInput is an event as pipelines start them now (Lean, Slim,
+// DoneInResult).
 func eventInput(trigger Trigger) EventInput {
-	return EventInput{Event: EventRef{Pipeline: "app", Number: 1}, Config: appConfig, Trigger: trigger, Lean: true}
+	return EventInput{Event: EventRef{Pipeline: "app", Number: 1}, Config: appConfig, Trigger: trigger, Lean: true, Slim: true, DoneInResult: true}
 }
 
 var commitOnMain = Trigger{Kind: TriggerCommit, Branch: "main"}
@@ -707,7 +711,7 @@ jobs:
 		Build: ref, Repo: "/src/app", SHA: eventSHA, Branch: "main", Trigger: in.Trigger, Queue: "gpu", Priority: 1,
 		Image: "golang:1.26", Steps: []pipeline.Command{{Name: "test", Command: "go test"}},
 		Environment: map[string]string{"GO": "1.26"}, Timeout: 15 * time.Minute,
-		Dispatch: Dispatch{HeartbeatTimeout: time.Minute, MaxAttempts: 7}, Lean: true,
+		Dispatch: Dispatch{HeartbeatTimeout: time.Minute, MaxAttempts: 7}, Lean: true, Slim: true,
 		Lane: LaneRequest{
 			Build: ref, Collapse: false, BlockedBySameJob: false, BlockedBy: []string{"~lint"},
 			FreezeWindows: []string{"* 0-6 ? * *"}, Delay: 5 * time.Minute, Force: true,
@@ -1208,5 +1212,167 @@ jobs:
 		require.Equal(t, `parameters: parameter "target": "qa" is not one of the allowed values: "staging", "production"`, st.Reason)
 		require.Empty(t, h.builds)
 		require.Nil(t, st.Parameters)
+	})
+}
+
+// TestEventResolvesLocallyThenFallsBack: a Slim event reads its spec with
+// a local activity; when that fails for a reason other than an unreadable
+// repository (or takes longer than resolveLocalFor), the regular activity
+// reads it, with its own attempts; an unreadable repository fails the
+// event at once; an event recorded before Slim uses the activity alone.
+func TestEventResolvesLocallyThenFallsBack(t *testing.T) {
+	t.Parallel()
+	spec := parseSpec(t, graphSpec)
+	type call struct{ local bool }
+	run := func(t *testing.T, slim bool, answer func(local bool, n int) error) ([]call, EventState) {
+		env, _ := newEnv(t)
+		var mu sync.Mutex
+		var calls []call
+		env.OnActivity(acts.ResolveEvent, mock.Anything, mock.Anything).Return(
+			func(ctx context.Context, _ activities.ResolveEventInput) (activities.ResolveEventResult, error) {
+				local := activity.GetInfo(ctx).IsLocalActivity
+				mu.Lock()
+				calls = append(calls, call{local: local})
+				n := len(calls)
+				mu.Unlock()
+				if err := answer(local, n); err != nil {
+					return activities.ResolveEventResult{}, err
+				}
+				// No job starts: the event ends once it has its spec.
+				return activities.ResolveEventResult{SHA: eventSHA, Spec: spec, Queues: []queue.Queue{queue.DefaultQueue()}}, nil
+			})
+		in := eventInput(Trigger{Kind: TriggerTag, Ref: "v1"})
+		in.Slim = slim
+		env.ExecuteWorkflow(EventWorkflow, in)
+		require.True(t, env.IsWorkflowCompleted())
+		var st EventState
+		require.NoError(t, env.GetWorkflowResult(&st))
+		return calls, st
+	}
+	t.Run("locally", func(t *testing.T) {
+		t.Parallel()
+		calls, st := run(t, true, func(bool, int) error { return nil })
+		require.Equal(t, []call{{local: true}}, calls)
+		require.Equal(t, StatusSuccess, st.Status, st.Reason)
+		require.Equal(t, eventSHA, st.SHA)
+	})
+	t.Run("a transient failure falls back to the activity", func(t *testing.T) {
+		t.Parallel()
+		calls, st := run(t, true, func(local bool, _ int) error {
+			if local {
+				return errors.New("the API did not answer")
+			}
+			return nil
+		})
+		require.NotEmpty(t, calls)
+		for _, c := range calls[:len(calls)-1] {
+			require.True(t, c.local, "the local attempts come first: %v", calls)
+		}
+		require.False(t, calls[len(calls)-1].local, "the activity read the spec in the end: %v", calls)
+		require.Equal(t, StatusSuccess, st.Status, st.Reason)
+		require.Equal(t, eventSHA, st.SHA)
+	})
+	t.Run("an unreadable repository fails the event at once", func(t *testing.T) {
+		t.Parallel()
+		calls, st := run(t, true, func(bool, int) error {
+			return temporal.NewNonRetryableApplicationError("open repository /src/app: not found", activities.ErrTypeRepo, nil)
+		})
+		require.Equal(t, []call{{local: true}}, calls)
+		require.Equal(t, StatusFailure, st.Status)
+		require.Equal(t, "cannot read the pipeline's repository: open repository /src/app: not found", st.Reason)
+	})
+	t.Run("an event recorded before Slim uses the activity", func(t *testing.T) {
+		t.Parallel()
+		calls, st := run(t, false, func(bool, int) error { return nil })
+		require.Equal(t, []call{{local: false}}, calls)
+		require.Equal(t, StatusSuccess, st.Status, st.Reason)
+	})
+}
+
+// TestSlimEventGivesBackLanePlaces: the lane places of a Slim event's
+// builds that ended holding them (BuildState.LaneRelease) go back to the
+// pipeline with the event's next batch, each once: with the builds that
+// their end started when there are any, else in a batch of their own; the
+// places its last builds hold go back in its result (DoneInResult), unless
+// the pipeline handed that back (SignalHandBack): then in a last batch.
+// Without DoneInResult, only builds whose end may start more builds leave
+// it to the event (a leaf job's build signals the pipeline itself).
+func TestSlimEventGivesBackLanePlaces(t *testing.T) {
+	t.Parallel()
+	ref := func(job string) BuildRef { return BuildRef{Pipeline: "app", Job: job, Event: 1} }
+	run := func(t *testing.T, doneInResult, handBack bool) (*eventHarness, EventState, []EnqueueBatch) {
+		h := newEventHarness(t, graphSpec)
+		for _, job := range []string{"a", "b", "c", "d", "e"} {
+			h.plans[job] = buildPlan{took: time.Minute, status: StatusSuccess, laneRelease: true}
+		}
+		h.plans["c"] = buildPlan{took: 20 * time.Minute, status: StatusSuccess, laneRelease: true}
+		if handBack {
+			at(h.env, 10*time.Minute, func() { h.env.SignalWorkflow(SignalHandBack, "continue-as-new") })
+		}
+		in := eventInput(commitOnMain)
+		in.DoneInResult = doneInResult
+		st := h.run(in)
+		require.Equal(t, StatusSuccess, st.Status, st.Reason)
+		return h, st, enqueueBatches(h)
+	}
+	batchOf := func(t *testing.T, batches []EnqueueBatch, b BuildRef, done bool) int {
+		t.Helper()
+		found := -1
+		for i, batch := range batches {
+			list := batch.Done
+			if !done {
+				list = nil
+				for _, r := range batch.Requests {
+					list = append(list, r.Build)
+				}
+			}
+			for _, x := range list {
+				if x == b {
+					require.Equal(t, -1, found, "%s is in two batches: %+v", b, batches)
+					found = i
+				}
+			}
+		}
+		return found
+	}
+	common := func(t *testing.T, batches []EnqueueBatch) {
+		t.Helper()
+		for _, job := range []string{"a", "b", "c"} {
+			require.NotEqual(t, -1, batchOf(t, batches, ref(job), true), "%s's place never went back: %+v", job, batches)
+		}
+		require.Equal(t, batchOf(t, batches, ref("b"), false), batchOf(t, batches, ref("a"), true), "a's place goes back with the builds its end started")
+		require.Equal(t, batchOf(t, batches, ref("d"), false), batchOf(t, batches, ref("c"), true), "c's place goes back with d")
+	}
+	t.Run("the last places in the result", func(t *testing.T) {
+		t.Parallel()
+		h, st, batches := run(t, true, false)
+		for _, job := range []string{"a", "b", "c", "d", "e"} {
+			require.True(t, h.runsOf(job)[0].Input.Slim, "job %s", job)
+		}
+		common(t, batches)
+		require.NotEqual(t, -1, batchOf(t, batches, ref("e"), true), "e ended while c ran: its place went back at once: %+v", batches)
+		require.Equal(t, -1, batchOf(t, batches, ref("d"), true))
+		require.Equal(t, []BuildRef{ref("d")}, st.LaneDone, "the last build's place goes back in the result")
+	})
+	t.Run("handed back: the last places in a batch", func(t *testing.T) {
+		t.Parallel()
+		_, st, batches := run(t, true, true)
+		common(t, batches)
+		require.Empty(t, st.LaneDone)
+		last := batches[len(batches)-1]
+		require.Equal(t, []BuildRef{ref("d")}, last.Done, "%+v", batches)
+		require.Empty(t, last.Requests)
+	})
+	t.Run("without DoneInResult", func(t *testing.T) {
+		t.Parallel()
+		h, st, batches := run(t, false, false)
+		for job, slim := range map[string]bool{"a": true, "b": true, "c": true, "d": false, "e": false} {
+			require.Equal(t, slim, h.runsOf(job)[0].Input.Slim, "job %s", job)
+		}
+		common(t, batches)
+		for _, job := range []string{"d", "e"} {
+			require.Equal(t, -1, batchOf(t, batches, ref(job), true), "%s's place went back through the event: %+v", job, batches)
+		}
+		require.Empty(t, st.LaneDone)
 	})
 }

@@ -132,6 +132,12 @@ type Lanes struct {
 	// blockerNamesBuild keeps the blockedBy reason of runs recorded before
 	// it named the job only (N17; workflow.GetVersion, set every run).
 	blockerNamesBuild bool
+	// lazyHolds: an event's hold deadline wakes the pipeline only while a
+	// build of a later event waits behind it (changeLazyHoldTimer, set every
+	// run). Runs before it armed a timer for every event's hold and
+	// cancelled it when the event's first batch came: two history events
+	// per event for a wait nobody was in.
+	lazyHolds bool
 }
 
 // Hold makes builds of events after event wait until Release(event) or the
@@ -687,7 +693,10 @@ func (l *Lanes) NextWake(now time.Time) time.Time {
 	}
 	// Order-independent: the earliest wins.
 	//workflowcheck:ignore
-	for _, deadline := range l.Pending {
+	for e, deadline := range l.Pending {
+		if l.lazyHolds && !l.holdsAnyWaiting(e) {
+			continue // nothing waits for it: Evaluate drops it once expired
+		}
 		consider(deadline)
 	}
 	for _, job := range l.sortedJobs() {
@@ -703,6 +712,21 @@ func (l *Lanes) NextWake(now time.Time) time.Time {
 		}
 	}
 	return wake
+}
+
+// holdsAnyWaiting reports whether a waiting build of an event after event
+// (of the same pull request, or both of none) may be held by it.
+func (l *Lanes) holdsAnyWaiting(event int) bool {
+	// Order-independent: any match.
+	//workflowcheck:ignore
+	for _, ln := range l.Jobs {
+		for _, w := range ln.Waiting {
+			if w.Build.Event > event && l.PendingPR[event] == w.Build.PR {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Len counts the builds the lanes hold.

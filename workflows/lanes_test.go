@@ -925,3 +925,39 @@ func TestLanesWaitCodes(t *testing.T) {
 	}
 	require.False(t, WaitCode("waiting").Valid())
 }
+
+// TestLanesLazyHoldWakesOnlyForAWaitingBuild: with lazyHolds, an event's
+// hold deadline wakes the pipeline only while a later event's build waits
+// behind it (a timer nobody waits for costs two history events per event);
+// without, every hold's deadline does (the rule of older runs).
+func TestLanesLazyHoldWakesOnlyForAWaitingBuild(t *testing.T) {
+	t.Parallel()
+	deadline := laneT0.Add(eventHold)
+	for _, lazy := range []bool{false, true} {
+		l := Lanes{lazyHolds: lazy}
+		l.Hold(1, deadline)
+		if lazy {
+			require.True(t, l.NextWake(laneT0).IsZero(), "nothing waits behind event 1")
+		} else {
+			require.True(t, deadline.Equal(l.NextWake(laneT0)))
+		}
+		// A build of event 1 itself is not held by it.
+		l.Enqueue(lreq(bref("j", 1)), laneT0)
+		if lazy {
+			require.True(t, l.NextWake(laneT0).IsZero(), "event 1's own build is not behind its hold")
+		}
+		// Event 2's build waits behind event 1's hold: its deadline wakes.
+		l.Hold(2, laneT0.Add(2*eventHold))
+		l.Enqueue(lreq(bref("k", 2)), laneT0)
+		require.True(t, deadline.Equal(l.NextWake(laneT0)), "lazy=%v", lazy)
+		// A pull request's build is held only by its pull request's events.
+		p := Lanes{lazyHolds: lazy}
+		p.HoldPR(3, 7, deadline)
+		p.Enqueue(lreq(prref("j", 8, 4)), laneT0)
+		if lazy {
+			require.True(t, p.NextWake(laneT0).IsZero(), "pull request 8's build is not behind pull request 7's event")
+		}
+		p.Enqueue(lreq(prref("j", 7, 4)), laneT0)
+		require.True(t, deadline.Equal(p.NextWake(laneT0)), "lazy=%v", lazy)
+	}
+}

@@ -40,6 +40,15 @@ const changeReleaseOlderPRHolds = "release-older-pr-holds"
 // job, not one of its builds (N17).
 const changeBlockerReason = "blocker-reason"
 
+// changeLazyHoldTimer: an event's hold arms the pipeline's timer only while
+// a later event's build waits behind it (Lanes.lazyHolds).
+const changeLazyHoldTimer = "lazy-hold-timer"
+
+// changeEventResultDone: the run takes the lane places its events' last
+// builds hold from the events' results (EventInput.DoneInResult), and hands
+// that back to them by SignalHandBack before it continues as new.
+const changeEventResultDone = "event-result-done"
+
 // changeLaneBound: a pipeline refuses builds past MaxLaneBuilds.
 const changeLaneBound = "lane-bound"
 
@@ -108,6 +117,22 @@ type pipelineRun struct {
 	// wake tells the main loop that an update changed something it acts on
 	// (a delete must end the run even when no signal follows).
 	wake workflow.Channel
+	// resultDone: this run starts events with EventInput.DoneInResult
+	// (decided once by GetVersion).
+	resultDone bool
+	// children are the DoneInResult events this run started and has not
+	// heard the end of (nor handed back).
+	children []childEvent
+}
+
+// childEvent is a DoneInResult event of this run.
+type childEvent struct {
+	event int
+	fut   workflow.ChildWorkflowFuture
+	// handBack is SignalHandBack, sent before continue-as-new; failed: it
+	// could not be delivered (the event ended), so its result comes.
+	handBack workflow.Future
+	failed   bool
 }
 
 // PipelineWorkflow is a pipeline's entity: it numbers and starts events,
@@ -130,6 +155,8 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 	p.legacy = workflow.GetVersion(ctx, changeLaneOrder, workflow.DefaultVersion, 1) == workflow.DefaultVersion
 	p.st.Lanes.legacy = p.legacy
 	p.st.Lanes.blockerNamesBuild = workflow.GetVersion(ctx, changeBlockerReason, workflow.DefaultVersion, 1) == workflow.DefaultVersion
+	p.st.Lanes.lazyHolds = workflow.GetVersion(ctx, changeLazyHoldTimer, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+	p.resultDone = workflow.GetVersion(ctx, changeEventResultDone, workflow.DefaultVersion, 1) != workflow.DefaultVersion
 
 	if err := workflow.SetQueryHandler(ctx, QueryPipeline, func() (PipelineInfo, error) {
 		return PipelineInfo{
@@ -229,6 +256,15 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 		for _, ps := range p.pending {
 			sel.AddFuture(ps.f, func(workflow.Future) {})
 		}
+		for _, c := range p.children {
+			sel.AddFuture(c.fut, func(workflow.Future) {})
+			if c.handBack == nil && !c.fut.GetChildWorkflowExecution().IsReady() {
+				sel.AddFuture(c.fut.GetChildWorkflowExecution(), func(workflow.Future) {})
+			}
+			if c.handBack != nil && !c.failed {
+				sel.AddFuture(c.handBack, func(workflow.Future) {})
+			}
+		}
 		// The callbacks only wake the loop; everything is drained below.
 		for _, ch := range []workflow.ReceiveChannel{enqueueCh, doneCh, syncCh, startCh, startedCh} {
 			sel.AddReceive(ch, func(workflow.ReceiveChannel, bool) {})
@@ -239,6 +275,14 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 		// Drain everything that arrived, in a fixed order.
 		now = workflow.Now(ctx)
 		var effects []LaneEffect
+		var batches []EnqueueBatch
+		for {
+			var batch EnqueueBatch
+			if !enqueueCh.ReceiveAsync(&batch) {
+				break
+			}
+			batches = append(batches, batch)
+		}
 		for {
 			var d BuildDone
 			if !doneCh.ReceiveAsync(&d) {
@@ -246,6 +290,14 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 			}
 			p.st.Lanes.Remove(d.Build)
 		}
+		// Builds whose event tells of their end (Slim), as if they had
+		// signalled it themselves.
+		for _, batch := range batches {
+			for _, b := range batch.Done {
+				p.st.Lanes.Remove(b)
+			}
+		}
+		p.reapChildren(ctx)
 		for {
 			var st BuildStarted
 			if !startedCh.ReceiveAsync(&st) {
@@ -256,14 +308,6 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 		// A build that ended without the lane hearing of it (its signal to
 		// the build failed) leaves the lane.
 		effects = append(effects, p.reap(ctx, now)...)
-		var batches []EnqueueBatch
-		for {
-			var batch EnqueueBatch
-			if !enqueueCh.ReceiveAsync(&batch) {
-				break
-			}
-			batches = append(batches, batch)
-		}
 		// Oldest event first, so the lanes see builds in event order.
 		sort.SliceStable(batches, func(i, j int) bool { return batches[i].Event < batches[j].Event })
 		for _, batch := range batches {
@@ -344,6 +388,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 		}
 		info := workflow.GetInfo(ctx)
 		if info.GetCurrentHistoryLength() > continueAsNewAfter || info.GetContinueAsNewSuggested() {
+			p.handBack(ctx)
 			p.flush(ctx)
 			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 			// Signals that arrived meanwhile stay in the channels; keep going
@@ -358,10 +403,50 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 				drained = true
 			}
 			if enqueueCh.Len() == 0 && doneCh.Len() == 0 && syncCh.Len() == 0 && startCh.Len() == 0 && startedCh.Len() == 0 && admitCh.Len() == 0 &&
-				len(p.startQueue) == 0 && len(p.syncs) == 0 && p.launching == 0 && drained {
+				len(p.startQueue) == 0 && len(p.syncs) == 0 && p.launching == 0 && drained && len(p.children) == 0 {
 				st := p.st
 				return workflow.NewContinueAsNewError(ctx, PipelineWorkflow, PipelineInput{Config: p.cfg, State: &st})
 			}
+		}
+	}
+}
+
+// reapChildren takes the lane places back from the results of the
+// DoneInResult events that ended, and forgets the events that took the
+// duty back (their hand-back was delivered: they send a batch instead).
+func (p *pipelineRun) reapChildren(ctx workflow.Context) {
+	kept := p.children[:0]
+	for _, c := range p.children {
+		if c.fut.IsReady() {
+			var st EventState
+			if err := c.fut.Get(ctx, &st); err == nil {
+				for _, b := range st.LaneDone {
+					p.st.Lanes.Remove(b)
+				}
+			}
+			continue
+		}
+		if c.handBack != nil && !c.failed && c.handBack.IsReady() {
+			if err := c.handBack.Get(ctx, nil); err == nil {
+				continue
+			}
+			c.failed = true // it ended: its result is on its way
+		}
+		kept = append(kept, c)
+	}
+	p.children = kept
+}
+
+// handBack tells every DoneInResult event still running that this run is
+// about to continue as new (the next run is not their parent): they give
+// their last lane places back by an enqueue batch. The run continues as
+// new once each was told or has ended.
+func (p *pipelineRun) handBack(ctx workflow.Context) {
+	for i := range p.children {
+		// Once it started (a continue-as-new waits for starts anyway).
+		if p.children[i].handBack == nil && p.children[i].fut.GetChildWorkflowExecution().IsReady() {
+			id := EventRef{Pipeline: p.cfg.Name, Number: p.children[i].event}.WorkflowID()
+			p.children[i].handBack = workflow.SignalExternalWorkflow(ctx, id, "", SignalHandBack, "continue-as-new")
 		}
 	}
 }
@@ -516,8 +601,11 @@ func (p *pipelineRun) launchEvent(ctx workflow.Context, r StartEventRequest) lau
 		Event: ref, Config: p.cfg, Trigger: r.Trigger, StartFrom: r.StartFrom, StartJobs: r.StartJobs, Rerun: r.Rerun,
 		Notify: r.Notify, Force: r.Force, Parent: r.Parent,
 		ParentSucceeded: r.ParentSucceeded, Creator: r.Creator, Identity: r.Identity, Parameters: r.Parameters,
-		Lean: true, // data, not a command: old runs replay alike
+		Lean: true, Slim: true, DoneInResult: p.resultDone, // data, not a command: old runs replay alike
 	})
+	if p.resultDone {
+		p.children = append(p.children, childEvent{event: ref.Number, fut: child})
+	}
 	return launchedEvent{res: StartEventResult{Event: ref}, started: child.GetChildWorkflowExecution()}
 }
 

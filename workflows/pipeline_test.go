@@ -147,7 +147,7 @@ func TestPipelineStartEventNumbersEvents(t *testing.T) {
 		require.Equal(t, EventInput{
 			Event: EventRef{Pipeline: "app", Number: n}, Config: appConfig, Trigger: reqs[i].Trigger,
 			StartFrom: reqs[i].StartFrom, Force: reqs[i].Force, Parent: reqs[i].Parent,
-			ParentSucceeded: reqs[i].ParentSucceeded, Creator: reqs[i].Creator, Identity: id, Lean: true,
+			ParentSucceeded: reqs[i].ParentSucceeded, Creator: reqs[i].Creator, Identity: id, Lean: true, Slim: true, DoneInResult: true,
 		}, ev.Input)
 	}
 	require.Equal(t, []string{"event/app/1", "event/app/2", "event/app/3"}, h.rec.children)
@@ -921,6 +921,8 @@ func TestPipelineRunFieldsCarriedOrDrained(t *testing.T) {
 		"launching":           "continue-as-new waits for it to reach 0",
 		"wake":                "a channel that only wakes the loop",
 		"releaseOlderPRHolds": "fixed per run from its history (GetVersion)",
+		"resultDone":          "fixed per run from its history (GetVersion)",
+		"children":            "continue-as-new waits until each ended or was handed back (SignalHandBack)",
 	}
 	typ := reflect.TypeFor[pipelineRun]()
 	for i := range typ.NumField() {
@@ -1117,4 +1119,97 @@ func TestPipelineNewerPRCommitNotHeldByTheOlder(t *testing.T) {
 	h.deleteAt(time.Hour)
 	h.run(PipelineInput{Config: appConfig})
 	require.Equal(t, []LaneMessage{grantMsg}, h.rec.laneMessages()[head.WorkflowID()], "granted at once, not held by event 1")
+}
+
+// TestPipelineDoneInEnqueueBatch: a Slim event gives its ended builds' lane
+// places back in its enqueue batch (EnqueueBatch.Done), as a build-done
+// signal of each would: the next build of the job is granted then.
+func TestPipelineDoneInEnqueueBatch(t *testing.T) {
+	t.Parallel()
+	h := newPipelineHarness(t)
+	test1, test2 := appBuild("test", 1), appBuild("test", 2)
+	h.enqueue(time.Minute, lreqFor(test1))
+	h.enqueue(2*time.Minute, lreqFor(test2))
+	at(h.env, 150*time.Second, func() {
+		msgs := h.rec.laneMessages()[test2.WorkflowID()]
+		require.NotEmpty(t, msgs)
+		require.NotEqual(t, LaneGrant, msgs[len(msgs)-1].Kind, "test/2 waits while test/1 holds the lane")
+	})
+	h.signal(3*time.Minute, SignalEnqueue, EnqueueBatch{Event: 1, Done: []BuildRef{test1}})
+	h.deleteAt(4 * time.Minute)
+	h.signal(5*time.Minute, SignalEnqueue, EnqueueBatch{Event: 2, Done: []BuildRef{test2}})
+	h.run(PipelineInput{Config: appConfig})
+	msgs := h.rec.laneMessages()[test2.WorkflowID()]
+	require.GreaterOrEqual(t, len(msgs), 2)
+	require.Equal(t, LaneGrant, msgs[1].Kind, "test/2 is granted once test/1's place came back: %+v", msgs)
+}
+
+// TestPipelineEventResultGivesLanePlacesBack: a pipeline run takes the lane
+// places its events' last builds hold from the events' results
+// (EventState.LaneDone); before it continues as new it hands that back to
+// the events still running (SignalHandBack), which then send a batch, and
+// it continues only once each was told or ended.
+func TestPipelineEventResultGivesLanePlacesBack(t *testing.T) {
+	t.Parallel()
+	test1, test2 := appBuild("test", 1), appBuild("test", 2)
+	var mu sync.Mutex
+	var inputs []EventInput
+	handedBack := map[int]bool{}
+	standIn := func(ctx workflow.Context, in EventInput) (EventState, error) {
+		mu.Lock()
+		inputs = append(inputs, in)
+		mu.Unlock()
+		st := EventState{Event: in.Event, Status: StatusSuccess}
+		back := workflow.GetSignalChannel(ctx, SignalHandBack)
+		timer := workflow.NewTimer(ctx, 3*time.Minute)
+		if in.Event.Number == 2 {
+			timer = workflow.NewTimer(ctx, time.Hour)
+		}
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(timer, func(workflow.Future) { st.LaneDone = []BuildRef{test1} })
+		sel.AddReceive(back, func(c workflow.ReceiveChannel, _ bool) {
+			c.Receive(ctx, nil)
+			mu.Lock()
+			handedBack[in.Event.Number] = true
+			mu.Unlock()
+		})
+		sel.Select(ctx)
+		return st, nil
+	}
+	env, rec := newEnv(t, func(env *testsuite.TestWorkflowEnvironment) {
+		env.RegisterWorkflowWithOptions(standIn, workflow.RegisterOptions{Name: "EventWorkflow"})
+	})
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: PipelineWorkflowID("app")})
+	commit := StartEventRequest{Trigger: Trigger{Kind: TriggerCommit}}
+	updateAt(env, 30*time.Second, UpdateStartEvent, commit)
+	at(env, time.Minute, func() {
+		env.SignalWorkflow(SignalEnqueue, EnqueueBatch{Event: 1, Requests: []LaneRequest{lreqFor(test1)}})
+	})
+	at(env, 2*time.Minute, func() {
+		env.SignalWorkflow(SignalEnqueue, EnqueueBatch{Event: 2, Requests: []LaneRequest{lreqFor(test2)}})
+	})
+	updateAt(env, 4*time.Minute, UpdateStartEvent, commit)
+	at(env, 5*time.Minute, func() {
+		env.SetCurrentHistoryLength(continueAsNewAfter + 1)
+		env.SignalWorkflow(SignalEnqueue, EnqueueBatch{Event: 2}) // wakes the loop
+	})
+	env.ExecuteWorkflow(PipelineWorkflow, PipelineInput{Config: appConfig})
+	require.True(t, env.IsWorkflowCompleted())
+	var can *workflow.ContinueAsNewError
+	require.ErrorAs(t, env.GetWorkflowError(), &can)
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, inputs, 2)
+	for _, in := range inputs {
+		require.True(t, in.DoneInResult)
+	}
+	// Event 1's result gave test/1's place back: test/2 was granted.
+	msgs := rec.laneMessages()[test2.WorkflowID()]
+	require.NotEmpty(t, msgs)
+	require.Equal(t, LaneGrant, msgs[len(msgs)-1].Kind, "%+v", msgs)
+	// Event 2 still ran at the continue-as-new: it was handed the duty back.
+	require.Equal(t, map[int]bool{2: true}, handedBack)
+	require.Len(t, rec.issuedTo(EventRef{Pipeline: "app", Number: 2}.WorkflowID(), SignalHandBack), 1)
+	require.Empty(t, rec.issuedTo(EventRef{Pipeline: "app", Number: 1}.WorkflowID(), SignalHandBack))
 }

@@ -16,6 +16,10 @@ const (
 	SignalEnqueue = "enqueue"
 	// SignalBuildDone carries a BuildDone from a build to its pipeline.
 	SignalBuildDone = "build-done"
+	// SignalHandBack tells an event (EventInput.DoneInResult) that the
+	// pipeline run that started it continues as new: the lane places of its
+	// last builds go back by an enqueue batch, not in its result.
+	SignalHandBack = "hand-back"
 	// SignalSpecSynced carries a SpecSync from an event to its pipeline.
 	SignalSpecSynced = "spec-synced"
 	// SignalStartEvent asks a pipeline to start an event without waiting for
@@ -311,6 +315,11 @@ type EnqueueBatch struct {
 	// Sync is the event's spec sync, carried by its first batch (events
 	// at leanVersion) instead of a SignalSpecSynced of its own.
 	Sync *SpecSync `json:"sync,omitempty"`
+	// Done are builds of the event that ended and leave their lanes (Slim
+	// builds, BuildState.LaneRelease): the event tells the pipeline with
+	// its next batch (or a batch of its own when no build starts then)
+	// instead of each build sending SignalBuildDone and waiting for it.
+	Done []BuildRef `json:"done,omitempty"`
 }
 
 // BuildStarted tells a pipeline that a build an executor claimed runs.
@@ -352,6 +361,20 @@ type EventInput struct {
 	// costs two history events and a visibility task; events recorded
 	// without Lean replay with the markers they have.
 	Lean bool `json:"lean,omitempty"`
+	// Slim (with Lean; set by pipelines since 2026-11-26) versions the
+	// event's cuts in history events by its input: ResolveEvent runs as a
+	// local activity first (a marker in the workflow task that started the
+	// event, instead of an activity's three events and a workflow task of
+	// its own), falling back to the activity when that does not finish in
+	// resolveLocalFor; and its builds start Slim (BuildInput.Slim). Events
+	// recorded without it replay as they ran.
+	Slim bool `json:"slim,omitempty"`
+	// DoneInResult (with Slim; set by pipeline runs at eventResultDone):
+	// the pipeline run that started the event takes the lane places its
+	// builds still hold when it ends from its result (EventState.LaneDone),
+	// which it receives anyway, instead of a last enqueue batch — until it
+	// sends SignalHandBack before it continues as new.
+	DoneInResult bool `json:"done_in_result,omitempty"`
 }
 
 // JobOutcome is one job's part in an event.
@@ -398,6 +421,9 @@ type EventState struct {
 	// spec (given values, else the defaults): every build sees each as
 	// SD_PARAM_<NAME>, and a restart of the event is given them again.
 	Parameters map[string]string `json:"parameters,omitempty"`
+	// LaneDone are the builds whose lane places the event's result gives
+	// back to the pipeline that started it (EventInput.DoneInResult).
+	LaneDone []BuildRef `json:"lane_done,omitempty"`
 }
 
 // BuildInput starts a BuildWorkflow: everything an executor needs to run it.
@@ -407,6 +433,13 @@ type BuildInput struct {
 	// build starts QUEUED with its memo set by its start options, and its
 	// claim upserts the executor and the status together.
 	Lean bool `json:"lean,omitempty"`
+	// Slim (set by a Slim event, EventInput.Slim): a build that ends other
+	// than cancelled leaves its lane through its event (BuildState.
+	// LaneRelease, EnqueueBatch.Done) instead of signalling SignalBuildDone
+	// and waiting for the signal's acknowledgement (five history events and
+	// a workflow task of the build's, four of the pipeline's). A cancelled
+	// build still signals itself: its event may have been terminated.
+	Slim bool `json:"slim,omitempty"`
 
 	// NoRetryOnLoss (sluice.dev/retryOnLoss: false) ends the build at its
 	// first lost attempt instead of dispatching it again.
@@ -484,6 +517,10 @@ type StepOutcome struct {
 
 // BuildState is a build's record (QueryBuild) and, once closed, its result.
 type BuildState struct {
+	// LaneRelease (Slim builds): the build ended holding its place in its
+	// lane; its event tells the pipeline (EnqueueBatch.Done).
+	LaneRelease bool `json:"lane_release,omitempty"`
+
 	ID     string   `json:"id"`
 	Build  BuildRef `json:"build"`
 	Status Status   `json:"status"`

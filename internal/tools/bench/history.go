@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -72,7 +73,9 @@ func (s *stack) historyCase(ctx context.Context, name string, jobs []job, events
 	if err != nil {
 		return h, err
 	}
+	var t0 time.Time
 	for range events {
+		t0 = time.Now()
 		res, err := s.runEvents(ctx, name, 1, 1)
 		if err != nil {
 			return h, err
@@ -97,7 +100,27 @@ func (s *stack) historyCase(ctx context.Context, name string, jobs []job, events
 		return h, fmt.Errorf("pipeline %s: %d build workflows, want %d", name, h.builds, events*len(jobs))
 	}
 	h.event, _, _, err = historyTotals(ctx, s.Client, fmt.Sprintf("WorkflowType = 'EventWorkflow' AND %s = '%s'", sa, name))
-	return h, err
+	if err != nil || !s.b.trace {
+		return h, err
+	}
+	// -trace: the last event's workflows, event type by event type.
+	ev := workflows.EventRef{Pipeline: name, Number: events}
+	ids := []string{workflows.PipelineWorkflowID(name), ev.WorkflowID()}
+	for _, j := range jobs {
+		ids = append(ids, workflows.BuildRef{Pipeline: name, Job: j.name, Event: events}.WorkflowID())
+	}
+	fmt.Fprintf(os.Stderr, "history: workflows of event %s\n", ev)
+	if len(jobs) == 1 {
+		if err := writeTrace(ctx, os.Stderr, s.Client, t0, ids...); err != nil {
+			return h, err
+		}
+	}
+	for _, id := range ids {
+		if err := writeTaskStats(ctx, os.Stderr, s.Client, id); err != nil {
+			return h, err
+		}
+	}
+	return h, nil
 }
 
 // settledHistory is the total history of the executions query matches once

@@ -174,6 +174,16 @@ func (s *stack) startAPI(ctx context.Context) error {
 		Repos:    activities.CachedRepos(filepath.Join(s.dir, "api-git")), Logger: s.b.log,
 		LocalRepos: []string{"/"}, // the benchmark's repositories are temporary directories
 	}
+	// Executors read and save each build's metadata through the API, which
+	// keeps it in sluice's store (as `sluice server` does).
+	secrets, _, err := api.OpenSecretStore(filepath.Join(s.dir, "api-store"), "bench key") //nolint:contextcheck // it bounds its own calls (storeContext)
+	if err != nil {
+		return fmt.Errorf("API store: %w", err)
+	}
+	svc.HasSecrets = secrets.HasAny
+	svc.PipelineTokens = secrets.PipelineTokens()
+	svc.Numbers = secrets.EventNumbers()
+	svc.Meta = secrets.MetaStore()
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
@@ -184,7 +194,7 @@ func (s *stack) startAPI(ctx context.Context) error {
 		return err
 	}
 	s.http = &http.Server{
-		Handler:           api.NewHandler(api.Deps{Service: svc, Logs: store, Logger: s.b.log, Ready: ready}),
+		Handler:           api.NewHandler(api.Deps{Service: svc, Logs: store, Logger: s.b.log, Ready: ready, Secrets: secrets}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	go func() { _ = s.http.Serve(ln) }()

@@ -313,6 +313,12 @@ func failedEvents(res map[string]workflows.EventState) string {
 		if st.Status != workflows.StatusSuccess {
 			bad++
 			example = fmt.Sprintf("%s ended %s: %s", id, st.Status, st.Reason)
+			for _, j := range st.Jobs {
+				if j.Status != workflows.StatusSuccess {
+					example += fmt.Sprintf(" (job %s: %s)", j.Job, j.Reason)
+					break
+				}
+			}
 		}
 	}
 	if bad == 0 {
