@@ -230,7 +230,10 @@ func (c *Client) RerunEvent(ctx context.Context, id string, req RerunEventReques
 // ListBuilds lists builds matching the filter.
 func (c *Client) ListBuilds(ctx context.Context, f BuildFilter) ([]Build, error) {
 	q := url.Values{}
-	for k, v := range map[string]string{"pipeline": f.Pipeline, "job": f.Job, "event": f.Event, "queue": f.Queue, "status": string(f.Status), "cause": string(f.Cause)} {
+	for k, v := range map[string]string{
+		"pipeline": f.Pipeline, "job": f.Job, "event": f.Event, "queue": f.Queue, "status": string(f.Status), "cause": string(f.Cause),
+		"branch": f.Branch, "executor": f.Executor, "page": f.Page, "since": listTime(f.Since), "until": listTime(f.Until),
+	} {
 		if v != "" {
 			q.Set(k, v)
 		}
@@ -374,4 +377,11 @@ func (c *Client) Schedule(ctx context.Context, pipeline, job string) (ScheduleVi
 // Ready asks GET /readyz.
 func (c *Client) Ready(ctx context.Context) error {
 	return c.do(ctx, http.MethodGet, "/readyz", nil, nil)
+}
+
+func listTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
 }

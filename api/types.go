@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-ci/sluice/pipeline"
 	"github.com/sluice-ci/sluice/queue"
+	"github.com/sluice-ci/sluice/scm"
 	"github.com/sluice-ci/sluice/workflows"
 )
 
@@ -203,6 +204,9 @@ type Event struct {
 	// Parameters are the event's pipeline parameters (given, else default);
 	// builds see each as SD_PARAM_<NAME>.
 	Parameters map[string]string `json:"parameters,omitempty"`
+	// Commit is what the event's commit says about itself (author,
+	// message), read when the event started.
+	Commit *scm.Commit `json:"commit,omitempty"`
 }
 
 // Build is a build as lists and events show it.

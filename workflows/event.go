@@ -123,6 +123,7 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 		return e.end(ctx, StatusFailure, fmt.Sprintf("cannot read the pipeline's repository: %s", rootMessage(err))), nil
 	}
 	e.state.SHA, e.state.BaseSHA = res.SHA, res.BaseSHA
+	e.state.Commit = res.Commit
 	e.repoAuth = res.RepoAuth
 	if e.lean {
 		e.shaPending = true // with the queues', or the end's, upsert

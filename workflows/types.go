@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluice-ci/sluice/pipeline"
 	"github.com/sluice-ci/sluice/queue"
+	"github.com/sluice-ci/sluice/scm"
 )
 
 // Signal, query and update names.
@@ -82,6 +83,12 @@ type Trigger struct {
 	// SkipCI is the marker ("[skip ci]", "[ci skip]") the pushed head
 	// commit's message carries: the event starts no job and says why.
 	SkipCI string `json:"skip_ci,omitempty"`
+	// Title is a pull request's title; Author the head commit's author
+	// (login or name) and Message its message, as the webhook said
+	// (bounded: see ClipChange). Shown on the pages; none acts on them.
+	Title   string `json:"title,omitempty"`
+	Author  string `json:"author,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 // TriggerKind is the kind of an event's trigger.
@@ -384,6 +391,10 @@ type EventState struct {
 	// spec (given values, else the defaults): every build sees each as
 	// SD_PARAM_<NAME>, and a restart of the event is given them again.
 	Parameters map[string]string `json:"parameters,omitempty"`
+	// Commit is what the event's commit says about itself (author,
+	// message, time), read where the event read its spec (data of the
+	// resolve activity's result: no command).
+	Commit *scm.Commit `json:"commit,omitempty"`
 }
 
 // BuildInput starts a BuildWorkflow: everything an executor needs to run it.
