@@ -121,6 +121,7 @@ func buildFromVisibility(ex *workflowpb.WorkflowExecutionInfo) (Build, bool) {
 		Queue:      saString(sa, workflows.SAQueue.GetName()),
 		Executor:   saString(sa, workflows.SAExecutor.GetName()),
 		SHA:        saString(sa, workflows.SASHA.GetName()),
+		Branch:     saString(sa, workflows.SABranch.GetName()),
 		Cause:      workflows.Cause(saString(sa, workflows.SACause.GetName())),
 		CreateTime: ex.GetStartTime().AsTime(),
 	}
@@ -184,7 +185,7 @@ func (s *Service) buildRecord(ctx context.Context, ref workflows.BuildRef) (Buil
 		Attempts: len(st.Attempts), CreateTime: st.CreateTime, QueuedTime: st.QueuedTime, StartTime: st.StartTime,
 		EndTime: st.EndTime, WaitUntil: st.WaitUntil, CollapsedInto: st.CollapsedInto, AttemptList: st.Attempts, Steps: st.Steps,
 		Fork: st.Fork, Secrets: st.Secrets, SecretsListed: st.SecretsListed, Cause: st.Cause, CauseInfo: st.CauseInfo,
-		Upstream: st.Upstream,
+		Upstream: st.Upstream, Branch: saString(desc.GetWorkflowExecutionInfo().GetSearchAttributes(), workflows.SABranch.GetName()),
 	}
 	// The attempts' credential hashes stay in the API (attempt credentials).
 	for i := range b.AttemptList {

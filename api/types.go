@@ -232,6 +232,8 @@ type Build struct {
 	Priority       int                     `json:"priority,omitempty"`
 	Executor       string                  `json:"executor,omitempty"`
 	SHA            string                  `json:"sha,omitempty"`
+	// Branch is the branch the build runs for (a pull request's: its target).
+	Branch string `json:"branch,omitempty"`
 	Attempts       int                     `json:"attempts,omitempty"`
 	CreateTime     time.Time               `json:"create_time,omitzero"`
 	QueuedTime     time.Time               `json:"queued_time,omitzero"`

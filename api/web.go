@@ -45,7 +45,7 @@ var webTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 		_, n, _ := strings.Cut(event, "/")
 		return n
 	},
-}).ParseFS(webAssets, "webassets/*.html"))
+}).Funcs(listFuncs()).ParseFS(webAssets, "webassets/*.html"))
 
 type webHandler struct {
 	h *handler
@@ -70,6 +70,7 @@ func (h *handler) webRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /ui/builds/{pipeline}/{job}/{n}/live", wh.live)
 	mux.HandleFunc("GET /ui/builds/{pipeline}/{job}/{n}/artifacts/{path...}", wh.artifact)
 	mux.HandleFunc("GET /ui/queues/{name}", wh.page(wh.queue))
+	wh.listRoutes(mux)
 	wh.actionRoutes(mux)
 	mux.HandleFunc("/ui/", wh.page(func(r *http.Request) (string, any, error) {
 		return "", nil, fmt.Errorf("%w: no page at %s", ErrNotFound, r.URL.Path)
@@ -157,6 +158,8 @@ func (wh *webHandler) page(fn func(r *http.Request) (string, any, error)) http.H
 		case *queuePage:
 			pd.Title = "queue " + d.Queue.Name
 			pd.Refresh = 10
+		case interface{ title() string }:
+			pd.Title = d.title()
 		default:
 			pd.Title = "sluice"
 		}
@@ -272,6 +275,8 @@ func (wh *webHandler) logout(w http.ResponseWriter, r *http.Request) {
 type indexPage struct {
 	Pipelines []Pipeline
 	Queues    []Queue
+	// Dashboard is each pipeline's last event per branch (web_lists.go).
+	Dashboard []dashRow
 }
 
 func (wh *webHandler) index(r *http.Request) (string, any, error) {
@@ -283,7 +288,7 @@ func (wh *webHandler) index(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	return "index.html", &indexPage{Pipelines: ps, Queues: qs}, nil
+	return "index.html", &indexPage{Pipelines: ps, Queues: qs, Dashboard: wh.dashboard(r.Context(), ps)}, nil
 }
 
 type pipelinePage struct {
@@ -324,6 +329,8 @@ func (wh *webHandler) pipeline(r *http.Request) (string, any, error) {
 
 type eventPage struct {
 	Event Event
+	// Repo is the pipeline's repository (links to commits and PRs).
+	Repo  string
 	Graph template.HTML
 	// GraphError says why the graph could not be drawn.
 	GraphError string
@@ -350,7 +357,7 @@ func (wh *webHandler) event(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	pg := &eventPage{Event: ev}
+	pg := &eventPage{Event: ev, Repo: wh.repoOf(r.Context(), ref.Pipeline)}
 	byJob := map[string][]Build{}
 	for _, b := range ev.Builds {
 		byJob[b.Job] = append(byJob[b.Job], b)
@@ -390,6 +397,8 @@ func (wh *webHandler) specOf(ctx context.Context, name, sha string) (*pipeline.S
 
 type buildPage struct {
 	Build Build
+	// Repo is the pipeline's repository (links to commits and PRs).
+	Repo  string
 	Steps []buildStep
 	// LogError says why the log could not be read.
 	LogError string
@@ -422,7 +431,7 @@ func (wh *webHandler) build(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	pg := &buildPage{Build: b}
+	pg := &buildPage{Build: b, Repo: wh.repoOf(r.Context(), ref.Pipeline)}
 	if wh.h.svc.Meta != nil {
 		if m, err := wh.h.svc.metaOf(r.Context(), b); err == nil {
 			var buf bytes.Buffer
