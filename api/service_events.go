@@ -233,7 +233,7 @@ func (s *Service) GetEvent(ctx context.Context, ref workflows.EventRef) (Event, 
 	return Event{
 		ID: ref.String(), Pipeline: ref.Pipeline, Number: ref.Number, SHA: st.SHA, Status: st.Status, Reason: st.Reason, WaitCode: st.WaitCode,
 		Trigger: st.Trigger, StartFrom: st.StartFrom, StartJobs: st.StartJobs, Rerun: st.Rerun, Parent: st.Parent,
-		ActsFor: st.ActsFor, Succeeded: st.Succeeded, Jobs: st.Jobs, Builds: builds,
+		ActsFor: st.ActsFor, Succeeded: st.Succeeded, Jobs: shownJobs(st.Jobs, builds), Builds: builds,
 		Warnings: st.Warnings, StartTime: st.StartTime, EndTime: st.EndTime, Statuses: st.Statuses,
 		BaseSHA: st.BaseSHA, Approval: st.Approval, Parameters: st.Parameters, Commit: st.Commit,
 	}, nil
