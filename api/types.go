@@ -232,8 +232,6 @@ type Build struct {
 	Priority       int                     `json:"priority,omitempty"`
 	Executor       string                  `json:"executor,omitempty"`
 	SHA            string                  `json:"sha,omitempty"`
-	// Branch is the branch the build runs for (a pull request's: its target).
-	Branch string `json:"branch,omitempty"`
 	Attempts       int                     `json:"attempts,omitempty"`
 	CreateTime     time.Time               `json:"create_time,omitzero"`
 	QueuedTime     time.Time               `json:"queued_time,omitzero"`
@@ -247,6 +245,8 @@ type Build struct {
 	LogKey string `json:"log_key,omitempty"`
 	// Fork marks a build of a pull request from a fork (untrusted code).
 	Fork bool `json:"fork,omitempty"`
+	// Branch is the branch the build runs for (a pull request's: its target).
+	Branch string `json:"branch,omitempty"`
 	// Secrets are the names of the secrets its job lists (SecretsListed:
 	// recorded; builds started before sluice recorded them have none).
 	Secrets       []string `json:"secrets,omitempty"`

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -239,8 +240,24 @@ func triggerFired(name string, t workflows.Trigger) bool {
 	if strings.HasPrefix(name, "sd@") {
 		return t.Remote != "" && strings.TrimPrefix(t.Remote, "~") == name
 	}
-	kind, _, _ := strings.Cut(name, ":")
-	return string(t.Kind) == kind
+	kind, filter, filtered := strings.Cut(name, ":")
+	if string(t.Kind) != kind {
+		return false
+	}
+	if !filtered {
+		return true
+	}
+	// ~commit:branch, ~pr:branch (the target), ~tag:name, ~release:name,
+	// or a /regex/ of them.
+	subject := t.Branch
+	if t.Kind == workflows.TriggerTag || t.Kind == workflows.TriggerRelease {
+		subject = t.Ref
+	}
+	if re, ok := strings.CutPrefix(filter, "/"); ok && strings.HasSuffix(re, "/") {
+		m, err := regexp.MatchString(strings.TrimSuffix(re, "/"), subject)
+		return err == nil && m
+	}
+	return subject == filter
 }
 
 // writeTrigger draws a trigger node: a pill, blue-edged when it started

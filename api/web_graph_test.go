@@ -120,3 +120,17 @@ jobs:
 	i := strings.Index(svg, `data-job="build"`)
 	require.Contains(t, svg[i:i+200], `data-status="QUEUED"`, "no build runs: the job shows QUEUED")
 }
+
+func TestTriggerFired(t *testing.T) {
+	t.Parallel()
+	commitMain := workflows.Trigger{Kind: workflows.TriggerCommit, Branch: "main"}
+	require.True(t, triggerFired("commit", commitMain))
+	require.True(t, triggerFired("commit:main", commitMain))
+	require.False(t, triggerFired("commit:feature", commitMain))
+	require.True(t, triggerFired("commit:/^ma/", commitMain))
+	require.False(t, triggerFired("commit:/^fe/", commitMain))
+	require.False(t, triggerFired("pr", commitMain))
+	require.True(t, triggerFired("tag:v1", workflows.Trigger{Kind: workflows.TriggerTag, Ref: "v1", Branch: "main"}))
+	require.True(t, triggerFired("sd@other:publish", workflows.Trigger{Kind: workflows.TriggerRemote, Remote: "sd@other:publish"}))
+	require.False(t, triggerFired("sd@other:test", workflows.Trigger{Kind: workflows.TriggerRemote, Remote: "sd@other:publish"}))
+}
