@@ -101,8 +101,8 @@ func (s *Service) listPage(ctx context.Context, query string, limit int, page st
 		}
 		out = append(out, resp.GetExecutions()...)
 		token = resp.GetNextPageToken()
-		if len(token) == 0 {
-			break
+		if len(token) == 0 || len(resp.GetExecutions()) == 0 {
+			break // the last page, or an empty one: the caller asks for the next
 		}
 	}
 	if len(token) == 0 {
