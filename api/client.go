@@ -162,8 +162,27 @@ func (c *Client) StartEvent(ctx context.Context, pipeline string, req StartEvent
 
 // ListEvents lists a pipeline's recent events.
 func (c *Client) ListEvents(ctx context.Context, pipeline string, limit int) ([]Event, error) {
+	return c.ListEventsFiltered(ctx, pipeline, EventFilter{Limit: limit})
+}
+
+// ListEventsFiltered lists a pipeline's events of a branch, a pull
+// request or a trigger kind.
+func (c *Client) ListEventsFiltered(ctx context.Context, pipeline string, f EventFilter) ([]Event, error) {
+	q := url.Values{"limit": {strconv.Itoa(f.Limit)}}
+	if f.Branch != "" {
+		q.Set("branch", f.Branch)
+	}
+	if f.PR > 0 {
+		q.Set("pr", strconv.Itoa(f.PR))
+	}
+	if f.Trigger != "" {
+		q.Set("trigger", string(f.Trigger))
+	}
+	if f.Page != "" {
+		q.Set("page", f.Page)
+	}
 	var evs []Event
-	return evs, c.do(ctx, http.MethodGet, "/api/v1/pipelines/"+seg(pipeline)+"/events?limit="+strconv.Itoa(limit), nil, &evs)
+	return evs, c.do(ctx, http.MethodGet, "/api/v1/pipelines/"+seg(pipeline)+"/events?"+q.Encode(), nil, &evs)
 }
 
 func eventPath(id string) (string, error) {

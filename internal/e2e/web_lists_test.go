@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -194,6 +195,21 @@ jobs:
 		t.Helper()
 		run(chromedp.Navigate(e.APIURL+path), chromedp.WaitVisible(chromedp.CSS(wait)))
 	}
+	// navigated runs act (a click, a submit) and waits for the page it
+	// leads to (the old page may hold the same elements).
+	navigated := func(act chromedp.Action[chromedp.Void], wait string) {
+		t.Helper()
+		old := location()
+		run(act)
+		js := fmt.Sprintf(`location.href !== %q && document.readyState === "complete" && !!document.querySelector(%q)`, old, wait)
+		// A navigating page fails an evaluation: try again.
+		e.WaitFor("a new page after "+old, time.Minute, func() bool {
+			c, cancel := context.WithTimeout(bctx, 5*time.Second)
+			defer cancel()
+			ok, err := chromedp.Run(c, chromedp.Evaluate[bool](js))
+			return err == nil && ok
+		})
+	}
 	// builds opens the build list at query and lists the builds shown.
 	builds := func(query string) []string {
 		t.Helper()
@@ -257,7 +273,7 @@ jobs:
 			break
 		}
 		require.Less(t, page, 5, "paging ends")
-		run(chromedp.Click(chromedp.CSS(`#next-page`)), chromedp.WaitVisible(chromedp.CSS(`#first-page`)))
+		navigated(chromedp.Click(chromedp.CSS(`#next-page`)), `#first-page`)
 		require.Contains(t, location(), "page=", "the page token is in the URL")
 	}
 	require.Len(t, seen, len(all), "every build once: %v", seen)
@@ -268,9 +284,8 @@ jobs:
 	_, err = chromedp.Run(within(bctx, t, time.Minute), chromedp.Evaluate[bool](
 		`document.querySelector("select[name=pipeline]").value = "app"; document.querySelector("select[name=status]").value = "FAILURE"; true`))
 	require.NoError(t, err)
-	run(chromedp.SendKeys(chromedp.CSS(`input[name=branch]`), "feature"),
-		chromedp.Submit(chromedp.CSS(`#build-filters`)),
-		chromedp.WaitVisible(chromedp.CSS(`#builds`)))
+	run(chromedp.SendKeys(chromedp.CSS(`input[name=branch]`), "feature"))
+	navigated(chromedp.Submit(chromedp.CSS(`#build-filters`)), `#builds`)
 	loc, err := url.Parse(location())
 	require.NoError(t, err)
 	require.Equal(t, "/ui/builds", loc.Path)
@@ -303,7 +318,7 @@ jobs:
 	require.Empty(t, events("trigger=tag"))
 	require.Equal(t, []string{ev4.ID}, events("limit=1"))
 	require.Contains(t, text(`#next-page`), "next page")
-	run(chromedp.Click(chromedp.CSS(`#next-page`)), chromedp.WaitVisible(chromedp.CSS(`#first-page`)))
+	navigated(chromedp.Click(chromedp.CSS(`#next-page`)), `#first-page`)
 	require.Equal(t, []string{ev3.ID}, rows("#events", "event"), "the second page")
 	require.Empty(t, events("trigger=bogus"))
 	require.Contains(t, text(`#list-error`), `trigger "bogus"`)
@@ -380,4 +395,9 @@ jobs:
 		require.Equal(t, "feature", b.Branch)
 	}
 	require.Equal(t, []string{badID}, ids)
+	evs, err := e.API.ListEventsFiltered(ctx, "app", api.EventFilter{PR: 7, Trigger: workflows.TriggerPR, Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+	require.Equal(t, ev3.ID, evs[0].ID)
+	require.Equal(t, "Add the widget", evs[0].Trigger.Title, "the list carries the trigger from the event's memo")
 }
