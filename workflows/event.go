@@ -484,6 +484,9 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 		return
 	}
 	t := e.in.Trigger
+	// The change's texts stay with the event: each build's input would
+	// repeat them (up to 4.5 KiB) for nothing a build reads.
+	t.Title, t.Author, t.Message = "", "", ""
 	q := e.queueOf(job)
 	for i, perm := range spec.Permutations {
 		ref := BuildRef{Pipeline: e.in.Event.Pipeline, Job: job, Event: e.in.Event.Number}
