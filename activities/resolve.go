@@ -84,6 +84,9 @@ type ResolveEventResult struct {
 	// RepoAuth says the repository was read with the pipeline's own
 	// credentials (RepoAuthSecrets): its builds' checkouts ask for them.
 	RepoAuth bool `json:"repo_auth,omitempty"`
+	// Commit is what the event's commit says about itself (author,
+	// message), when the repository has history; shown on the pages.
+	Commit *scm.Commit `json:"commit,omitempty"`
 }
 
 // ResolveMaxAttempts bounds ResolveEvent's attempts (the event workflow's
@@ -141,6 +144,13 @@ func (a *Activities) ResolveEvent(ctx context.Context, in ResolveEventInput) (Re
 		}
 	}
 	out.SHA = sha
+	if cr, ok := repo.(scm.CommitReader); ok {
+		if c, err := cr.CommitOf(ctx, sha); err == nil {
+			out.Commit = &c
+		} else {
+			a.Logger.DebugContext(ctx, "commit_unreadable", "repo", scm.RedactURL(in.Repo), "sha", sha, "error", err)
+		}
+	}
 	if bc, ok := repo.(scm.BranchChecker); ok && in.OnBranch != "" && in.SHA != "" {
 		on, err := bc.OnBranch(ctx, sha, in.OnBranch)
 		if err != nil {

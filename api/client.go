@@ -162,8 +162,27 @@ func (c *Client) StartEvent(ctx context.Context, pipeline string, req StartEvent
 
 // ListEvents lists a pipeline's recent events.
 func (c *Client) ListEvents(ctx context.Context, pipeline string, limit int) ([]Event, error) {
+	return c.ListEventsFiltered(ctx, pipeline, EventFilter{Limit: limit})
+}
+
+// ListEventsFiltered lists a pipeline's events of a branch, a pull
+// request or a trigger kind.
+func (c *Client) ListEventsFiltered(ctx context.Context, pipeline string, f EventFilter) ([]Event, error) {
+	q := url.Values{"limit": {strconv.Itoa(f.Limit)}}
+	if f.Branch != "" {
+		q.Set("branch", f.Branch)
+	}
+	if f.PR > 0 {
+		q.Set("pr", strconv.Itoa(f.PR))
+	}
+	if f.Trigger != "" {
+		q.Set("trigger", string(f.Trigger))
+	}
+	if f.Page != "" {
+		q.Set("page", f.Page)
+	}
 	var evs []Event
-	return evs, c.do(ctx, http.MethodGet, "/api/v1/pipelines/"+seg(pipeline)+"/events?limit="+strconv.Itoa(limit), nil, &evs)
+	return evs, c.do(ctx, http.MethodGet, "/api/v1/pipelines/"+seg(pipeline)+"/events?"+q.Encode(), nil, &evs)
 }
 
 func eventPath(id string) (string, error) {
@@ -230,7 +249,10 @@ func (c *Client) RerunEvent(ctx context.Context, id string, req RerunEventReques
 // ListBuilds lists builds matching the filter.
 func (c *Client) ListBuilds(ctx context.Context, f BuildFilter) ([]Build, error) {
 	q := url.Values{}
-	for k, v := range map[string]string{"pipeline": f.Pipeline, "job": f.Job, "event": f.Event, "queue": f.Queue, "status": string(f.Status), "cause": string(f.Cause)} {
+	for k, v := range map[string]string{
+		"pipeline": f.Pipeline, "job": f.Job, "event": f.Event, "queue": f.Queue, "status": string(f.Status), "cause": string(f.Cause),
+		"branch": f.Branch, "executor": f.Executor, "page": f.Page, "since": listTime(f.Since), "until": listTime(f.Until),
+	} {
 		if v != "" {
 			q.Set(k, v)
 		}
@@ -374,4 +396,11 @@ func (c *Client) Schedule(ctx context.Context, pipeline, job string) (ScheduleVi
 // Ready asks GET /readyz.
 func (c *Client) Ready(ctx context.Context) error {
 	return c.do(ctx, http.MethodGet, "/readyz", nil, nil)
+}
+
+func listTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
 }

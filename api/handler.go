@@ -362,10 +362,18 @@ func (h *handler) listEvents(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	evs, err := h.svc.ListEvents(r.Context(), r.PathValue("name"), limit)
+	f, err := eventQuery(r.URL.Query(), limit)
 	if err != nil {
 		h.fail(w, r, err)
 		return
+	}
+	evs, next, err := h.svc.ListEventsPage(r.Context(), r.PathValue("name"), f)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if next != "" {
+		w.Header().Set(NextPageHeader, next)
 	}
 	writeJSON(w, http.StatusOK, evs)
 }
@@ -521,9 +529,9 @@ func (h *handler) listBuilds(w http.ResponseWriter, r *http.Request) {
 	}
 	for key := range q {
 		switch key {
-		case "pipeline", "job", "status", "cause", "event", "queue", "pr", "limit":
+		case "pipeline", "job", "status", "cause", "event", "queue", "pr", "limit", "branch", "executor", "since", "until", "page":
 		default:
-			h.fail(w, r, invalid("unknown query parameter %q (want pipeline, job, status, cause, event, queue, pr, limit)", key))
+			h.fail(w, r, invalid("unknown query parameter %q (want pipeline, job, status, cause, event, queue, pr, branch, executor, since, until, page, limit)", key))
 			return
 		}
 	}
@@ -536,10 +544,17 @@ func (h *handler) listBuilds(w http.ResponseWriter, r *http.Request) {
 		Pipeline: q.Get("pipeline"), Job: q.Get("job"), Event: q.Get("event"), Queue: q.Get("queue"),
 		Status: workflows.Status(strings.ToUpper(q.Get("status"))), Cause: workflows.Cause(strings.ToLower(q.Get("cause"))), PR: pr, Limit: limit,
 	}
-	bs, err := h.svc.ListBuilds(r.Context(), f)
+	if err := listQuery(q, &f); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	bs, next, err := h.svc.ListBuildsPage(r.Context(), f)
 	if err != nil {
 		h.fail(w, r, err)
 		return
+	}
+	if next != "" {
+		w.Header().Set(NextPageHeader, next)
 	}
 	ptrs := make([]*Build, len(bs))
 	for i := range bs {

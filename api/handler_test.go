@@ -220,10 +220,13 @@ func TestListBuildsQueryParams(t *testing.T) {
 	tests := []struct {
 		name, query, want string
 	}{
-		{name: "unknown key", query: "pipline=app", want: `unknown query parameter "pipline" (want pipeline, job, status, cause, event, queue, pr, limit)`},
+		{name: "unknown key", query: "pipline=app", want: `unknown query parameter "pipline" (want pipeline, job, status, cause, event, queue, pr, branch, executor, since, until, page, limit)`},
 		{name: "bad status", query: "status=broken", want: `status "BROKEN": want one of CREATED, QUEUED`},
 		{name: "limit not a number", query: "limit=ten", want: `query parameter limit="ten": want a non-negative number`},
 		{name: "limit negative", query: "limit=-1", want: `query parameter limit="-1"`},
+		{name: "bad since", query: "since=yesterday", want: `since "yesterday": want a time`},
+		{name: "empty time range", query: "since=2030-01-02&until=2030-01-01", want: `since 2030-01-02T00:00:00Z is not before until 2030-01-01T00:00:00Z`},
+		{name: "bad page", query: "page=%25%25", want: `page "%%": not a page token`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -254,6 +257,52 @@ func TestListBuildsFilterReachesVisibility(t *testing.T) {
 	require.Contains(t, q, workflows.SAJob.GetName()+" = 'test'")
 	require.Contains(t, q, workflows.SAStatus.GetName()+" = 'FAILURE'")
 	require.Contains(t, q, workflows.SAQueue.GetName()+" = 'its'", "quotes cannot break out of the query")
+}
+
+// The build list's branch, executor, time and page parameters reach
+// visibility, and the next page's token comes back in a header.
+func TestListBuildsPagesAndNarrows(t *testing.T) {
+	t.Parallel()
+	tc := newMockClient(t)
+	var got *workflowservice.ListWorkflowExecutionsRequest
+	tc.On("ListWorkflow", mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+		got = args.Get(1).(*workflowservice.ListWorkflowExecutionsRequest)
+	}).Return(&workflowservice.ListWorkflowExecutionsResponse{NextPageToken: []byte("next-one")}, nil).Once()
+	h := newHandler(t, api.Deps{Service: newService(t, tc)})
+	rec := call(t, h, http.MethodGet, "/api/v1/builds?branch=main&executor=exec-a&since=2030-01-01&until=2030-01-02T00:00:00Z&page=cGFnZS10d28&limit=3", "", nil)
+	require.Empty(t, decodeBody[[]api.Build](t, rec, http.StatusOK))
+	require.Equal(t, "bmV4dC1vbmU", rec.Header().Get(api.NextPageHeader))
+	require.Equal(t, []byte("page-two"), got.GetNextPageToken())
+	q := got.GetQuery()
+	require.Contains(t, q, workflows.SABranch.GetName()+" = 'main'")
+	require.Contains(t, q, workflows.SAExecutor.GetName()+" = 'exec-a'")
+	require.Contains(t, q, "StartTime >= '2030-01-01T00:00:00Z'")
+	require.Contains(t, q, "StartTime < '2030-01-02T00:00:00Z'")
+}
+
+// A pipeline's event list filters by branch and pull request in the
+// visibility query; unknown parameters are refused.
+func TestListEventsFilters(t *testing.T) {
+	t.Parallel()
+	tc := newMockClient(t)
+	var got *workflowservice.ListWorkflowExecutionsRequest
+	tc.On("ListWorkflow", mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+		got = args.Get(1).(*workflowservice.ListWorkflowExecutionsRequest)
+	}).Return(&workflowservice.ListWorkflowExecutionsResponse{}, nil).Once()
+	h := newHandler(t, api.Deps{Service: newService(t, tc)})
+	require.Empty(t, decodeBody[[]api.Event](t, call(t, h, http.MethodGet, "/api/v1/pipelines/app/events?branch=main&pr=7&trigger=pr", "", nil), http.StatusOK))
+	q := got.GetQuery()
+	require.Contains(t, q, workflows.SAPipeline.GetName()+" = 'app'")
+	require.Contains(t, q, workflows.SABranch.GetName()+" = 'main'")
+	require.Contains(t, q, workflows.SAPR.GetName()+" = 7")
+	for query, want := range map[string]string{
+		"trigger=push": `trigger "push": want one of commit, pr`,
+		"pr=x":         `query parameter pr="x"`,
+		"brnch=main":   `unknown query parameter "brnch"`,
+	} {
+		msg := errorOf(t, call(t, h, http.MethodGet, "/api/v1/pipelines/app/events?"+query, "", nil), http.StatusBadRequest)
+		require.Contains(t, msg, want, query)
+	}
 }
 
 func TestStartEventValidation(t *testing.T) {

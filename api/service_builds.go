@@ -29,6 +29,15 @@ type BuildFilter struct {
 	// PR keeps the builds of one pull request.
 	PR    int
 	Limit int
+	// Branch keeps the builds of one branch (a pull request's: its target);
+	// Executor those an executor ran.
+	Branch, Executor string
+	// Since and Until keep the builds created in [Since, Until) (zero: no
+	// bound).
+	Since, Until time.Time
+	// Page is the token of the page to list, from a previous page's answer
+	// ("": the first).
+	Page string
 }
 
 // causeNames lists the causes for error messages.
@@ -44,6 +53,13 @@ func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "") + "'" 
 
 // ListBuilds lists builds, newest first, from visibility alone.
 func (s *Service) ListBuilds(ctx context.Context, f BuildFilter) ([]Build, error) {
+	bs, _, err := s.ListBuildsPage(ctx, f)
+	return bs, err
+}
+
+// ListBuildsPage lists one page of builds, newest first, from visibility
+// alone, and the token of the next page ("": none).
+func (s *Service) ListBuildsPage(ctx context.Context, f BuildFilter) ([]Build, string, error) {
 	q := []string{"WorkflowType = 'BuildWorkflow'"}
 	add := func(key, v string) {
 		if v != "" {
@@ -55,29 +71,33 @@ func (s *Service) ListBuilds(ctx context.Context, f BuildFilter) ([]Build, error
 	add(workflows.SAEvent.GetName(), f.Event)
 	add(workflows.SAQueue.GetName(), f.Queue)
 	if f.PR < 0 {
-		return nil, invalid("pr %d: must be positive", f.PR)
+		return nil, "", invalid("pr %d: must be positive", f.PR)
 	}
 	if f.PR > 0 {
 		q = append(q, fmt.Sprintf("%s = %d", workflows.SAPR.GetName(), f.PR))
 	}
 	if f.Status != "" {
 		if !f.Status.Valid() {
-			return nil, invalid("status %q: want one of CREATED, QUEUED, BLOCKED, FROZEN, RUNNING, SUCCESS, FAILURE, ABORTED, COLLAPSED", f.Status)
+			return nil, "", invalid("status %q: want one of CREATED, QUEUED, BLOCKED, FROZEN, RUNNING, SUCCESS, FAILURE, ABORTED, COLLAPSED", f.Status)
 		}
 		add(workflows.SAStatus.GetName(), string(f.Status))
 	}
 	if f.Cause != "" {
 		if !f.Cause.Valid() {
-			return nil, invalid("cause %q: want one of %s", f.Cause, causeNames())
+			return nil, "", invalid("cause %q: want one of %s", f.Cause, causeNames())
 		}
 		add(workflows.SACause.GetName(), string(f.Cause))
 	}
 	if f.Limit <= 0 {
 		f.Limit = 50
 	}
-	execs, err := s.list(ctx, strings.Join(q, " AND "), f.Limit)
+	q, err := narrow(q, f.Branch, f.Executor, f.Since, f.Until)
 	if err != nil {
-		return nil, err
+		return nil, "", err
+	}
+	execs, next, err := s.listPage(ctx, strings.Join(q, " AND "), f.Limit, f.Page)
+	if err != nil {
+		return nil, "", err
 	}
 	out := make([]Build, 0, len(execs))
 	for _, ex := range execs {
@@ -86,7 +106,7 @@ func (s *Service) ListBuilds(ctx context.Context, f BuildFilter) ([]Build, error
 			out = append(out, b)
 		}
 	}
-	return out, nil
+	return out, next, nil
 }
 
 func buildFromVisibility(ex *workflowpb.WorkflowExecutionInfo) (Build, bool) {
@@ -101,6 +121,7 @@ func buildFromVisibility(ex *workflowpb.WorkflowExecutionInfo) (Build, bool) {
 		Queue:      saString(sa, workflows.SAQueue.GetName()),
 		Executor:   saString(sa, workflows.SAExecutor.GetName()),
 		SHA:        saString(sa, workflows.SASHA.GetName()),
+		Branch:     saString(sa, workflows.SABranch.GetName()),
 		Cause:      workflows.Cause(saString(sa, workflows.SACause.GetName())),
 		CreateTime: ex.GetStartTime().AsTime(),
 	}
@@ -164,7 +185,7 @@ func (s *Service) buildRecord(ctx context.Context, ref workflows.BuildRef) (Buil
 		Attempts: len(st.Attempts), CreateTime: st.CreateTime, QueuedTime: st.QueuedTime, StartTime: st.StartTime,
 		EndTime: st.EndTime, WaitUntil: st.WaitUntil, CollapsedInto: st.CollapsedInto, AttemptList: st.Attempts, Steps: st.Steps,
 		Fork: st.Fork, Secrets: st.Secrets, SecretsListed: st.SecretsListed, Cause: st.Cause, CauseInfo: st.CauseInfo,
-		Upstream: st.Upstream,
+		Upstream: st.Upstream, Branch: saString(desc.GetWorkflowExecutionInfo().GetSearchAttributes(), workflows.SABranch.GetName()),
 	}
 	// The attempts' credential hashes stay in the API (attempt credentials).
 	for i := range b.AttemptList {

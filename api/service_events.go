@@ -10,7 +10,6 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/converter"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sluice-ci/sluice/pipeline"
@@ -234,9 +233,9 @@ func (s *Service) GetEvent(ctx context.Context, ref workflows.EventRef) (Event, 
 	return Event{
 		ID: ref.String(), Pipeline: ref.Pipeline, Number: ref.Number, SHA: st.SHA, Status: st.Status, Reason: st.Reason, WaitCode: st.WaitCode,
 		Trigger: st.Trigger, StartFrom: st.StartFrom, StartJobs: st.StartJobs, Rerun: st.Rerun, Parent: st.Parent,
-		ActsFor: st.ActsFor, Succeeded: st.Succeeded, Jobs: st.Jobs, Builds: builds,
+		ActsFor: st.ActsFor, Succeeded: st.Succeeded, Jobs: shownJobs(st.Jobs, builds), Builds: builds,
 		Warnings: st.Warnings, StartTime: st.StartTime, EndTime: st.EndTime, Statuses: st.Statuses,
-		BaseSHA: st.BaseSHA, Approval: st.Approval, Parameters: st.Parameters,
+		BaseSHA: st.BaseSHA, Approval: st.Approval, Parameters: st.Parameters, Commit: st.Commit,
 	}, nil
 }
 
@@ -309,60 +308,8 @@ func (s *Service) freshBuilds(ctx context.Context, st workflows.EventState, buil
 
 // ListEvents lists a pipeline's most recent events.
 func (s *Service) ListEvents(ctx context.Context, name string, limit int) ([]Event, error) {
-	if limit <= 0 || limit > 1000 {
-		limit = 20
-	}
-	execs, err := s.list(ctx, fmt.Sprintf("WorkflowType = 'EventWorkflow' AND %s = '%s'", workflows.SAPipeline.GetName(), name), limit)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Event, 0, len(execs))
-	for _, ex := range execs {
-		ref, err := workflows.ParseEventRef(ex.GetExecution().GetWorkflowId())
-		if err != nil {
-			continue
-		}
-		sa := ex.GetSearchAttributes()
-		ev := Event{
-			ID: ref.String(), Pipeline: ref.Pipeline, Number: ref.Number,
-			SHA: saString(sa, workflows.SASHA.GetName()), Status: workflows.Status(saString(sa, workflows.SAStatus.GetName())),
-			StartTime: ex.GetStartTime().AsTime(), EndTime: closeTime(ex),
-		}
-		if f := ex.GetMemo().GetFields()[workflows.MemoStatuses]; f != nil {
-			_ = converter.GetDefaultDataConverter().FromPayload(f, &ev.Statuses)
-		}
-		out = append(out, ev)
-	}
-	// Visibility trails the workflows: an event it still shows running may
-	// have ended. Its workflow's own search attributes say (as GetEvent and
-	// freshBuilds do), so a page never shows RUNNING for an event that ended.
-	var g errgroup.Group
-	g.SetLimit(8)
-	for i := range out {
-		if out[i].Status.Final() {
-			continue
-		}
-		g.Go(func() error {
-			ref := workflows.EventRef{Pipeline: out[i].Pipeline, Number: out[i].Number}
-			desc, err := s.Client.DescribeWorkflowExecution(ctx, ref.WorkflowID(), "")
-			if err != nil {
-				s.Logger.DebugContext(ctx, "describe_event_failed", "event", out[i].ID, "error", err)
-				return nil
-			}
-			info := desc.GetWorkflowExecutionInfo()
-			if st := workflows.Status(saString(info.GetSearchAttributes(), workflows.SAStatus.GetName())); st != "" {
-				out[i].Status = st
-			}
-			if sha := saString(info.GetSearchAttributes(), workflows.SASHA.GetName()); sha != "" {
-				out[i].SHA = sha
-			}
-			out[i].EndTime = closeTime(info)
-			return nil
-		})
-	}
-	_ = g.Wait()
-	sort.Slice(out, func(i, j int) bool { return out[i].Number > out[j].Number })
-	return out, nil
+	evs, _, err := s.ListEventsPage(ctx, name, EventFilter{Limit: limit})
+	return evs, err
 }
 
 // CancelEvent cancels every build of the event.

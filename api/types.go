@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-ci/sluice/pipeline"
 	"github.com/sluice-ci/sluice/queue"
+	"github.com/sluice-ci/sluice/scm"
 	"github.com/sluice-ci/sluice/workflows"
 )
 
@@ -208,6 +209,9 @@ type Event struct {
 	// Parameters are the event's pipeline parameters (given, else default);
 	// builds see each as SD_PARAM_<NAME>.
 	Parameters map[string]string `json:"parameters,omitempty"`
+	// Commit is what the event's commit says about itself (author,
+	// message), read when the event started.
+	Commit *scm.Commit `json:"commit,omitempty"`
 }
 
 // Build is a build as lists and events show it.
@@ -246,6 +250,8 @@ type Build struct {
 	LogKey string `json:"log_key,omitempty"`
 	// Fork marks a build of a pull request from a fork (untrusted code).
 	Fork bool `json:"fork,omitempty"`
+	// Branch is the branch the build runs for (a pull request's: its target).
+	Branch string `json:"branch,omitempty"`
 	// Secrets are the names of the secrets its job lists (SecretsListed:
 	// recorded; builds started before sluice recorded them have none).
 	Secrets       []string `json:"secrets,omitempty"`

@@ -45,7 +45,7 @@ var webTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 		_, n, _ := strings.Cut(event, "/")
 		return n
 	},
-}).ParseFS(webAssets, "webassets/*.html"))
+}).Funcs(listFuncs()).ParseFS(webAssets, "webassets/*.html"))
 
 type webHandler struct {
 	h *handler
@@ -71,6 +71,7 @@ func (h *handler) webRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /ui/builds/{pipeline}/{job}/{n}/artifacts/{path...}", wh.artifact)
 	mux.HandleFunc("GET /ui/queues/{name}", wh.page(wh.queue))
 	mux.HandleFunc("GET /ui/audit", wh.auditPage)
+	wh.listRoutes(mux)
 	wh.actionRoutes(mux)
 	wh.logRoutes(mux)
 	mux.HandleFunc("/ui/", wh.page(func(r *http.Request) (string, any, error) {
@@ -161,6 +162,8 @@ func (wh *webHandler) page(fn func(r *http.Request) (string, any, error)) http.H
 			pd.Refresh = 10
 		case *auditPage:
 			pd.Title = "audit trail"
+		case interface{ title() string }:
+			pd.Title = d.title()
 		default:
 			pd.Title = "sluice"
 		}
@@ -278,6 +281,8 @@ func (wh *webHandler) logout(w http.ResponseWriter, r *http.Request) {
 type indexPage struct {
 	Pipelines []Pipeline
 	Queues    []Queue
+	// Dashboard is each pipeline's last event per branch (web_lists.go).
+	Dashboard []dashRow
 }
 
 func (wh *webHandler) index(r *http.Request) (string, any, error) {
@@ -289,7 +294,7 @@ func (wh *webHandler) index(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	return "index.html", &indexPage{Pipelines: ps, Queues: qs}, nil
+	return "index.html", &indexPage{Pipelines: ps, Queues: qs, Dashboard: wh.dashboard(r.Context(), ps)}, nil
 }
 
 type pipelinePage struct {
@@ -330,6 +335,8 @@ func (wh *webHandler) pipeline(r *http.Request) (string, any, error) {
 
 type eventPage struct {
 	Event Event
+	// Repo is the pipeline's repository (links to commits and PRs).
+	Repo  string
 	Graph template.HTML
 	// GraphError says why the graph could not be drawn.
 	GraphError string
@@ -356,7 +363,7 @@ func (wh *webHandler) event(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	pg := &eventPage{Event: ev}
+	pg := &eventPage{Event: ev, Repo: wh.repoOf(r.Context(), ref.Pipeline)}
 	byJob := map[string][]Build{}
 	for _, b := range ev.Builds {
 		byJob[b.Job] = append(byJob[b.Job], b)
@@ -396,6 +403,8 @@ func (wh *webHandler) specOf(ctx context.Context, name, sha string) (*pipeline.S
 
 type buildPage struct {
 	Build Build
+	// Repo is the pipeline's repository (links to commits and PRs).
+	Repo  string
 	Steps []buildStep
 	// LogError says why the log could not be read.
 	LogError string
@@ -430,7 +439,7 @@ func (wh *webHandler) build(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	pg := &buildPage{Build: b}
+	pg := &buildPage{Build: b, Repo: wh.repoOf(r.Context(), ref.Pipeline)}
 	if wh.h.svc.Meta != nil {
 		if m, err := wh.h.svc.metaOf(r.Context(), b); err == nil {
 			var buf bytes.Buffer

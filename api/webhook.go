@@ -55,7 +55,9 @@ func (s *Service) Webhook(ctx context.Context, hook *scm.Hook) WebhookResult {
 		DeliveryID: hook.Provider + ":" + hook.BodyHash, // the body, not the unsigned header: a replay is a duplicate
 		Fork:       hook.Fork && (hook.Kind == scm.HookPR || hook.Kind == scm.HookPRClosed),
 		SkipCI:     hook.SkipCI,
+		Title:      hook.Title, Author: hook.Author, Message: hook.Message,
 	}
+	workflows.ClipChange(&t)
 	for _, p := range ps {
 		if !hook.Matches(p.Repo) {
 			continue

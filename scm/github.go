@@ -67,8 +67,10 @@ type githubPullRequest struct {
 	Number      int    `json:"number"`
 	Before      string `json:"before"`
 	PullRequest struct {
-		Number int  `json:"number"`
-		Merged bool `json:"merged"`
+		Number int        `json:"number"`
+		Merged bool       `json:"merged"`
+		Title  string     `json:"title"`
+		User   githubUser `json:"user"`
 		Head   struct {
 			Ref  string      `json:"ref"`
 			SHA  string      `json:"sha"`
@@ -241,6 +243,7 @@ func parseGitHubPush(hook *Hook, body []byte) error {
 	hook.Branch = name
 	if p.HeadCommit != nil {
 		hook.SkipCI = SkipCIMarker(p.HeadCommit.Message)
+		hook.Message, hook.Author = p.HeadCommit.Message, p.HeadCommit.authorOf()
 	}
 	if !p.Forced && len(p.Commits) < githubMaxCommits {
 		hook.ChangedFiles = unionFiles(p.Commits)
@@ -296,6 +299,7 @@ func parseGitHubPullRequest(hook *Hook, body []byte) error {
 		hook.Before = optionalSHA(p.Before)
 	}
 	hook.PRNumber = number
+	hook.Title, hook.Author = pr.Title, pr.User.Login
 	// A head repository that was deleted (null) was a fork.
 	hook.Fork = pr.Head.Repo == nil || !strings.EqualFold(pr.Head.Repo.FullName, p.Repository.FullName)
 	hook.Merged = pr.Merged

@@ -67,6 +67,7 @@ type gitlabMergeRequestEvent struct {
 	Project          gitlabProject `json:"project"`
 	ObjectAttributes struct {
 		IID             int    `json:"iid"`
+		Title           string `json:"title"`
 		Action          string `json:"action"`
 		SourceBranch    string `json:"source_branch"`
 		TargetBranch    string `json:"target_branch"`
@@ -215,6 +216,7 @@ func parseGitLabPush(hook *Hook, event string, body []byte) error {
 	for _, c := range p.Commits {
 		if c.ID == sha {
 			hook.SkipCI = SkipCIMarker(c.Message)
+			hook.Message, hook.Author = c.Message, c.authorOf()
 		}
 	}
 	if p.TotalCommitsCount <= len(p.Commits) {
@@ -273,6 +275,7 @@ func parseGitLabMergeRequest(hook *Hook, body []byte) error {
 	hook.PRNumber = mr.IID
 	hook.Fork = mr.SourceProjectID != 0 && mr.TargetProjectID != 0 && mr.SourceProjectID != mr.TargetProjectID
 	hook.Sender = p.User.Username
+	hook.Title, hook.Author = mr.Title, p.User.Username
 	return nil
 }
 

@@ -96,6 +96,11 @@ type Hook struct {
 	ChangedFiles []string
 	// Sender is the login of the user who caused the delivery, when known.
 	Sender string
+	// Title is a pull request's title; Author the head commit's author
+	// (login when the payload names one, else name) or a pull request's
+	// author; Message the pushed head commit's message. "" when the
+	// payload does not say (a pull request carries no commit message).
+	Title, Author, Message string
 }
 
 // Matches reports whether location (a pipeline's repository URL or path)
@@ -186,11 +191,23 @@ func optionalSHA(v string) string {
 
 // pushCommit is the part of a pushed commit both providers describe alike.
 type pushCommit struct {
-	ID       string   `json:"id"`
-	Message  string   `json:"message"`
+	ID      string `json:"id"`
+	Message string `json:"message"`
+	Author  struct {
+		Name     string `json:"name"`
+		Username string `json:"username"`
+	} `json:"author"`
 	Added    []string `json:"added"`
 	Modified []string `json:"modified"`
 	Removed  []string `json:"removed"`
+}
+
+// authorOf names a pushed commit's author: login, else name.
+func (c pushCommit) authorOf() string {
+	if c.Author.Username != "" {
+		return c.Author.Username
+	}
+	return c.Author.Name
 }
 
 // unionFiles returns the sorted union of the commits' file lists, or nil when

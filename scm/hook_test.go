@@ -24,8 +24,11 @@ type hookCase struct {
 	signWith string            // the secret the sender signs with ("" = no signature header)
 	header   map[string]string // more headers
 	want     *Hook
-	wantErr  error
-	wantMsg  string
+	// change is the Title, Author and Message the hook carries (nil: not
+	// checked by this case).
+	change  *[3]string
+	wantErr error
+	wantMsg string
 }
 
 // load returns the case's body.
@@ -52,6 +55,10 @@ func (tc hookCase) check(t *testing.T, got *Hook, err error) {
 	require.Len(t, got.BodyHash, 32, "every hook carries its body's hash")
 	want := *tc.want
 	want.BodyHash = got.BodyHash
+	want.Title, want.Author, want.Message = got.Title, got.Author, got.Message
+	if tc.change != nil {
+		want.Title, want.Author, want.Message = tc.change[0], tc.change[1], tc.change[2]
+	}
 	require.Equal(t, &want, got)
 }
 
@@ -79,6 +86,7 @@ func TestParseGitHub(t *testing.T) {
 	tests := []hookCase{
 		{
 			name: "push to a branch", event: "push", fixture: "push.json", secret: testSecret, signWith: testSecret,
+			change: &[3]string{"", "octocat", "Remove the old fetcher"},
 			want: &Hook{
 				Provider: ProviderGitHub, DeliveryID: testGUID, Kind: HookCommit,
 				RepoURLs: githubURLs, RepoFullName: "sluice-ci/sluice",
@@ -129,6 +137,7 @@ func TestParseGitHub(t *testing.T) {
 		},
 		{
 			name: "pull request from a fork", event: "pull_request", fixture: "pull_request_opened.json", secret: testSecret, signWith: testSecret,
+			change: &[3]string{"Cache mirrors per host", "forker", ""},
 			want: &Hook{
 				Provider: ProviderGitHub, DeliveryID: testGUID, Kind: HookPR,
 				RepoURLs: githubURLs, RepoFullName: "sluice-ci/sluice",
@@ -264,6 +273,7 @@ func TestParseGitLab(t *testing.T) {
 	tests := []hookCase{
 		{
 			name: "push to a branch", event: "Push Hook", fixture: "push.json", secret: testSecret, signWith: testSecret,
+			change: &[3]string{"", "GitLab dev user", "fixed readme"},
 			want: &Hook{
 				Provider: ProviderGitLab, DeliveryID: testGUID, Kind: HookCommit,
 				RepoURLs: gitlabURLs, RepoFullName: "mike/diaspora", Branch: "main", DefaultBranch: "main",
@@ -301,6 +311,7 @@ func TestParseGitLab(t *testing.T) {
 		},
 		{
 			name: "merge request from a fork", event: "Merge Request Hook", fixture: "merge_request_open.json", secret: testSecret, signWith: testSecret,
+			change: &[3]string{"MS-Viewport", "root", ""},
 			want: &Hook{
 				Provider: ProviderGitLab, DeliveryID: testGUID, Kind: HookPR,
 				RepoURLs: gitlabTestURLs, RepoFullName: "gitlabhq/gitlab-test", Branch: "master", DefaultBranch: "master",

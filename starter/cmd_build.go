@@ -35,14 +35,15 @@ written <pipeline>/<job>/<event>[.<permutation>], e.g. myapp/test/12.`,
 
 func (a *app) buildListCmd() *cobra.Command {
 	var f api.BuildFilter
-	var status, cause string
+	var status, cause, since, until string
 	cmd := &cobra.Command{
-		Use:   "list [--pipeline P] [--job J] [--status S] [--cause C] [--event E] [--queue Q] [--limit N]",
+		Use:   "list [--pipeline P] [--job J] [--status S] [--cause C] [--event E] [--queue Q] [--pr N] [--branch B] [--executor X] [--since T] [--until T] [--limit N]",
 		Short: "List builds, newest first",
 		Example: `  sluice build list --pipeline myapp
   sluice build list --status queued --queue gpu
   sluice build list --cause executor-lost --pipeline myapp
-  sluice build list --event myapp/12 -o json`,
+  sluice build list --event myapp/12 -o json
+  sluice build list --pipeline myapp --branch main --status failure --since 7d`,
 		Args: args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := limitFlag(f.Limit); err != nil {
@@ -77,6 +78,13 @@ func (a *app) buildListCmd() *cobra.Command {
 					return err
 				}
 			}
+			var err error
+			if f.Since, err = api.ParseListTime("--since", since, time.Now()); err != nil {
+				return err
+			}
+			if f.Until, err = api.ParseListTime("--until", until, time.Now()); err != nil {
+				return err
+			}
 			bs, err := a.client().ListBuilds(cmd.Context(), f)
 			if err != nil {
 				return err
@@ -107,6 +115,10 @@ func (a *app) buildListCmd() *cobra.Command {
 	fl.StringVar(&f.Event, "event", "", "only builds of this event (<pipeline>/<number>)")
 	fl.StringVar(&f.Queue, "queue", "", "only builds on this queue")
 	fl.IntVar(&f.PR, "pr", 0, "only builds of this pull request (their jobs read PR-<n>:<job>)")
+	fl.StringVar(&f.Branch, "branch", "", "only builds of this branch (a pull request's: the branch it targets)")
+	fl.StringVar(&f.Executor, "executor", "", "only builds this executor ran")
+	fl.StringVar(&since, "since", "", "only builds created at or after this time (2026-11-26T10:00:00Z, 2026-11-26, or ago: 2h, 7d)")
+	fl.StringVar(&until, "until", "", "only builds created before this time (same forms as --since)")
 	fl.IntVar(&f.Limit, "limit", 50, "how many builds to list (1 to 1000)")
 	return cmd
 }

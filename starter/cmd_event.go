@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-ci/sluice/api"
 	"github.com/sluice-ci/sluice/internal/cliout"
+	"github.com/sluice-ci/sluice/workflows"
 )
 
 // waitInterval is how often --wait asks for the event.
@@ -224,16 +225,28 @@ func cliEvent(ev api.Event) cliout.Event {
 
 func (a *app) eventListCmd() *cobra.Command {
 	var limit int
+	var f api.EventFilter
+	var trigger string
 	cmd := &cobra.Command{
-		Use:     "list PIPELINE [--limit N]",
+		Use:     "list PIPELINE [--branch B] [--pr N] [--trigger KIND] [--limit N]",
 		Short:   "List a pipeline's recent events, newest first",
-		Example: "  sluice event list myapp\n  sluice event list myapp --limit 5 -o json",
+		Example: "  sluice event list myapp\n  sluice event list myapp --limit 5 -o json\n  sluice event list myapp --trigger pr --branch main",
 		Args:    args("PIPELINE"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if err := limitFlag(limit); err != nil {
 				return err
 			}
-			evs, err := a.client().ListEvents(cmd.Context(), argv[0], limit)
+			if f.PR < 0 {
+				return fmt.Errorf("--pr %d: want a pull request number", f.PR)
+			}
+			if trigger != "" {
+				f.Trigger = workflows.TriggerKind(strings.ToLower(trigger))
+				if !f.Trigger.Valid() {
+					return fmt.Errorf("--trigger %q: want commit, pr, pr-closed, release, tag, manual, periodic or remote", trigger)
+				}
+			}
+			f.Limit = limit
+			evs, err := a.client().ListEventsFiltered(cmd.Context(), argv[0], f)
 			if err != nil {
 				return err
 			}
@@ -256,6 +269,9 @@ func (a *app) eventListCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().IntVar(&limit, "limit", 20, "how many events to list (1 to 1000)")
+	cmd.Flags().StringVar(&f.Branch, "branch", "", "only events of this branch (a pull request's: the branch it targets)")
+	cmd.Flags().IntVar(&f.PR, "pr", 0, "only events of this pull request")
+	cmd.Flags().StringVar(&trigger, "trigger", "", "only events of this trigger: commit, pr, pr-closed, release, tag, manual, periodic, remote")
 	return cmd
 }
 

@@ -132,6 +132,7 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 		return e.end(ctx, StatusFailure, fmt.Sprintf("cannot read the pipeline's repository: %s", rootMessage(err))), nil
 	}
 	e.state.SHA, e.state.BaseSHA = res.SHA, res.BaseSHA
+	e.state.Commit = res.Commit
 	e.repoAuth = res.RepoAuth
 	if e.lean {
 		e.shaPending = true // with the queues', or the end's, upsert
@@ -537,6 +538,9 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 		return
 	}
 	t := e.in.Trigger
+	// The change's texts stay with the event: each build's input would
+	// repeat them (up to 4.5 KiB) for nothing a build reads.
+	t.Title, t.Author, t.Message = "", "", ""
 	q := e.queueOf(job)
 	for i, perm := range spec.Permutations {
 		ref := BuildRef{Pipeline: e.in.Event.Pipeline, Job: job, Event: e.in.Event.Number}

@@ -591,11 +591,12 @@ func (p *pipelineRun) launchEvent(ctx workflow.Context, r StartEventRequest) lau
 		TaskQueue:             ControllerTaskQueue,
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			SAPipeline.ValueSet(p.cfg.Name), SAEvent.ValueSet(ref.String()),
-			SAStatus.ValueSet(string(StatusRunning)), SABranch.ValueSet(eventBranch(p.cfg, r.Trigger)),
-		),
-		StaticSummary: fmt.Sprintf("event %s: %s", ref, describeTrigger(r.Trigger, r.StartFrom)),
+		// The memo and the PR attribute are data of the start command, not
+		// commands: old histories replay alike (the SDK matches a child's
+		// start by its workflow type).
+		TypedSearchAttributes: temporal.NewSearchAttributes(eventSearchAttributes(p.cfg, ref, r.Trigger)...),
+		Memo:                  map[string]any{MemoEvent: SummaryOf(r.Trigger, eventBranch(p.cfg, r.Trigger))},
+		StaticSummary:         fmt.Sprintf("event %s: %s", ref, describeTrigger(r.Trigger, r.StartFrom)),
 	})
 	child := workflow.ExecuteChildWorkflow(cctx, EventWorkflow, EventInput{
 		Event: ref, Config: p.cfg, Trigger: r.Trigger, StartFrom: r.StartFrom, StartJobs: r.StartJobs, Rerun: r.Rerun,

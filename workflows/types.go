@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluice-ci/sluice/pipeline"
 	"github.com/sluice-ci/sluice/queue"
+	"github.com/sluice-ci/sluice/scm"
 )
 
 // Signal, query and update names.
@@ -86,6 +87,12 @@ type Trigger struct {
 	// SkipCI is the marker ("[skip ci]", "[ci skip]") the pushed head
 	// commit's message carries: the event starts no job and says why.
 	SkipCI string `json:"skip_ci,omitempty"`
+	// Title is a pull request's title; Author the head commit's author
+	// (login or name) and Message its message, as the webhook said
+	// (bounded: see ClipChange). Shown on the pages; none acts on them.
+	Title   string `json:"title,omitempty"`
+	Author  string `json:"author,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 // TriggerKind is the kind of an event's trigger.
@@ -424,6 +431,10 @@ type EventState struct {
 	// LaneDone are the builds whose lane places the event's result gives
 	// back to the pipeline that started it (EventInput.DoneInResult).
 	LaneDone []BuildRef `json:"lane_done,omitempty"`
+	// Commit is what the event's commit says about itself (author,
+	// message, time), read where the event read its spec (data of the
+	// resolve activity's result: no command).
+	Commit *scm.Commit `json:"commit,omitempty"`
 }
 
 // BuildInput starts a BuildWorkflow: everything an executor needs to run it.

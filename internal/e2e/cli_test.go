@@ -78,6 +78,8 @@ func TestCLIBadInput(t *testing.T) {
 		{name: "bad env", env: []string{"SLUICE_UI_PORT=99999"}, args: []string{"dev"}, want: "SLUICE_UI_PORT"},
 		{name: "bad flag", args: []string{"dev", "--ui-port", "-4"}, want: "--ui-port (SLUICE_UI_PORT)"},
 		{name: "bad event id", args: []string{"event", "show", "nope"}, want: "<pipeline>/<number>"},
+		{name: "bad build list time", args: []string{"build", "list", "--since", "yesterday"}, want: `--since "yesterday": want a time`},
+		{name: "bad event list trigger", args: []string{"event", "list", "app", "--trigger", "push"}, want: `--trigger "push"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

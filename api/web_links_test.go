@@ -1,0 +1,31 @@
+package api
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestRepoWebLinks(t *testing.T) {
+	for repo, want := range map[string][2]string{
+		"https://github.com/acme/app.git":      {"https://github.com/acme/app/commit/abc", "https://github.com/acme/app/pull/7"},
+		"https://github.com/acme/app":          {"https://github.com/acme/app/commit/abc", "https://github.com/acme/app/pull/7"},
+		"git@github.com:acme/app.git":          {"https://github.com/acme/app/commit/abc", "https://github.com/acme/app/pull/7"},
+		"ssh://git@github.com/acme/app.git":    {"https://github.com/acme/app/commit/abc", "https://github.com/acme/app/pull/7"},
+		"https://gitlab.com/grp/sub/app.git":   {"https://gitlab.com/grp/sub/app/-/commit/abc", "https://gitlab.com/grp/sub/app/-/merge_requests/7"},
+		"git@gitlab.example.com:grp/app.git":   {"https://gitlab.example.com/grp/app/-/commit/abc", "https://gitlab.example.com/grp/app/-/merge_requests/7"},
+		"/srv/git/app":                         {"", ""},
+		"file:///srv/git/app":                  {"", ""},
+		"https://git.example.com/acme/app.git": {"", ""},
+		"https://github.com/acme":              {"", ""},
+		"https://github.com/acme/app/extra":    {"", ""},
+		"javascript://github.com/acme/app":     {"", ""},
+		"https://github.com/acme/a%22pp":       {"", ""},
+	} {
+		w := repoWebOf(repo)
+		require.Equal(t, want[0], w.Commit("abc"), repo)
+		require.Equal(t, want[1], w.PR(7), repo)
+	}
+	require.Empty(t, repoWebOf("https://github.com/acme/app").Commit(""))
+	require.Empty(t, repoWebOf("https://github.com/acme/app").PR(0))
+}
