@@ -46,7 +46,7 @@ type PersonalTokens interface {
 
 var _ PersonalTokens = (*DB)(nil)
 
-const personalTokenColumns = `id, user_name, name, sha256, claim_groups, created_at, expires_at, revoked_at`
+const personalTokenColumns = `id, user_name, name, sha256, claim_groups, created_at, expires_at, revoked_at` //nolint:gosec // G101: column names
 
 // CreatePersonalToken inserts a new token.
 func (d *DB) CreatePersonalToken(ctx context.Context, t PersonalToken) error {
