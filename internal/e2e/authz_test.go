@@ -104,6 +104,14 @@ tokens:
 		"POST /ui/events/{pipeline}/{n}/approve":                 {"POST", "/ui/events/app/999/approve", ""},
 		"POST /ui/builds/{pipeline}/{job}/{n}/cancel":            {"POST", "/ui/builds/app/main/999/cancel", ""},
 		"POST /ui/executors/{name}/{action}":                     {"POST", "/ui/executors/nobody/explode", ""},
+		// Personal tokens: each user's own (none here: 404 for the
+		// revocations); only a person signed in with OIDC mints one,
+		// never a page signed in with an API token (TestOIDCSignIn and
+		// TestOIDCSignInInBrowser sign people in).
+		"GET /api/v1/tokens":              {"GET", "/api/v1/tokens", ""},
+		"POST /api/v1/tokens/{id}/revoke": {"POST", "/api/v1/tokens/nope/revoke", ""},
+		"POST /ui/tokens/{id}/revoke":     {"POST", "/ui/tokens/nope/revoke", ""},
+		"POST /ui/tokens":                 {"POST", "/ui/tokens", "name=laptop"},
 	}
 	routes := api.Routes(api.Deps{Secrets: &api.SecretStore{}, Logs: &logstore.Store{}, Meta: true, Artifacts: true})
 	require.Len(t, cases, len(routes), "one case per route")
@@ -136,6 +144,8 @@ tokens:
 				want = map[bool]string{true: "route", false: "403"}[user == "root"]
 			case rt.Policy.Kind == api.PolicyPipelineAdmin:
 				want = map[bool]string{true: "route", false: "403"}[user == "root" || user == "alice" || user == "ren"]
+			case rt.Policy.Kind == api.PolicyPerson: // every user here signs in with an API token
+				want = "403"
 			default:
 				t.Fatalf("route %s: unknown policy %q", rt.Pattern, rt.Policy.Kind)
 			}
