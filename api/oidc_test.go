@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/oauth2-proxy/mockoidc"
 	"github.com/stretchr/testify/require"
 
@@ -99,7 +100,7 @@ func (b *browser) do(method, target, form string, hdr http.Header) (answer, stri
 
 // signIn goes through the flow as user; tamper may change the URL of the
 // provider's authorization endpoint (auth) or of the callback (cb).
-func (s *oidcSite) signIn(b *browser, user *mockoidc.MockUser, tamper func(step string, u *url.URL)) (answer, string) {
+func (s *oidcSite) signIn(b *browser, user mockoidc.User, tamper func(step string, u *url.URL)) (answer, string) {
 	s.t.Helper()
 	s.idp.QueueUser(user)
 	resp, _ := b.do(http.MethodGet, s.url+"/ui/oidc/login?next=/ui/tokens", "", nil)
@@ -240,8 +241,8 @@ func TestOIDCUnmappedPersonHasNoPrivileges(t *testing.T) {
 }
 
 // The flow refuses a callback whose state is not the one this browser
-// started, an ID token whose nonce is not this sign-in's, one without the
-// user claim, a name that is a tokens-file user, and a forged session cookie;
+// started, an ID token whose nonce is not this sign-in's, an unverified
+// email, one without the user claim, a name that is a tokens-file user, and a forged session cookie;
 // none starts a session.
 func TestOIDCRefusals(t *testing.T) {
 	t.Parallel()
@@ -251,7 +252,7 @@ func TestOIDCRefusals(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name   string
-		user   *mockoidc.MockUser
+		user   mockoidc.User
 		tamper func(step string, u *url.URL)
 		status int
 		msg    string
@@ -270,6 +271,7 @@ func TestOIDCRefusals(t *testing.T) {
 				u.RawQuery = q.Encode()
 			}
 		}, http.StatusUnauthorized, "nonce mismatch"},
+		{"unverified email", unverified{&mockoidc.MockUser{Subject: "5", Email: "eve@example.com"}}, nil, http.StatusForbidden, "does not name you"},
 		{"no email", &mockoidc.MockUser{Subject: "3", PreferredUsername: "eve"}, nil, http.StatusForbidden, "does not name you"},
 		{"a tokens-file user", &mockoidc.MockUser{Subject: "4", Email: "machine", EmailVerified: true}, nil, http.StatusForbidden, "does not name you"},
 	} {
@@ -319,4 +321,15 @@ func TestOIDCMintNeedsAPerson(t *testing.T) {
 	resp, body = b.do(http.MethodPost, s.url+"/ui/tokens", url.Values{"csrf": {s.csrf(b)}}.Encode(), nil)
 	require.Equal(t, http.StatusForbidden, resp.StatusCode, body)
 	require.Contains(t, body, "only a person signed in with the identity provider mints personal tokens")
+}
+
+// unverified is a user whose ID token says email_verified: false.
+type unverified struct{ *mockoidc.MockUser }
+
+func (u unverified) Claims(_ []string, c *mockoidc.IDTokenClaims) (jwt.Claims, error) {
+	return &struct {
+		*mockoidc.IDTokenClaims
+		Email         string `json:"email"`
+		EmailVerified bool   `json:"email_verified"`
+	}{c, u.Email, false}, nil
 }
