@@ -65,6 +65,8 @@ people:
 type browser struct {
 	t *testing.T
 	c *http.Client
+	// header goes with every request.
+	header http.Header
 }
 
 func (s *oidcSite) browser() *browser {
@@ -84,6 +86,9 @@ func (b *browser) do(method, target, form string, hdr http.Header) (answer, stri
 	b.t.Helper()
 	req, err := http.NewRequestWithContext(b.t.Context(), method, target, strings.NewReader(form))
 	require.NoError(b.t, err)
+	for k, v := range b.header {
+		req.Header[k] = v
+	}
 	for k, v := range hdr {
 		req.Header[k] = v
 	}
@@ -187,6 +192,13 @@ func TestOIDCSignIn(t *testing.T) {
 	require.Equal(t, http.SameSiteLaxMode, c.SameSite)
 	require.Positive(t, c.MaxAge)
 	require.False(t, c.Secure, "plain HTTP (Secure only over HTTPS)")
+	// Behind a proxy that says the page was reached over HTTPS, the
+	// cookies are Secure.
+	tls := s.browser()
+	tls.header = http.Header{"X-Forwarded-Proto": {"https"}}
+	resp, body = s.signIn(tls, &mockoidc.MockUser{Subject: "1", Email: "olga@example.com", EmailVerified: true}, nil)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, body)
+	require.True(t, sessionCookieOf(resp).Secure)
 
 	// Her grant (group ops) gives manage-executors: the page action passes
 	// its policy and the route itself answers (a bad action: 400).
