@@ -1,6 +1,9 @@
 package api_test
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -344,4 +347,25 @@ func (u unverified) Claims(_ []string, c *mockoidc.IDTokenClaims) (jwt.Claims, e
 		Email         string `json:"email"`
 		EmailVerified bool   `json:"email_verified"`
 	}{c, u.Email, false}, nil
+}
+
+// Without OIDC, or without a session key, no cookie is a session: not even
+// one signed with the empty key anyone can compute.
+func TestNoSessionWithoutOIDCOrKey(t *testing.T) {
+	t.Parallel()
+	tokens, err := api.ParseTokens([]byte("tokens:\n  - {user: machine, token: " + machineToken + "}\npeople:\n  grants:\n    - {user: eve@example.com, privileges: [manage-executors]}\n"))
+	require.NoError(t, err)
+	payload := base64.RawURLEncoding.EncodeToString([]byte(`{"u":"eve@example.com","e":4102444800,"i":"x"}`))
+	m := hmac.New(sha256.New, nil)
+	m.Write([]byte("sluice session v1\x00" + payload))
+	forged := "sluice_session=" + payload + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+	for name, p := range map[string]*api.People{
+		"no OIDC":        {Grants: tokens.People()},
+		"no session key": {Grants: tokens.People(), OIDC: api.NewOIDC(api.OIDCConfig{Issuer: "http://127.0.0.1:1/", ClientID: "c"})},
+	} {
+		h := newHandler(t, api.Deps{Authenticate: tokens.Authenticate, People: p})
+		rec := call(t, h, http.MethodGet, "/ui/tokens", "", http.Header{"Cookie": {forged}})
+		require.Equal(t, http.StatusSeeOther, rec.Code, "%s: not signed in", name)
+		require.Contains(t, rec.Header().Get("Location"), "/ui/login")
+	}
 }

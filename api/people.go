@@ -152,7 +152,8 @@ type People struct {
 	// OIDC is the identity provider people sign in with (nil: none; the
 	// pages then take API tokens only).
 	OIDC *OIDC
-	// SessionKey signs the session cookies (at least 16 bytes).
+	// SessionKey signs the session cookies (at least 16 bytes: with a
+	// shorter one, no session starts and no cookie is taken for one).
 	SessionKey []byte
 	// SessionTTL is how long a session lasts (default 12h).
 	SessionTTL time.Duration

@@ -192,7 +192,7 @@ func allowedPerson(r *http.Request, id queue.Identity) error {
 	if id.User == "" {
 		return fmt.Errorf("%w: sign in first", ErrUnauthorized)
 	}
-	return fmt.Errorf("%w: user %q signed in with an API token: only a person signed in with the identity provider mints personal tokens", queue.ErrForbidden, id.User)
+	return fmt.Errorf("%w: only a person signed in with the identity provider mints personal tokens (user %q signed in with an API token, or sign-in with an identity provider is off)", queue.ErrForbidden, id.User)
 }
 
 // ---- the tokens page ------------------------------------------------------

@@ -26,6 +26,9 @@ import (
 // sessionCookie is the signed session of a person signed in with OIDC.
 const sessionCookie = "sluice_session"
 
+// minSessionKey is the shortest session key that signs anything.
+const minSessionKey = 16
+
 // session is what the session cookie holds.
 type session struct {
 	User   string   `json:"u"`
@@ -40,6 +43,9 @@ type session struct {
 // seal signs v as "<payload>.<mac>"; kind keeps one kind of cookie from
 // being taken for another.
 func (p *People) seal(kind string, v any) (string, error) {
+	if len(p.SessionKey) < minSessionKey {
+		return "", fmt.Errorf("seal %s: the session key is %d bytes, want at least %d", kind, len(p.SessionKey), minSessionKey)
+	}
 	raw, err := json.Marshal(v)
 	if err != nil {
 		return "", fmt.Errorf("seal %s: %w", kind, err)
@@ -110,6 +116,11 @@ var errNoSession = errors.New("no session")
 
 // session reads and checks the request's session cookie.
 func (p *People) session(r *http.Request) (session, string, error) {
+	if p.OIDC == nil || len(p.SessionKey) < minSessionKey {
+		// No sign-in with OIDC, or no key to check a signature with: no
+		// cookie is a session.
+		return session{}, "", errNoSession
+	}
 	c, err := r.Cookie(sessionCookie)
 	if err != nil || c.Value == "" {
 		return session{}, "", errNoSession
