@@ -335,6 +335,9 @@ func (c *Config) validate(skip map[string]bool) error {
 			}
 		}
 	}
+	if c.SessionKey != "" && len(c.SessionKey) < 16 {
+		bad("SLUICE_SESSION_KEY", "is %d characters, want at least 16 (a long random string)", len(c.SessionKey))
+	}
 	if c.OIDCRedirectURL != "" {
 		if u, err := url.Parse(c.OIDCRedirectURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "/ui/oidc/callback" && !strings.HasSuffix(u.Path, "/ui/oidc/callback") {
 			bad("SLUICE_OIDC_REDIRECT_URL", "want an http(s) URL ending in /ui/oidc/callback, got %q", c.OIDCRedirectURL)
@@ -605,6 +608,9 @@ func Markdown() string {
 // SLUICE_OIDC_REDIRECT_URL, else /ui/oidc/callback under SLUICE_PUBLIC_URL
 // or SLUICE_API_URL.
 func (c *Config) OIDCCallback() string {
+	if c.SessionKey != "" && len(c.SessionKey) < 16 {
+		bad("SLUICE_SESSION_KEY", "is %d characters, want at least 16 (a long random string)", len(c.SessionKey))
+	}
 	if c.OIDCRedirectURL != "" {
 		return c.OIDCRedirectURL
 	}
