@@ -608,9 +608,6 @@ func Markdown() string {
 // SLUICE_OIDC_REDIRECT_URL, else /ui/oidc/callback under SLUICE_PUBLIC_URL
 // or SLUICE_API_URL.
 func (c *Config) OIDCCallback() string {
-	if c.SessionKey != "" && len(c.SessionKey) < 16 {
-		bad("SLUICE_SESSION_KEY", "is %d characters, want at least 16 (a long random string)", len(c.SessionKey))
-	}
 	if c.OIDCRedirectURL != "" {
 		return c.OIDCRedirectURL
 	}
