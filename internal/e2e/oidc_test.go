@@ -20,8 +20,8 @@ import (
 // own page with her own session's CSRF token, is refused 403 (the build
 // runs on). Olga, whose group maps to the pipeline's admin role, sees the
 // button and cancels the build. She mints a personal token on the tokens
-// page, the CLI cancels an event with it, and after she revokes it on the
-// page the CLI is refused. A screenshot of the sign-in page.
+// page, the CLI cancels an event with it and lists it (without its value),
+// and after she revokes it on the page the CLI is refused. A screenshot of the sign-in page.
 func TestOIDCSignInInBrowser(t *testing.T) {
 	t.Parallel()
 	idp, err := mockoidc.Run()
@@ -138,6 +138,10 @@ jobs:
 		require.Zero(t, code, stderr)
 		ev := e.WaitEvent(event, time.Minute)
 		require.Equal(t, workflows.StatusAborted, ev.Status)
+		out, stderr, code := sluice(t, env, "token", "list")
+		require.Zero(t, code, stderr)
+		require.Regexp(t, `laptop\s.*\sactive`, out)
+		require.NotContains(t, out, token)
 
 		// The page shown again lists the token, not its value; revoking
 		// it there ends it.
