@@ -41,6 +41,8 @@ type OIDCConfig struct {
 	// Name is the provider on the sign-in page (default: the issuer's
 	// host).
 	Name string
+	// Scopes are asked for (default: openid, profile, email, groups).
+	Scopes []string
 	// HTTPClient talks to the provider (default: 30-second timeout).
 	HTTPClient *http.Client
 }
@@ -59,6 +61,9 @@ type OIDC struct {
 func NewOIDC(cfg OIDCConfig) *OIDC {
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	if len(cfg.Scopes) == 0 {
+		cfg.Scopes = []string{oidc.ScopeOpenID, "profile", "email", "groups"}
 	}
 	return &OIDC{cfg: cfg}
 }
@@ -93,7 +98,7 @@ func (o *OIDC) discover(ctx context.Context) (*oauth2.Config, *oidc.IDTokenVerif
 	}
 	o.oauth = &oauth2.Config{
 		ClientID: o.cfg.ClientID, ClientSecret: o.cfg.ClientSecret, RedirectURL: o.cfg.RedirectURL,
-		Endpoint: p.Endpoint(), Scopes: []string{oidc.ScopeOpenID, "profile", "email", "groups"},
+		Endpoint: p.Endpoint(), Scopes: o.cfg.Scopes,
 	}
 	o.verifier = p.Verifier(&oidc.Config{ClientID: o.cfg.ClientID})
 	return o.oauth, o.verifier, nil

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -83,6 +84,8 @@ type Config struct {
 	OIDCClientSecret string `env:"SLUICE_OIDC_CLIENT_SECRET" desc:"OAuth client secret of sluice at the OIDC issuer (empty: a public client with PKCE only)" json:"-"`
 	// OIDCRedirectURL is where the issuer sends people back.
 	OIDCRedirectURL string `env:"SLUICE_OIDC_REDIRECT_URL" desc:"redirect URL registered at the issuer (default: SLUICE_PUBLIC_URL, else SLUICE_API_URL, followed by /ui/oidc/callback)"`
+	// OIDCScopes are the scopes sluice asks the provider for.
+	OIDCScopes []string `env:"SLUICE_OIDC_SCOPES" envDefault:"openid,profile,email,groups" envSeparator:"," desc:"comma-separated scopes sluice asks the OIDC issuer for; the claims that the people: section of SLUICE_API_TOKENS_FILE reads must be in the ID token (a provider that refuses the groups scope, such as Google: openid,profile,email)"`
 	// OIDCName names the provider on the sign-in page.
 	OIDCName string `env:"SLUICE_OIDC_NAME" desc:"provider name on the sign-in page's 'Sign in with …' button (default: the issuer's host)"`
 	// SessionKey signs the pages' session cookies.
@@ -327,6 +330,9 @@ func (c *Config) validate(skip map[string]bool) error {
 		}
 		if c.APITokensFile == "" {
 			bad("SLUICE_OIDC_ISSUER", "needs SLUICE_API_TOKENS_FILE: its people: section maps who signs in to roles and privileges")
+		}
+		if !slices.Contains(c.OIDCScopes, "openid") {
+			bad("SLUICE_OIDC_SCOPES", "must include openid, got %q", strings.Join(c.OIDCScopes, ","))
 		}
 	} else {
 		for name, v := range map[string]string{"SLUICE_OIDC_CLIENT_ID": c.OIDCClientID, "SLUICE_OIDC_CLIENT_SECRET": c.OIDCClientSecret, "SLUICE_OIDC_REDIRECT_URL": c.OIDCRedirectURL} {

@@ -33,7 +33,7 @@ func people(cfg *config.Config, log *slog.Logger) (*api.People, error) {
 	}
 	p.OIDC = api.NewOIDC(api.OIDCConfig{
 		Issuer: cfg.OIDCIssuer, ClientID: cfg.OIDCClientID, ClientSecret: cfg.OIDCClientSecret,
-		RedirectURL: cfg.OIDCCallback(), Name: cfg.OIDCName,
+		RedirectURL: cfg.OIDCCallback(), Name: cfg.OIDCName, Scopes: cfg.OIDCScopes,
 	})
 	log.Info("oidc_sign_in_on", "issuer", cfg.OIDCIssuer, "redirect_url", cfg.OIDCCallback(),
 		"user_claim", t.People().UserClaim, "groups_claim", t.People().GroupsClaim)
