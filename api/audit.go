@@ -55,10 +55,10 @@ const (
 	AuditExecutor = "executor."
 	AuditSchedule = "schedule."
 	// AuditSignIn is a person signing in to the pages (detail: how,
-	// "api token" or "oidc").
+	// "api-token" or "oidc").
 	AuditSignIn = "signin"
 	// AuditTokenMint and AuditTokenRevoke are a person's own API tokens
-	// (target: the token's name, never the token).
+	// (target: the token's ID, never the token).
 	AuditTokenMint   = "token.mint"
 	AuditTokenRevoke = "token.revoke"
 )
@@ -72,7 +72,7 @@ const (
 // audit records one action in the audit trail (nothing without a store).
 // The action has happened: a failure to record it is logged, and does not
 // turn the action into an error. Sign-ins call it too (actor the user,
-// pipeline "", target the user, detail how: "api token", "oidc").
+// pipeline "", target the user, detail how: "api-token", "oidc").
 func (s *Service) audit(ctx context.Context, actor, action, pipeline, target, detail string) {
 	if s == nil || s.Audit == nil {
 		return

@@ -23,7 +23,8 @@ const PrivilegeManagePipelines = "manage-pipelines"
 // before the route runs; handlers do not check access themselves, except
 // where the service checks a queue's use rights for the identity.
 type Policy struct {
-	// Kind is PolicyAuthenticated, PolicyPrivilege or PolicyPipelineAdmin.
+	// Kind is PolicyAuthenticated, PolicyPrivilege, PolicyPipelineAdmin
+	// or PolicyPerson.
 	Kind string `json:"kind"`
 	// Privilege is the global privilege PolicyPrivilege needs, or one that
 	// also passes PolicyPipelineAdmin (manage-secrets for secret routes).
@@ -124,6 +125,7 @@ func (h *handler) routes() []Route {
 		rt("POST /api/v1/executors/{name}/{action}", privileged(workflows.PrivilegeManageExecutors), h.executorAction),
 	}
 	out = append(out, h.auditRoutes()...)
+	out = append(out, h.personalTokenRoutes()...)
 	if h.d.Secrets != nil {
 		out = append(out,
 			rt("GET /api/v1/pipelines/{name}/secrets", pipelineAdminOr(PrivilegeManageSecrets, pipelineByName), h.listSecrets),
@@ -173,6 +175,7 @@ func Routes(d Deps) []Route {
 	rs := h.routes()
 	rs = append(rs, h.webActionRoutes(rs)...)
 	rs = append(rs, h.webLogRoutes()...)
+	rs = append(rs, personPageRoutes()...)
 	for i := range rs {
 		rs[i].handler = nil
 	}
@@ -239,6 +242,8 @@ func (h *handler) allowed(r *http.Request, id queue.Identity, p Policy) error {
 			return fmt.Errorf("%w: anonymous user lacks the %s privilege: log in first", queue.ErrForbidden, p.Privilege)
 		}
 		return fmt.Errorf("%w: user %q lacks the %s privilege", queue.ErrForbidden, id.User, p.Privilege)
+	case PolicyPerson:
+		return allowedPerson(r, id)
 	case PolicyPipelineAdmin:
 		if id.Has(PrivilegeManagePipelines) || (p.Privilege != "" && id.Has(p.Privilege)) {
 			return nil

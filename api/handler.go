@@ -66,7 +66,10 @@ type Deps struct {
 	// LoopbackOnly, set when the API listens on loopback only, makes it
 	// answer only requests whose Host names loopback (DNS rebinding).
 	LoopbackOnly bool
-	Logger       *slog.Logger
+	// People signs people in to the pages with OIDC and lets them mint
+	// personal tokens (people.go); nil: neither.
+	People *People
+	Logger *slog.Logger
 }
 
 type handler struct {
@@ -80,6 +83,11 @@ type handler struct {
 // NewHandler returns the HTTP API: health, webhooks, and the JSON API the
 // CLI uses under /api/v1.
 func NewHandler(d Deps) http.Handler {
+	if d.People != nil && d.Authenticate != nil {
+		if t := d.Secrets.PersonalTokens(); t != nil {
+			d.Authenticate = d.People.withPersonalTokens(d.Authenticate, t)
+		}
+	}
 	h := &handler{d: d, svc: d.Service, log: d.Logger}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)

@@ -23,6 +23,8 @@ import (
 // privileges; the file may hold the token itself or, better, its SHA-256.
 type Tokens struct {
 	byHash map[[sha256.Size]byte]queue.Identity
+	// people maps people who sign in with OIDC (people.go).
+	people *Grants
 }
 
 // tokenFile is the on-disk format:
@@ -34,6 +36,9 @@ type Tokens struct {
 //	    privileges: [define-queues, manage-executors]
 type tokenFile struct {
 	Tokens []tokenEntry `yaml:"tokens"`
+	// People maps people who sign in with OIDC to roles and privileges
+	// (people.go).
+	People peopleSection `yaml:"people"`
 }
 
 type tokenEntry struct {
@@ -97,11 +102,24 @@ func ParseTokens(raw []byte) (*Tokens, error) {
 		}
 		t.byHash[hash] = queue.Identity{User: e.User, Roles: e.Roles, Privileges: e.Privileges}
 	}
+	reserved := map[string]bool{queue.SystemUser: true}
+	for _, id := range t.byHash {
+		reserved[id.User] = true
+	}
+	people, err := parseGrants(f.People, reserved)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	t.people = people
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return t, nil
 }
+
+// People is how the file maps people who sign in with OIDC (its people:
+// section; defaults when it has none).
+func (t *Tokens) People() *Grants { return t.people }
 
 func (e tokenEntry) hash() ([sha256.Size]byte, error) {
 	var h [sha256.Size]byte

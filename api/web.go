@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-ci/sluice/activities"
 	"github.com/sluice-ci/sluice/logstore"
 	"github.com/sluice-ci/sluice/pipeline"
+	"github.com/sluice-ci/sluice/queue"
 	"github.com/sluice-ci/sluice/workflows"
 )
 
@@ -63,6 +64,10 @@ func (h *handler) webRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /ui/login", wh.loginPage)
 	mux.HandleFunc("POST /ui/login", wh.login)
 	mux.HandleFunc("POST /ui/logout", wh.logout)
+	mux.HandleFunc("GET /ui/oidc/login", wh.oidcLogin)
+	mux.HandleFunc("GET /ui/oidc/callback", wh.oidcCallback)
+	mux.HandleFunc("GET /ui/tokens", wh.page(wh.tokens))
+	mux.HandleFunc("POST /ui/tokens", wh.mintToken)
 	mux.HandleFunc("GET /ui/{$}", wh.page(wh.index))
 	mux.HandleFunc("GET /ui/pipelines/{name}", wh.page(wh.pipeline))
 	mux.HandleFunc("GET /ui/pipelines/{name}/events/{n}", wh.page(wh.event))
@@ -89,6 +94,9 @@ func cacheFor(d time.Duration, next http.Handler) http.Handler {
 // authorized checks the page's token cookie when authentication is on.
 func (wh *webHandler) authorized(r *http.Request) error {
 	if wh.h.d.Authenticate == nil {
+		return nil
+	}
+	if _, _, ok := wh.personOf(r); ok {
 		return nil
 	}
 	c, err := r.Cookie(tokenCookie)
@@ -127,6 +135,8 @@ type pageData struct {
 	Can map[string]bool
 	// Done is the message of the action that led here.
 	Done string
+	// Person is the person signed in with OIDC ("" otherwise).
+	Person string
 }
 
 // page wraps a page function: authentication, errors as HTML pages.
@@ -144,6 +154,7 @@ func (wh *webHandler) page(fn func(r *http.Request) (string, any, error)) http.H
 		pd := pageData{Auth: wh.h.d.Authenticate != nil, Data: data, UI: wh.uiURL(), Done: actionDone[r.URL.Query().Get("done")]}
 		pd.CSRF = wh.ensureSession(w, r)
 		pd.Can = wh.actionsAllowed(r, data)
+		pd.Person = wh.personName(r)
 		switch d := data.(type) {
 		case *buildPage:
 			pd.Title = "build " + d.Build.ID
@@ -164,6 +175,8 @@ func (wh *webHandler) page(fn func(r *http.Request) (string, any, error)) http.H
 			pd.Title = "audit trail"
 		case interface{ title() string }:
 			pd.Title = d.title()
+		case *tokensPage:
+			pd.Title = "personal tokens"
 		default:
 			pd.Title = "sluice"
 		}
@@ -229,9 +242,7 @@ var loginErrors = map[string]string{
 }
 
 func (wh *webHandler) loginPage(w http.ResponseWriter, r *http.Request) {
-	wh.render(w, http.StatusOK, "login.html", pageData{Title: "sign in", Data: map[string]any{
-		"Next": safeNext(r.URL.Query().Get("next")), "Error": loginErrors[r.URL.Query().Get("error")], "Open": wh.h.d.Authenticate == nil,
-	}})
+	wh.render(w, http.StatusOK, "login.html", pageData{Title: "sign in", Data: wh.loginData(safeNext(r.URL.Query().Get("next")), loginErrors[r.URL.Query().Get("error")])})
 }
 
 func (wh *webHandler) login(w http.ResponseWriter, r *http.Request) {
@@ -243,7 +254,7 @@ func (wh *webHandler) login(w http.ResponseWriter, r *http.Request) {
 	next := safeNext(r.PostForm.Get("next"))
 	token := strings.TrimSpace(r.PostForm.Get("token"))
 	fail := func(msg string) {
-		wh.render(w, http.StatusUnauthorized, "login.html", pageData{Title: "sign in", Data: map[string]any{"Next": next, "Error": msg}})
+		wh.render(w, http.StatusUnauthorized, "login.html", pageData{Title: "sign in", Data: wh.loginData(next, msg)})
 	}
 	if wh.h.d.Authenticate == nil {
 		http.Redirect(w, r, next, http.StatusSeeOther) //nolint:gosec // G710: safeNext keeps only paths under /ui/
@@ -258,7 +269,7 @@ func (wh *webHandler) login(w http.ResponseWriter, r *http.Request) {
 		fail("that token is not valid")
 		return
 	}
-	wh.h.svc.audit(r.Context(), user, AuditSignIn, "", user, "api token")
+	wh.signedIn(r, queue.Identity{User: user}, "api-token")
 	// Secure whenever the page was reached over HTTPS (directly or through a
 	// proxy that says so); plain HTTP stays possible for localhost.
 	secure := r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
@@ -270,6 +281,7 @@ func (wh *webHandler) login(w http.ResponseWriter, r *http.Request) {
 }
 
 func (wh *webHandler) logout(w http.ResponseWriter, r *http.Request) {
+	endSession(w, r)
 	http.SetCookie(w, &http.Cookie{ //nolint:gosec // G124: clears the cookie
 		Name: tokenCookie, Value: "", Path: "/ui/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1,
 	})

@@ -79,6 +79,7 @@ func apiEventPath(r *http.Request, action string) string {
 // route's policy.
 func webActions() []webAction {
 	return []webAction{
+		personalTokenAction(),
 		{
 			Pattern: "POST /ui/pipelines/{name}/events", API: "POST /api/v1/pipelines/{name}/events", done: "started",
 			request: func(r *http.Request) (string, any, error) {
@@ -168,6 +169,7 @@ var actionDone = map[string]string{
 	"rerun":     "Failed jobs re-run: this is the new event.",
 	"approved":  "Approved: the event runs.",
 	"executor":  "Executor state changed.",
+	"revoked":   "Token revoked.",
 }
 
 // webActionRoutes lists the page actions as routes with the policy of the
@@ -204,6 +206,9 @@ func (wh *webHandler) actionRoutes(mux *http.ServeMux) {
 // session is the secret the CSRF token derives from: the sign-in cookie,
 // or with authentication off the sluice_csrf cookie ("" when absent).
 func (wh *webHandler) session(r *http.Request) string {
+	if _, cookie, ok := wh.personOf(r); ok {
+		return cookie
+	}
 	name := tokenCookie
 	if wh.h.d.Authenticate == nil {
 		name = csrfCookie
@@ -246,6 +251,9 @@ func (wh *webHandler) ensureSession(w http.ResponseWriter, r *http.Request) stri
 func (wh *webHandler) pageIdentity(r *http.Request) (queue.Identity, error) {
 	if wh.h.d.Authenticate == nil {
 		return queue.System(), nil
+	}
+	if id, _, ok := wh.personOf(r); ok {
+		return id, nil
 	}
 	c, err := r.Cookie(tokenCookie)
 	if err != nil || c.Value == "" {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -75,6 +76,21 @@ type Config struct {
 	// LocalRepos are the path prefixes under which pipelines may use a
 	// repository on the API's own machine.
 	LocalRepos []string `env:"SLUICE_LOCAL_REPOS" envSeparator:"," desc:"comma-separated path prefixes under which a pipeline may use a repository on the API's machine (a local git repository, a plain directory or a file:// URL); empty allows none ('sluice dev': the parent of the directory it starts in). / allows every path"`
+
+	// OIDCIssuer turns on sign-in to the pages with OpenID Connect.
+	OIDCIssuer string `env:"SLUICE_OIDC_ISSUER" desc:"OpenID Connect issuer URL people sign in to the pages with (e.g. https://accounts.google.com); needs SLUICE_API_TOKENS_FILE, whose people: section maps claims to roles and privileges; empty: sign-in with an API token only"`
+	// OIDCClientID and OIDCClientSecret are sluice's client at the issuer.
+	OIDCClientID string `env:"SLUICE_OIDC_CLIENT_ID" desc:"OAuth client ID of sluice at the OIDC issuer"`
+	// OIDCClientSecret is the client's secret (empty: a public client, PKCE only).
+	OIDCClientSecret string `env:"SLUICE_OIDC_CLIENT_SECRET" desc:"OAuth client secret of sluice at the OIDC issuer (empty: a public client with PKCE only)" json:"-"`
+	// OIDCRedirectURL is where the issuer sends people back.
+	OIDCRedirectURL string `env:"SLUICE_OIDC_REDIRECT_URL" desc:"redirect URL registered at the issuer (default: SLUICE_PUBLIC_URL, else SLUICE_API_URL, followed by /ui/oidc/callback)"`
+	// OIDCScopes are the scopes sluice asks the provider for.
+	OIDCScopes []string `env:"SLUICE_OIDC_SCOPES" envDefault:"openid,profile,email,groups" envSeparator:"," desc:"comma-separated scopes sluice asks the OIDC issuer for; the claims that the people: section of SLUICE_API_TOKENS_FILE reads must be in the ID token (a provider that refuses the groups scope, such as Google: openid,profile,email)"`
+	// OIDCName names the provider on the sign-in page.
+	OIDCName string `env:"SLUICE_OIDC_NAME" desc:"provider name on the sign-in page's 'Sign in with …' button (default: the issuer's host)"`
+	// SessionKey signs the pages' session cookies.
+	SessionKey string `env:"SLUICE_SESSION_KEY" desc:"key material that signs the pages' session cookies (use a long random string, the same on every API replica); empty: a random key per API process, so sessions end when it restarts" json:"-"`
 
 	// TemporalUIURL is the Temporal Web UI the pages link workflows to.
 	TemporalUIURL string `env:"SLUICE_TEMPORAL_UI_URL" desc:"Temporal Web UI base URL that sluice's web pages link each event and build to (sluice dev: its embedded UI)"`
@@ -309,6 +325,34 @@ func (c *Config) validate(skip map[string]bool) error {
 		}
 		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
 			bad(name, "want an http(s) URL, got %q", u)
+		}
+	}
+	if c.OIDCIssuer != "" {
+		if u, err := url.Parse(c.OIDCIssuer); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("SLUICE_OIDC_ISSUER", "want an http(s) URL, got %q", c.OIDCIssuer)
+		}
+		if c.OIDCClientID == "" {
+			bad("SLUICE_OIDC_CLIENT_ID", "must be set with SLUICE_OIDC_ISSUER (sluice's client ID at the issuer)")
+		}
+		if c.APITokensFile == "" {
+			bad("SLUICE_OIDC_ISSUER", "needs SLUICE_API_TOKENS_FILE: its people: section maps who signs in to roles and privileges")
+		}
+		if !slices.Contains(c.OIDCScopes, "openid") {
+			bad("SLUICE_OIDC_SCOPES", "must include openid, got %q", strings.Join(c.OIDCScopes, ","))
+		}
+	} else {
+		for name, v := range map[string]string{"SLUICE_OIDC_CLIENT_ID": c.OIDCClientID, "SLUICE_OIDC_CLIENT_SECRET": c.OIDCClientSecret, "SLUICE_OIDC_REDIRECT_URL": c.OIDCRedirectURL} {
+			if v != "" {
+				bad(name, "set without SLUICE_OIDC_ISSUER")
+			}
+		}
+	}
+	if c.SessionKey != "" && len(c.SessionKey) < 16 {
+		bad("SLUICE_SESSION_KEY", "is %d characters, want at least 16 (a long random string)", len(c.SessionKey))
+	}
+	if c.OIDCRedirectURL != "" {
+		if u, err := url.Parse(c.OIDCRedirectURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "/ui/oidc/callback" && !strings.HasSuffix(u.Path, "/ui/oidc/callback") {
+			bad("SLUICE_OIDC_REDIRECT_URL", "want an http(s) URL ending in /ui/oidc/callback, got %q", c.OIDCRedirectURL)
 		}
 	}
 	if c.GitHubAppID < 0 {
@@ -581,4 +625,18 @@ func Markdown() string {
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", f.Env, def, f.Desc)
 	}
 	return b.String()
+}
+
+// OIDCCallback is the redirect URL the OIDC issuer sends people back to:
+// SLUICE_OIDC_REDIRECT_URL, else /ui/oidc/callback under SLUICE_PUBLIC_URL
+// or SLUICE_API_URL.
+func (c *Config) OIDCCallback() string {
+	if c.OIDCRedirectURL != "" {
+		return c.OIDCRedirectURL
+	}
+	base := c.PublicURL
+	if base == "" {
+		base = c.APIURL
+	}
+	return strings.TrimRight(base, "/") + "/ui/oidc/callback"
 }

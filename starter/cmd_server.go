@@ -91,6 +91,10 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
+	ppl, err := people(cfg, log)
+	if err != nil {
+		return err
+	}
 	if err := webhookSecretsRequired(cfg, auth != nil); err != nil {
 		return err
 	}
@@ -154,7 +158,7 @@ func (a *app) runDev(ctx context.Context, cfg *config.Config) error {
 		cfg.TemporalUIURL = stack.UIURL()
 	}
 	caches := cache.New(blobs, int64(cfg.CacheMax))
-	srv, svc, err := a.apiServer(cfg, c, store, caches, secrets, blobs, log, auth)
+	srv, svc, err := a.apiServer(cfg, c, store, caches, secrets, blobs, log, auth, ppl)
 	if err != nil {
 		return err
 	}
@@ -339,7 +343,7 @@ func openSecrets(ctx context.Context, cfg *config.Config, log *slog.Logger) (sec
 	return secrets, closeDB, nil
 }
 
-func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Store, caches *cache.Store, secrets *api.SecretStore, blobs *blobstore.Store, log *slog.Logger, auth func(*http.Request) (queue.Identity, error)) (*http.Server, *api.Service, error) {
+func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Store, caches *cache.Store, secrets *api.SecretStore, blobs *blobstore.Store, log *slog.Logger, auth func(*http.Request) (queue.Identity, error), ppl *api.People) (*http.Server, *api.Service, error) {
 	svc := &api.Service{
 		Client: c, Namespace: cfg.TemporalNamespace, Liveness: cfg.LivenessTimeout, AdmitWait: cfg.AdmitWait,
 		Dispatch: workflows.Dispatch{HeartbeatTimeout: cfg.HeartbeatTimeout, MaxAttempts: cfg.MaxAttempts},
@@ -363,7 +367,7 @@ func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Sto
 	h := api.NewHandler(api.Deps{
 		Service: svc, Logs: store, Caches: caches, Logger: log, Secrets: secrets, Metrics: api.NewMetrics(svc), Blobs: blobs,
 		GitHubSecret: cfg.GitHubSecret, GitLabSecret: cfg.GitLabSecret,
-		Authenticate: auth, TemporalUI: cfg.TemporalUIURL, LoopbackOnly: api.LoopbackAddr(cfg.APIAddr),
+		Authenticate: auth, TemporalUI: cfg.TemporalUIURL, LoopbackOnly: api.LoopbackAddr(cfg.APIAddr), People: ppl,
 		Ready: func(ctx context.Context) error {
 			_, err := c.CheckHealth(ctx, &client.CheckHealthRequest{})
 			return err
@@ -563,6 +567,10 @@ SLUICE_DATA_DIR/logs between replicas, for live logs to be followed on all.`,
 			if err != nil {
 				return err
 			}
+			ppl, err := people(cfg, log)
+			if err != nil {
+				return err
+			}
 			if err := webhookSecretsRequired(cfg, auth != nil); err != nil {
 				return err
 			}
@@ -589,7 +597,7 @@ SLUICE_DATA_DIR/logs between replicas, for live logs to be followed on all.`,
 				return err
 			}
 			defer closeDB()
-			srv, _, err := a.apiServer(cfg, c, store, cache.New(blobs, int64(cfg.CacheMax)), secrets, blobs, log, auth)
+			srv, _, err := a.apiServer(cfg, c, store, cache.New(blobs, int64(cfg.CacheMax)), secrets, blobs, log, auth, ppl)
 			if err != nil {
 				return err
 			}

@@ -29,7 +29,7 @@ sluice API.`,
 	}
 	pipelineCmd.AddCommand(a.pipelineValidateCmd(), a.pipelineGraphCmd())
 	pipelineCmd.AddCommand(a.pipelineCommands()...)
-	root.AddCommand(pipelineCmd, a.eventCmd(), a.buildCmd(), a.queueCmd(), a.executorCmd(), a.scheduleCmd(), a.secretCmd(), a.artifactCmd(), a.auditCmd())
+	root.AddCommand(pipelineCmd, a.eventCmd(), a.buildCmd(), a.queueCmd(), a.executorCmd(), a.scheduleCmd(), a.secretCmd(), a.artifactCmd(), a.auditCmd(), a.tokenCmd())
 }
 
 // args checks a command's positional arguments against their names, with

@@ -69,6 +69,17 @@ CREATE TABLE audit_log (
 		`CREATE INDEX audit_log_pipeline ON audit_log (pipeline, at)`,
 		`CREATE INDEX audit_log_actor ON audit_log (actor, at)`,
 	}},
+	{Version: 5, Name: "personal tokens", SQL: []string{`
+CREATE TABLE personal_tokens (
+	id         TEXT NOT NULL PRIMARY KEY,
+	user_name  TEXT NOT NULL,
+	name       TEXT NOT NULL DEFAULT '',
+	sha256     TEXT NOT NULL UNIQUE,
+	claim_groups TEXT NOT NULL DEFAULT '[]',
+	created_at TEXT NOT NULL,
+	expires_at TEXT NOT NULL,
+	revoked_at TEXT NOT NULL DEFAULT ''
+)`, `CREATE INDEX personal_tokens_user ON personal_tokens (user_name, created_at)`}},
 }
 
 // migrationLock is the PostgreSQL advisory lock key that serializes

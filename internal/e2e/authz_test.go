@@ -110,6 +110,14 @@ tokens:
 		"GET /ui/builds/{pipeline}/{job}/{n}/log/{step}/raw": {"GET", "/ui/builds/app/main/999/log/main/raw", ""},
 		"GET /ui/builds/{pipeline}/{job}/{n}/log-search":     {"GET", "/ui/builds/app/main/999/log-search?q=x", ""},
 		"GET /ui/builds/{pipeline}/{job}/{n}/log-follow":     {"GET", "/ui/builds/app/main/999/log-follow", ""},
+		// Personal tokens: each user's own (none here: 404 for the
+		// revocations); only a person signed in with OIDC mints one,
+		// never a page signed in with an API token (TestOIDCSignIn and
+		// TestOIDCSignInInBrowser sign people in).
+		"GET /api/v1/tokens":              {"GET", "/api/v1/tokens", ""},
+		"POST /api/v1/tokens/{id}/revoke": {"POST", "/api/v1/tokens/nope/revoke", ""},
+		"POST /ui/tokens/{id}/revoke":     {"POST", "/ui/tokens/nope/revoke", ""},
+		"POST /ui/tokens":                 {"POST", "/ui/tokens", "name=laptop"},
 	}
 	routes := api.Routes(api.Deps{Secrets: &api.SecretStore{}, Logs: &logstore.Store{}, Meta: true, Artifacts: true})
 	require.Len(t, cases, len(routes), "one case per route")
@@ -142,6 +150,8 @@ tokens:
 				want = map[bool]string{true: "route", false: "403"}[user == "root"]
 			case rt.Policy.Kind == api.PolicyPipelineAdmin:
 				want = map[bool]string{true: "route", false: "403"}[user == "root" || user == "alice" || user == "ren"]
+			case rt.Policy.Kind == api.PolicyPerson: // every user here signs in with an API token
+				want = "403"
 			default:
 				t.Fatalf("route %s: unknown policy %q", rt.Pattern, rt.Policy.Kind)
 			}

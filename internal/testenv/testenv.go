@@ -90,6 +90,10 @@ type Options struct {
 	// WrapAPIAppTokens, when set, wraps the API's GitHub App token minter
 	// (a test counting what the API mints; SLUICE_GITHUB_APP_ID in Env).
 	WrapAPIAppTokens func(activities.AppTokens) activities.AppTokens
+	// OIDC, with Tokens, signs people in to the pages at this provider
+	// (its RedirectURL is filled in) with the grants of Tokens' people:
+	// section.
+	OIDC *api.OIDCConfig
 }
 
 // Env is one isolated sluice installation on the shared server.
@@ -169,11 +173,20 @@ func (s *Server) NewEnv(t testing.TB, opts Options) *Env {
 		Repos:    activities.CachedRepos(filepath.Join(dir, "git")), Logger: e.Logger,
 	}
 	var auth func(*http.Request) (queue.Identity, error)
+	var people *api.People
 	if opts.Tokens != "" {
 		tokens, err := api.ParseTokens([]byte(opts.Tokens))
 		require.NoError(t, err)
 		auth = tokens.Authenticate
 		e.token = opts.Token
+		people = &api.People{Grants: tokens.People(), SessionKey: []byte("test session key " + e.Namespace)}
+	}
+	srv := httptest.NewUnstartedServer(nil)
+	if opts.OIDC != nil {
+		require.NotNil(t, people, "testenv: OIDC needs Tokens")
+		oc := *opts.OIDC
+		oc.RedirectURL = "http://" + srv.Listener.Addr().String() + "/ui/oidc/callback"
+		people.OIDC = api.NewOIDC(oc)
 	}
 	secrets, _, err := api.OpenSecretStore(filepath.Join(dir, "secrets"), "test key "+e.Namespace)
 	require.NoError(t, err)
@@ -196,14 +209,15 @@ func (s *Server) NewEnv(t testing.TB, opts Options) *Env {
 	}
 	blobs, err := blobstore.Open(ctx, blobURL)
 	require.NoError(t, err)
-	srv := httptest.NewServer(api.NewHandler(api.Deps{
+	srv.Config.Handler = api.NewHandler(api.Deps{
 		Service: e.Service, Logs: e.Logs, Logger: e.Logger, Authenticate: auth, GitHubSecret: opts.GitHubSecret, Secrets: secrets, Blobs: blobs,
-		Metrics: api.NewMetrics(e.Service),
+		Metrics: api.NewMetrics(e.Service), People: people,
 		Ready: func(ctx context.Context) error {
 			_, err := e.Client.CheckHealth(ctx, &client.CheckHealthRequest{})
 			return err
 		},
-	}))
+	})
+	srv.Start()
 	e.APIURL = srv.URL
 	e.API = api.NewClient(srv.URL)
 	e.API.Token = e.token
