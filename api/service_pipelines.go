@@ -148,7 +148,9 @@ func (s *Service) specAt(ctx context.Context, location, name, ref string) (*pipe
 	if s.Repos == nil {
 		return nil, errors.New("no repository access")
 	}
-	repo, err := s.Repos.Open(ctx, location)
+	// The pipeline's own credentials (or the GitHub App's), as its events
+	// read it: a private repository's spec reads at update too.
+	repo, err := s.openPipelineRepo(ctx, name, location)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", scm.RedactURL(location), err)
 	}

@@ -34,7 +34,7 @@ func TestPrivateRepositoryWithPipelineToken(t *testing.T) {
 	step := `export GIT_TERMINAL_PROMPT=0; env; git config --list --show-origin; ` +
 		`printf 'protocol=http\nhost=%s\npath=acme.git\n\n' "$(git remote get-url origin | cut -d/ -f3)" | git credential fill; ` +
 		`if git ls-remote origin >/dev/null 2>fetch.err; then echo FETCH-ALLOWED; else echo FETCH-REFUSED; cat fetch.err; fi`
-	src := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": "shared: {image: alpine}\njobs:\n  main: {requires: [~commit], steps: [{look: '" + strings.ReplaceAll(step, "'", "''") + "'}]}\n"})
+	src := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": "shared: {image: alpine}\nparameters: {target: {value: staging}}\njobs:\n  main: {requires: [~commit], steps: [{look: '" + strings.ReplaceAll(step, "'", "''") + "'}]}\n"})
 	root := t.TempDir()
 	out, err := exec.CommandContext(ctx, "git", "clone", "--quiet", "--bare", src.Dir, filepath.Join(root, "acme.git")).CombinedOutput()
 	require.NoError(t, err, "%s", out)
@@ -69,6 +69,12 @@ func TestPrivateRepositoryWithPipelineToken(t *testing.T) {
 	// With the pipeline's token: the spec is read and the build checks out.
 	_, err = e.API.SetSecret(ctx, "private", "SLUICE_GITHUB_TOKEN", api.SetSecretRequest{Value: token})
 	require.NoError(t, err)
+	// An update reads the spec with the pipeline's token too (its answer
+	// carries the spec's parameters).
+	updated, err := e.API.UpdatePipeline(ctx, "private", api.UpdatePipelineRequest{Admins: &[]string{}})
+	require.NoError(t, err)
+	require.Len(t, updated.Parameters, 1, "%+v", updated)
+	require.Equal(t, "target", updated.Parameters[0].Name)
 	started, err = e.API.StartEvent(ctx, "private", api.StartEventRequest{})
 	require.NoError(t, err)
 	ev = e.WaitEvent(started.ID, 2*time.Minute)
