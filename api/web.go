@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/sluice-ci/sluice/activities"
-	"github.com/sluice-ci/sluice/logstore"
 	"github.com/sluice-ci/sluice/pipeline"
 	"github.com/sluice-ci/sluice/queue"
 	"github.com/sluice-ci/sluice/workflows"
@@ -72,7 +71,6 @@ func (h *handler) webRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /ui/pipelines/{name}", wh.page(wh.pipeline))
 	mux.HandleFunc("GET /ui/pipelines/{name}/events/{n}", wh.page(wh.event))
 	mux.HandleFunc("GET /ui/builds/{pipeline}/{job}/{n}", wh.page(wh.build))
-	mux.HandleFunc("GET /ui/builds/{pipeline}/{job}/{n}/live", wh.live)
 	mux.HandleFunc("GET /ui/builds/{pipeline}/{job}/{n}/artifacts/{path...}", wh.artifact)
 	mux.HandleFunc("GET /ui/queues/{name}", wh.page(wh.queue))
 	mux.HandleFunc("GET /ui/audit", wh.auditPage)
@@ -417,9 +415,6 @@ type buildPage struct {
 	Build Build
 	// Repo is the pipeline's repository (links to commits and PRs).
 	Repo  string
-	Steps []buildStep
-	// LogError says why the log could not be read.
-	LogError string
 	// Meta is the build's metadata, indented JSON ("": none to show).
 	Meta string
 	// Artifacts are the files the build uploaded (nil: none, or no blob
@@ -428,14 +423,6 @@ type buildPage struct {
 	ArtifactsError string
 	// Log is the log viewer (web_logs.go).
 	Log *logView
-}
-
-type buildStep struct {
-	Name     string
-	Log      string
-	Next     int64
-	Complete bool
-	Outcome  *workflows.StepOutcome
 }
 
 func pageBuildRef(r *http.Request) (workflows.BuildRef, error) {
@@ -471,60 +458,6 @@ func (wh *webHandler) build(r *http.Request) (string, any, error) {
 	return "build.html", pg, nil
 }
 
-// maxPageLog bounds the log text one step shows on a page (the CLI's
-// `build logs` reads everything).
-const maxPageLog = 1 << 20
-
-// steps reads the build's step logs from offsets (nil: from the start).
-func (wh *webHandler) steps(b Build, offsets map[string]int64) ([]buildStep, error) {
-	if wh.h.d.Logs == nil || b.LogKey == "" {
-		return nil, nil
-	}
-	infos, err := wh.h.d.Logs.Steps(b.LogKey)
-	if err != nil {
-		if errors.Is(err, logstore.ErrNotFound) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	outcomes := map[string]*workflows.StepOutcome{}
-	for i := range b.Steps {
-		outcomes[b.Steps[i].Name] = &b.Steps[i]
-	}
-	out := make([]buildStep, 0, len(infos))
-	for _, in := range infos {
-		from := offsets[in.Name]
-		if offsets == nil && in.Size > maxPageLog {
-			from = in.Size - maxPageLog
-		}
-		st := buildStep{Name: in.Name, Next: from, Complete: in.Complete, Outcome: outcomes[in.Name]}
-		if in.Size > from {
-			c, err := wh.h.d.Logs.Read(b.LogKey, in.Name, from, 0)
-			if err != nil {
-				return out, err
-			}
-			st.Log, st.Next, st.Complete = string(c.Data), c.NextOffset, c.Complete
-		}
-		out = append(out, st)
-	}
-	return out, nil
-}
-
-// liveAnswer is GET /ui/builds/{id}/live: the log text past the offsets the
-// page has, and the build's status.
-type liveAnswer struct {
-	Status string     `json:"status"`
-	Reason string     `json:"reason"`
-	Final  bool       `json:"final"`
-	Steps  []liveStep `json:"steps"`
-}
-
-type liveStep struct {
-	Name string `json:"name"`
-	Text string `json:"text"`
-	Next int64  `json:"next"`
-}
-
 // artifact downloads a build's artifact for a signed-in reader.
 func (wh *webHandler) artifact(w http.ResponseWriter, r *http.Request) {
 	if err := wh.authorized(r); err != nil {
@@ -537,41 +470,6 @@ func (wh *webHandler) artifact(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wh.h.serveArtifact(w, r, ref.String(), r.PathValue("path"))
-}
-
-func (wh *webHandler) live(w http.ResponseWriter, r *http.Request) {
-	if err := wh.authorized(r); err != nil {
-		writeError(w, http.StatusUnauthorized, err.Error())
-		return
-	}
-	ref, err := pageBuildRef(r)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	offsets := map[string]int64{}
-	if raw := r.URL.Query().Get("offsets"); raw != "" {
-		if err := json.Unmarshal([]byte(raw), &offsets); err != nil {
-			writeError(w, http.StatusBadRequest, "offsets: want a JSON object of step → byte offset: "+err.Error())
-			return
-		}
-	}
-	b, err := wh.h.svc.GetBuild(r.Context(), ref)
-	if err != nil {
-		wh.h.fail(w, r, err)
-		return
-	}
-	steps, err := wh.steps(b, offsets)
-	if err != nil {
-		wh.h.fail(w, r, err)
-		return
-	}
-	ans := liveAnswer{Status: string(b.Status), Reason: b.Reason, Final: b.Status.Final(), Steps: []liveStep{}}
-	for _, s := range steps {
-		ans.Steps = append(ans.Steps, liveStep{Name: s.Name, Text: s.Log, Next: s.Next})
-	}
-	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, ans)
 }
 
 type queuePage struct {

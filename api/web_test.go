@@ -34,8 +34,8 @@ func TestWebPagesNeedATokenCookie(t *testing.T) {
 		require.Equal(t, http.StatusSeeOther, rec.Code, "cookie %q", cookie)
 		require.Equal(t, "/ui/login?next="+url.QueryEscape("/ui/pipelines/app?x=1"), rec.Header().Get("Location"))
 	}
-	rec := call(t, h, http.MethodGet, "/ui/builds/app/test/1/live", "", nil)
-	require.Equal(t, http.StatusUnauthorized, rec.Code, "the live log answers 401, not a redirect")
+	rec := call(t, h, http.MethodGet, "/ui/builds/app/test/1/log-follow", "", nil)
+	require.Equal(t, http.StatusUnauthorized, rec.Code, "the log's follow answers 401, not a redirect")
 
 	// A valid cookie reaches the page: a bad ID is a 400 page naming it.
 	rec = call(t, h, http.MethodGet, "/ui/pipelines/app/events/zero", "", http.Header{"Cookie": {"sluice_token=good-token"}})
@@ -101,7 +101,7 @@ func TestWebAssetsAndRoot(t *testing.T) {
 	require.Contains(t, rec.Body.String(), ".s-success")
 	rec = call(t, h, http.MethodGet, "/ui/static/live.js", "", nil)
 	require.Equal(t, http.StatusOK, rec.Code)
-	require.Contains(t, rec.Body.String(), "offsets")
+	require.Contains(t, rec.Body.String(), "location.reload")
 	// Auth off: the login page says so and sign-in goes straight on.
 	rec = call(t, h, http.MethodPost, "/ui/login", "token=x&next=/ui/queues/q", http.Header{"Content-Type": {"application/x-www-form-urlencoded"}})
 	require.Equal(t, http.StatusSeeOther, rec.Code)

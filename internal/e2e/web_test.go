@@ -132,7 +132,7 @@ tokens:
 	}
 	status, _ := get("/ui/", token)
 	require.Equal(t, http.StatusOK, status)
-	status, _ = get("/ui/builds/web/main/1/live", "")
+	status, _ = get("/ui/builds/web/main/1/log-follow", "")
 	require.Equal(t, http.StatusUnauthorized, status)
 
 	_, err := e.API.CreateQueue(ctx, api.QueueRequest{Name: "solo", Rules: []string{"run-on=executors,max-parallel=1"}})
