@@ -414,7 +414,7 @@ func (wh *webHandler) specOf(ctx context.Context, name, sha string) (*pipeline.S
 type buildPage struct {
 	Build Build
 	// Repo is the pipeline's repository (links to commits and PRs).
-	Repo  string
+	Repo string
 	// Meta is the build's metadata, indented JSON ("": none to show).
 	Meta string
 	// Artifacts are the files the build uploaded (nil: none, or no blob
