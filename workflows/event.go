@@ -624,7 +624,7 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 // at no cost. A build whose end starts nothing signals the pipeline
 // itself: the event would only send the same signal one hop later.
 func (e *eventRun) mayStartMore(job string) bool {
-	if e.prEvent() && !e.spec.ChainPR() {
+	if pr := e.prEvent(); pr && !e.spec.ChainPR() {
 		return false // a pull request runs its ~pr jobs only
 	}
 	if len(e.spec.NextJobs(job)) > 0 {
