@@ -41,7 +41,7 @@ import (
 )
 
 // namespaces is how many isolated installations one server offers.
-const namespaces = 80
+const namespaces = 120
 
 // Server is an in-process Temporal server shared by a test package.
 type Server struct {
