@@ -73,7 +73,8 @@ func (s *Service) StartEvent(ctx context.Context, id queue.Identity, name string
 		StartFrom: req.StartFrom, Force: req.Force, Creator: id.User, Identity: &ident, Parameters: req.Parameters,
 	}
 	started, err := s.startEvent(ctx, name, r)
-	if err == nil && !started.Duplicate {
+	if err == nil && !started.Duplicate && !started.Pending {
+		// A pending start's pipeline is busy: no query would answer soon.
 		started.Warnings = s.startWarnings(ctx, name)
 	}
 	return started, err

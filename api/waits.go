@@ -128,8 +128,13 @@ func (s *Service) lanePositions(ctx context.Context, pipeline string) (map[strin
 // never been served by any executor: its builds will wait (never-served)
 // until one registers. Jobs that name another queue are warned about on
 // `event show` once their builds wait (neverServedWarnings). A failure to
-// read the registry gives no warning: the event started anyway.
+// read the registry gives no warning: the event started anyway. It asks
+// the pipeline and the registry within startWarningsWait: queries wait for
+// a workflow task, and a start's answer must not wait on a busy pipeline
+// (the builds' wait code still says never-served).
 func (s *Service) startWarnings(ctx context.Context, pipeline string) []string {
+	ctx, cancel := context.WithTimeout(ctx, startWarningsWait)
+	defer cancel()
 	p, _, err := s.queryPipeline(ctx, pipeline)
 	if err != nil {
 		s.Logger.DebugContext(ctx, "start_warnings_failed", "pipeline", pipeline, "error", err)
@@ -150,6 +155,9 @@ func (s *Service) startWarnings(ctx context.Context, pipeline string) []string {
 	}
 	return []string{neverServedText("the pipeline's", q)}
 }
+
+// startWarningsWait bounds the reads behind an event start's warnings.
+const startWarningsWait = 250 * time.Millisecond
 
 func neverServedText(whose string, q queue.Queue) string {
 	rules := make([]string, len(q.Rules))
