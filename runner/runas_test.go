@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -22,7 +21,7 @@ import (
 // directory or a file its checkout shares with the executor's mirror.
 func TestRunAsIsolatesTheStep(t *testing.T) { //nolint:paralleltest // sets the process environment
 	if os.Geteuid() != 0 {
-		t.Skip("running a step as another uid needs root; this test runs as uid " + strconv.Itoa(os.Geteuid()))
+		t.Skipf("running a step as another uid needs root; this test runs as uid %d", os.Geteuid())
 	}
 	t.Setenv("SLUICE_TOKEN", "executor-token-0123456789")
 	ra, err := runner.ParseRunAs("65534")

@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +24,7 @@ import (
 // credentials").
 func TestHostExecutorRunAs(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("running builds as another uid needs root; this test runs as uid " + strconv.Itoa(os.Geteuid()))
+		t.Skipf("running builds as another uid needs root; this test runs as uid %d", os.Geteuid())
 	}
 	t.Parallel()
 	e := server.NewEnv(t, testenv.Options{})
