@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -268,18 +267,7 @@ func (wh *webHandler) mintToken(w http.ResponseWriter, r *http.Request) {
 		wh.actionError(w, r, http.StatusForbidden, err.Error())
 		return
 	}
-	if err := sameSite(r); err != nil {
-		wh.actionError(w, r, http.StatusForbidden, err.Error())
-		return
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-	if err := r.ParseForm(); err != nil {
-		wh.actionError(w, r, http.StatusBadRequest, "bad form: "+err.Error())
-		return
-	}
-	want := csrfToken(wh.session(r))
-	if got := r.PostForm.Get(csrfField); want == "" || !hmac.Equal([]byte(got), []byte(want)) {
-		wh.actionError(w, r, http.StatusForbidden, "the form's CSRF token is missing or not this session's: reload the page and try again")
+	if !wh.checkForm(w, r) {
 		return
 	}
 	name := strings.TrimSpace(r.PostForm.Get("name"))

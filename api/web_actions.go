@@ -335,6 +335,27 @@ func (rc *recorder) WriteHeader(s int) {
 	}
 }
 
+// checkForm reads a page action's form after checking that it comes from
+// this site and carries this session's CSRF token; on refusal it has
+// answered (false).
+func (wh *webHandler) checkForm(w http.ResponseWriter, r *http.Request) bool {
+	if err := sameSite(r); err != nil {
+		wh.actionError(w, r, http.StatusForbidden, err.Error())
+		return false
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if err := r.ParseForm(); err != nil {
+		wh.actionError(w, r, http.StatusBadRequest, "bad form: "+err.Error())
+		return false
+	}
+	want := csrfToken(wh.session(r))
+	if got := r.PostForm.Get(csrfField); want == "" || !hmac.Equal([]byte(got), []byte(want)) {
+		wh.actionError(w, r, http.StatusForbidden, "the form's CSRF token is missing or not this session's: reload the page and try again")
+		return false
+	}
+	return true
+}
+
 // action serves one page action.
 func (wh *webHandler) action(a webAction) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -343,18 +364,7 @@ func (wh *webHandler) action(a webAction) http.Handler {
 			wh.actionError(w, r, http.StatusUnauthorized, "sign in first: "+err.Error())
 			return
 		}
-		if err := sameSite(r); err != nil {
-			wh.actionError(w, r, http.StatusForbidden, err.Error())
-			return
-		}
-		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-		if err := r.ParseForm(); err != nil {
-			wh.actionError(w, r, http.StatusBadRequest, "bad form: "+err.Error())
-			return
-		}
-		want := csrfToken(wh.session(r))
-		if got := r.PostForm.Get(csrfField); want == "" || !hmac.Equal([]byte(got), []byte(want)) {
-			wh.actionError(w, r, http.StatusForbidden, "the form's CSRF token is missing or not this session's: reload the page and try again")
+		if !wh.checkForm(w, r) {
 			return
 		}
 		path, body, err := a.request(r)
