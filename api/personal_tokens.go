@@ -108,16 +108,26 @@ func (h *handler) now() time.Time {
 	return time.Now()
 }
 
-// listPersonalTokens answers the caller's personal tokens.
-func (h *handler) listPersonalTokens(w http.ResponseWriter, r *http.Request) {
+// callerTokens is the caller and the store of personal tokens; on failure
+// it has answered (false).
+func (h *handler) callerTokens(w http.ResponseWriter, r *http.Request) (queue.Identity, store.PersonalTokens, bool) {
 	id, err := h.identity(r)
 	if err != nil {
 		h.fail(w, r, err)
-		return
+		return id, nil, false
 	}
 	tokens, err := h.personalTokens()
 	if err != nil {
 		h.fail(w, r, err)
+		return id, nil, false
+	}
+	return id, tokens, true
+}
+
+// listPersonalTokens answers the caller's personal tokens.
+func (h *handler) listPersonalTokens(w http.ResponseWriter, r *http.Request) {
+	id, tokens, ok := h.callerTokens(w, r)
+	if !ok {
 		return
 	}
 	list, err := tokens.ListPersonalTokens(r.Context(), id.User)
@@ -135,14 +145,8 @@ func (h *handler) listPersonalTokens(w http.ResponseWriter, r *http.Request) {
 
 // revokePersonalToken revokes one of the caller's personal tokens.
 func (h *handler) revokePersonalToken(w http.ResponseWriter, r *http.Request) {
-	id, err := h.identity(r)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	tokens, err := h.personalTokens()
-	if err != nil {
-		h.fail(w, r, err)
+	id, tokens, ok := h.callerTokens(w, r)
+	if !ok {
 		return
 	}
 	tid := r.PathValue("id")
