@@ -25,6 +25,9 @@ type Activities struct {
 	Remote RemoteStarter
 	// Schedules reconciles periodic-build schedules.
 	Schedules Scheduler
+	// Pipelines sends pipeline workflows updates (nil: none can be sent,
+	// and events hand their builds to the lanes by signal).
+	Pipelines PipelineUpdater
 	// Claimer claims a build for this executor before it runs.
 	Claimer Claimer
 	// Executor is this process's executor runtime (slots, identity).

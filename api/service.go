@@ -83,6 +83,8 @@ type Service struct {
 	idx pipelineIndex
 	// batches coalesces concurrent event starts per pipeline (batch.go).
 	batches eventBatcher
+	// regRead caches the registry for event starts' warnings (waits.go).
+	regRead registryRead
 }
 
 func (s *Service) now() time.Time {

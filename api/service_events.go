@@ -75,7 +75,7 @@ func (s *Service) StartEvent(ctx context.Context, id queue.Identity, name string
 	started, err := s.startEvent(ctx, name, r)
 	if err == nil && !started.Duplicate && !started.Pending {
 		// A pending start's pipeline is busy: no query would answer soon.
-		started.Warnings = s.startWarnings(ctx, name)
+		started.Warnings = s.startWarnings(ctx, name, started.queue)
 	}
 	return started, err
 }
@@ -127,7 +127,7 @@ func (s *Service) startEvent(ctx context.Context, name string, r workflows.Start
 	if pending != "" {
 		return EventStarted{Pipeline: name, Admission: pending, Pending: true}, nil
 	}
-	return EventStarted{ID: res.Event.String(), Pipeline: name, Number: res.Event.Number, Duplicate: res.Duplicate}, nil
+	return EventStarted{ID: res.Event.String(), Pipeline: name, Number: res.Event.Number, Duplicate: res.Duplicate, queue: res.Queue}, nil
 }
 
 // Admission returns what pipeline made of an admitted start: the event's

@@ -166,6 +166,9 @@ type EventStarted struct {
 	// Warnings say what will keep the event's builds waiting: its
 	// pipeline's queue has never been served by any executor.
 	Warnings []string `json:"warnings,omitempty"`
+	// queue is the pipeline's default queue, as the pipeline said when it
+	// numbered the event ("" when it did not say): startWarnings reads it.
+	queue string
 }
 
 // Approval is an event's approval (screwdriver.cd/restrictPR): why it

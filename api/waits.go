@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluice-ci/sluice/queue"
@@ -128,32 +129,69 @@ func (s *Service) lanePositions(ctx context.Context, pipeline string) (map[strin
 // never been served by any executor: its builds will wait (never-served)
 // until one registers. Jobs that name another queue are warned about on
 // `event show` once their builds wait (neverServedWarnings). A failure to
-// read the registry gives no warning: the event started anyway. It asks
-// the pipeline and the registry within startWarningsWait: queries wait for
-// a workflow task, and a start's answer must not wait on a busy pipeline
-// (the builds' wait code still says never-served).
-func (s *Service) startWarnings(ctx context.Context, pipeline string) []string {
+// read the registry gives no warning: the event started anyway. queue is
+// the pipeline's default queue as its start's answer said ("": the
+// pipeline is asked). The registry is read through a short cache
+// (startRegistry): a burst of starts reads it once. Both reads are bounded
+// by startWarningsWait: queries wait for a workflow task, and a start's
+// answer must not wait on a busy workflow (the builds' wait code still
+// says never-served).
+func (s *Service) startWarnings(ctx context.Context, pipeline, queueName string) []string {
 	ctx, cancel := context.WithTimeout(ctx, startWarningsWait)
 	defer cancel()
-	p, _, err := s.queryPipeline(ctx, pipeline)
+	if queueName == "" {
+		p, _, err := s.queryPipeline(ctx, pipeline)
+		if err != nil {
+			s.Logger.DebugContext(ctx, "start_warnings_failed", "pipeline", pipeline, "error", err)
+			return nil
+		}
+		queueName = p.Queue
+	}
+	if queueName == "" {
+		queueName = queue.DefaultQueueName
+	}
+	qs, ms, err := s.startRegistry(ctx, queueName)
 	if err != nil {
 		s.Logger.DebugContext(ctx, "start_warnings_failed", "pipeline", pipeline, "error", err)
 		return nil
 	}
-	qs, ms, err := s.registry(ctx)
-	if err != nil {
-		s.Logger.DebugContext(ctx, "start_warnings_failed", "pipeline", pipeline, "error", err)
-		return nil
-	}
-	name := p.Queue
-	if name == "" {
-		name = queue.DefaultQueueName
-	}
-	q, ok := findQueue(qs, name)
+	q, ok := findQueue(qs, queueName)
 	if !ok || !queue.NeverServed(q, ms, false) {
 		return nil
 	}
 	return []string{neverServedText("the pipeline's", q)}
+}
+
+// startRegistryFor is how long an event start's warning reuses a read of
+// the registry. A queue's first executor is noticed by starts at most this
+// late (the builds' wait code is read live).
+const startRegistryFor = 2 * time.Second
+
+// registryRead is one cached read of the registry's queues and members.
+type registryRead struct {
+	mu      sync.Mutex
+	at      time.Time
+	queues  []queue.Queue
+	members []queue.Member
+}
+
+// startRegistry reads the registry for startWarnings, at most once every
+// startRegistryFor unless the read does not know queue name (it may be
+// new); concurrent callers wait for one read.
+func (s *Service) startRegistry(ctx context.Context, name string) ([]queue.Queue, []queue.Member, error) {
+	c := &s.regRead
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := s.now()
+	if _, known := findQueue(c.queues, name); known && now.Sub(c.at) < startRegistryFor {
+		return c.queues, c.members, nil
+	}
+	qs, ms, err := s.registry(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.at, c.queues, c.members = now, qs, ms
+	return qs, ms, nil
 }
 
 // startWarningsWait bounds the reads behind an event start's warnings.

@@ -2,6 +2,7 @@ package workers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -122,6 +123,30 @@ func StartEvent(ctx context.Context, c client.Client, pipeline string, req workf
 	}
 	err = h.Get(ctx, &res)
 	return res, err
+}
+
+// jsonArg passes JSON already encoded as an update's argument (a []byte
+// would travel as binary, which the workflow cannot decode).
+type jsonArg struct{ json.RawMessage }
+
+// UpdatePipeline sends pipeline's workflow the update name with arg and
+// waits for its answer.
+func (t Temporal) UpdatePipeline(ctx context.Context, pipeline, updateID, name string, arg json.RawMessage) (json.RawMessage, error) {
+	h, err := t.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   workflows.PipelineWorkflowID(pipeline),
+		UpdateID:     updateID,
+		UpdateName:   name,
+		Args:         []any{jsonArg{arg}},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out json.RawMessage
+	if err := h.Get(ctx, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // SyncSchedules makes the pipeline's periodic schedules match periodic.

@@ -66,6 +66,7 @@ func (o Options) activities() *activities.Activities {
 		Queues:           t,
 		Remote:           t,
 		Schedules:        t,
+		Pipelines:        t,
 		Claimer:          t,
 		Logs:             o.Logs,
 		Secrets:          o.Secrets,
@@ -103,6 +104,7 @@ func RegisterController(w worker.Registry, acts *activities.Activities) {
 	w.RegisterActivity(acts.SyncSchedules)
 	w.RegisterActivity(acts.PostCommitStatus)
 	w.RegisterActivity(acts.SendNotification)
+	w.RegisterActivity(acts.UpdatePipeline)
 }
 
 // RunController registers search attributes, makes sure the registry runs,

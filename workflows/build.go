@@ -135,14 +135,21 @@ func BuildWorkflow(ctx workflow.Context, in BuildInput) (BuildState, error) {
 	} else {
 		b.setStatus(ctx, StatusQueued, WaitLaneOrder, laneWaitReason, time.Time{})
 	}
+	// The lanes' first messages may come with the input (its event asked
+	// them before this workflow existed: EventInput.EnqueueUpdate).
+	initial := in.Initial
 	for granted := false; !granted; {
 		var msg LaneMessage
-		sel := workflow.NewSelector(ctx)
-		sel.AddReceive(laneCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &msg) })
-		sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) { b.cancel = true })
-		sel.Select(ctx)
-		if b.cancel {
-			return b.finish(ctx, StatusAborted, "cancelled while "+strings.ToLower(string(b.state.Status)), CauseCancelled, b.cancelledBy()), nil
+		if len(initial) > 0 {
+			msg, initial = initial[0], initial[1:]
+		} else {
+			sel := workflow.NewSelector(ctx)
+			sel.AddReceive(laneCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &msg) })
+			sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) { b.cancel = true })
+			sel.Select(ctx)
+			if b.cancel {
+				return b.finish(ctx, StatusAborted, "cancelled while "+strings.ToLower(string(b.state.Status)), CauseCancelled, b.cancelledBy()), nil
+			}
 		}
 		switch msg.Kind {
 		case LaneStatus:
@@ -175,9 +182,16 @@ func BuildWorkflow(ctx workflow.Context, in BuildInput) (BuildState, error) {
 
 func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) BuildState {
 	in := b.in
-	b.state.QueuedTime = workflow.Now(ctx)
 	b.attempt = 1
-	_ = workflow.UpsertTypedSearchAttributes(ctx, SADispatchedAt.ValueSet(b.state.QueuedTime))
+	// A build its event started granted carries its first dispatch's
+	// search attribute and memo from its start (BuildInput.DispatchedAt).
+	pre := in.Lean && !in.DispatchedAt.IsZero()
+	if pre {
+		b.state.QueuedTime = in.DispatchedAt
+	} else {
+		b.state.QueuedTime = workflow.Now(ctx)
+		_ = workflow.UpsertTypedSearchAttributes(ctx, SADispatchedAt.ValueSet(b.state.QueuedTime))
+	}
 	// The queue's max-wait: a build still unclaimed when it expires ends
 	// refused (builds started before queues had one carry 0: no timer).
 	var maxWait workflow.Future
@@ -195,7 +209,12 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 			}
 		}
 		b.dispatchN++
-		b.setStatus(ctx, StatusQueued, WaitSlotBusy, fmt.Sprintf("waiting for a slot on queue %s", in.Queue), time.Time{})
+		if pre && b.dispatchN == 1 {
+			b.state.Status, b.state.Reason, b.state.WaitUntil, b.state.WaitCode = StatusQueued, slotWaitReason(in.Queue), time.Time{}, WaitSlotBusy
+			b.commitStatus(ctx)
+		} else {
+			b.setStatus(ctx, StatusQueued, WaitSlotBusy, slotWaitReason(in.Queue), time.Time{})
+		}
 		actCtx, cancelAct := workflow.WithCancel(ctx)
 		actCtx = workflow.WithActivityOptions(actCtx, workflow.ActivityOptions{
 			TaskQueue:           b.taskQueue(ctx),
@@ -539,6 +558,9 @@ func (b *build) attemptSummary() string {
 	}
 	return strings.Join(parts, "; ")
 }
+
+// slotWaitReason is a build's reason while it waits for a slot on queue q.
+func slotWaitReason(q string) string { return "waiting for a slot on queue " + q }
 
 // laneWaitReason is a build's reason while it waits in its lane.
 const laneWaitReason = "waiting for its turn in the job's lane"

@@ -41,6 +41,11 @@ type eventRun struct {
 	remoteErrs []string
 	// toEnqueue are builds started but not yet handed to the lanes.
 	toEnqueue []startedBuild
+	// toStart are builds to hand to the lanes by UpdateEnqueue, then start
+	// with the lanes' answer (EventInput.EnqueueUpdate).
+	toStart []pendingBuild
+	// updates numbers the event's UpdateEnqueue (their update IDs).
+	updates int
 	// releasedHold is set once the first batch went to the pipeline.
 	releasedHold bool
 	// legacy: a run recorded before changeLaneOrder.
@@ -76,6 +81,15 @@ type eventRun struct {
 type startedBuild struct {
 	req     LaneRequest
 	started workflow.Future
+}
+
+// pendingBuild is a build whose workflow starts once the lanes answered.
+type pendingBuild struct {
+	opts workflow.ChildWorkflowOptions
+	// sas are opts' search attributes, to add to.
+	sas []temporal.SearchAttributeUpdate
+	in  BuildInput
+	jr  *jobRun
 }
 
 type jobRun struct {
@@ -588,7 +602,7 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 		if ref.PR > 0 {
 			sas = append(sas, SAPR.ValueSet(int64(ref.PR)))
 		}
-		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		opts := workflow.ChildWorkflowOptions{
 			WorkflowID:            ref.WorkflowID(),
 			TaskQueue:             ControllerTaskQueue,
 			ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
@@ -596,26 +610,41 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 			TypedSearchAttributes: temporal.NewSearchAttributes(sas...),
 			Memo:                  memo,
 			StaticSummary:         fmt.Sprintf("build %s (%s) on queue %s", ref, describeTrigger(t, ""), q),
-		})
-		fut := workflow.ExecuteChildWorkflow(cctx, BuildWorkflow, in)
-		if !in.Virtual {
-			e.toEnqueue = append(e.toEnqueue, startedBuild{req: in.Lane, started: fut.GetChildWorkflowExecution()})
 		}
-		e.sel.AddFuture(fut, func(f workflow.Future) {
-			e.running--
-			var st BuildState
-			if err := f.Get(ctx, &st); err != nil {
-				st = BuildState{ID: ref.String(), Build: ref, Status: StatusFailure, Reason: "build workflow failed: " + rootMessage(err)}
-				if temporal.IsCanceledError(err) {
-					st.Status, st.Reason = StatusAborted, "cancelled"
-				}
-			}
-			if st.LaneRelease {
-				e.pendingDone = append(e.pendingDone, ref)
-			}
-			e.buildEnded(ctx, jr, st)
-		})
+		if e.in.EnqueueUpdate && !in.Virtual {
+			e.toStart = append(e.toStart, pendingBuild{opts: opts, sas: sas, in: in, jr: jr})
+			continue
+		}
+		e.launch(ctx, opts, in, jr, !in.Virtual, false)
 	}
+}
+
+// launch starts a build's workflow. bySignal: enqueue hands it to the
+// lanes by signal once it exists. byUpdate: it is in the lanes already,
+// so when its workflow cannot start its place goes back.
+func (e *eventRun) launch(ctx workflow.Context, opts workflow.ChildWorkflowOptions, in BuildInput, jr *jobRun, bySignal, byUpdate bool) {
+	ref := in.Build
+	fut := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, opts), BuildWorkflow, in)
+	if bySignal {
+		e.toEnqueue = append(e.toEnqueue, startedBuild{req: in.Lane, started: fut.GetChildWorkflowExecution()})
+	}
+	e.sel.AddFuture(fut, func(f workflow.Future) {
+		e.running--
+		var st BuildState
+		if err := f.Get(ctx, &st); err != nil {
+			st = BuildState{ID: ref.String(), Build: ref, Status: StatusFailure, Reason: "build workflow failed: " + rootMessage(err)}
+			if temporal.IsCanceledError(err) {
+				st.Status, st.Reason = StatusAborted, "cancelled"
+			}
+			if byUpdate && fut.GetChildWorkflowExecution().Get(ctx, nil) != nil {
+				st.LaneRelease = true // it never started: nobody else gives its place back
+			}
+		}
+		if st.LaneRelease {
+			e.pendingDone = append(e.pendingDone, ref)
+		}
+		e.buildEnded(ctx, jr, st)
+	})
 }
 
 // mayStartMore reports whether job's end may start builds of this event:
@@ -655,6 +684,10 @@ func (e *eventRun) upstream(job string) []string {
 // lanes, once their workflows exist (a lane may signal them at once). The
 // first call also releases the pipeline's ordering hold on later events.
 func (e *eventRun) enqueue(ctx workflow.Context) {
+	if len(e.toStart) > 0 {
+		e.enqueueByUpdate(ctx)
+		return
+	}
 	if len(e.toEnqueue) == 0 && len(e.pendingDone) == 0 && e.releasedHold {
 		return
 	}
@@ -675,6 +708,68 @@ func (e *eventRun) enqueue(ctx workflow.Context) {
 			e.abortBuild(dctx, r.Build, fmt.Sprintf("pipeline %s is not running (deleted?): %v", e.in.Event.Pipeline, rootMessage(err)))
 		}
 	}
+}
+
+// enqueueByUpdate hands the builds in toStart to the lanes with
+// UpdateEnqueue, then starts their workflows with the lanes' answer: a
+// build granted at once dispatches in its first workflow task. When the
+// update cannot be sent (the pipeline is too busy to answer within
+// enqueueUpdateFor, or gone), the builds start and go by signal, as
+// before; the lanes restate what they told a build they already hold.
+func (e *eventRun) enqueueByUpdate(ctx workflow.Context) {
+	batch := EnqueueBatch{Event: e.in.Event.Number, Sync: e.pendingSync, Done: e.pendingDone}
+	for _, pb := range e.toStart {
+		batch.Requests = append(batch.Requests, pb.in.Lane)
+	}
+	toStart := e.toStart
+	e.toStart = nil
+	ans, err := e.updateLanes(ctx, batch)
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("enqueue_update_failed", "event", e.in.Event.String(), "error", err)
+		for _, pb := range toStart {
+			e.launch(ctx, pb.opts, pb.in, pb.jr, true, false)
+		}
+		e.enqueue(ctx)
+		return
+	}
+	e.pendingSync, e.pendingDone = nil, nil
+	e.releasedHold = true
+	now := workflow.Now(ctx)
+	for _, pb := range toStart {
+		pb.in.Initial = ans.Messages[pb.in.Build.String()]
+		if pb.in.Lean && len(pb.in.Initial) == 1 && pb.in.Initial[0].Kind == LaneGrant {
+			// Granted at once: it starts as dispatched (BuildInput.DispatchedAt).
+			pb.in.DispatchedAt = now
+			pb.opts.TypedSearchAttributes = temporal.NewSearchAttributes(append(pb.sas, SADispatchedAt.ValueSet(now))...)
+			pb.opts.Memo = map[string]any{MemoBuild: BuildSummary{
+				Reason: slotWaitReason(pb.in.Queue), WaitCode: WaitSlotBusy, QueuedTime: now, Fork: pb.in.Trigger.Fork && pb.in.Build.PR > 0,
+			}}
+		}
+		e.launch(ctx, pb.opts, pb.in, pb.jr, false, true)
+	}
+}
+
+// enqueueUpdateFor bounds an UpdateEnqueue, with its retries.
+const enqueueUpdateFor = 10 * time.Second
+
+// updateLanes sends the pipeline UpdateEnqueue from a local activity.
+func (e *eventRun) updateLanes(ctx workflow.Context, batch EnqueueBatch) (EnqueueAnswer, error) {
+	var ans EnqueueAnswer
+	e.updates++
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		ScheduleToCloseTimeout: enqueueUpdateFor,
+		StartToCloseTimeout:    enqueueUpdateFor / 2,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 2 * time.Second,
+			NonRetryableErrorTypes: []string{activities.ErrTypeNoUpdater},
+		},
+		Summary: "hand the builds to the pipeline's lanes",
+	})
+	err := workflow.ExecuteLocalActivity(lctx, a.UpdatePipeline, activities.UpdatePipelineInput{
+		Pipeline: e.in.Event.Pipeline, Name: UpdateEnqueue, Arg: batch,
+		UpdateID: fmt.Sprintf("%s/enqueue/%d", e.in.Event, e.updates),
+	}).Get(ctx, &ans)
+	return ans, err
 }
 
 // abortBuild tells a build its lane will never answer.

@@ -96,6 +96,11 @@ type LaneEntry struct {
 	// into a newer build, or cancel): until it answers, no newer build of the
 	// lane is granted, so a build never starts after a newer one.
 	Yielding string `json:"yielding,omitempty"`
+	// ByUpdate is set on a build whose event handed it over by
+	// UpdateEnqueue: its workflow starts after the lanes answered, so a
+	// signal that finds no workflow for it soon after is sent again
+	// (startGrace) rather than taken for its end.
+	ByUpdate bool `json:"by_update,omitempty"`
 }
 
 // Lane is one job's builds: those granted (dispatched or running) and those
@@ -293,6 +298,21 @@ func (ln *Lane) intoFor(old, newer BuildRef) BuildRef {
 		}
 	}
 	return newer
+}
+
+// restate is what the lanes last told build b, which they hold: its grant
+// when it is active, else its last wait (nothing when it was told none).
+func (l *Lanes) restate(b BuildRef) (LaneEffect, bool) {
+	e, active := l.find(b)
+	switch {
+	case e == nil:
+		return LaneEffect{}, false
+	case active:
+		return LaneEffect{Build: b, Msg: LaneMessage{Kind: LaneGrant}}, true
+	case e.Status == StatusCreated:
+		return LaneEffect{}, false
+	}
+	return LaneEffect{Build: b, Msg: LaneMessage{Kind: LaneStatus, Status: e.Status, Reason: e.Reason, Code: e.Code}}, true
 }
 
 // Done removes a finished (or withdrawn) build and re-evaluates every lane.

@@ -49,6 +49,26 @@ const changeLazyHoldTimer = "lazy-hold-timer"
 // that back to them by SignalHandBack before it continues as new.
 const changeEventResultDone = "event-result-done"
 
+// changeEnqueueUpdate: the run starts events with EventInput.EnqueueUpdate
+// (their builds reach the lanes by UpdateEnqueue, answered with the lanes'
+// first messages), and keeps a build the lanes hold whose workflow does not
+// exist yet (it is about to start) instead of forgetting it.
+const changeEnqueueUpdate = "enqueue-update"
+
+// UpdateEnqueue hands the lanes an EnqueueBatch and answers with the
+// lanes' messages to its builds (EnqueueAnswer), which their workflows do
+// not exist to receive yet.
+const UpdateEnqueue = "enqueue-builds"
+
+// startGrace is how long after its batch reached the lanes by UpdateEnqueue
+// a build whose workflow cannot be signalled is taken to be starting (its
+// event starts it right after the answer): the signal is sent again after
+// resendAfter. Past it, the build is taken to be gone, as before.
+const (
+	startGrace  = time.Minute
+	resendAfter = time.Second
+)
+
 // changeLaneBound: a pipeline refuses builds past MaxLaneBuilds.
 const changeLaneBound = "lane-bound"
 
@@ -94,6 +114,15 @@ type pendingSignal struct {
 	// event: a signal to an event workflow (SignalPRSuperseded), not to a
 	// build's lane; its failure (the event ended) frees nothing.
 	event bool
+	// msg is the lane message sent (sent again when the build's workflow
+	// is still starting: LaneEntry.ByUpdate).
+	msg LaneMessage
+}
+
+// resend is a lane message to send again at a time.
+type resend struct {
+	effect LaneEffect
+	at     time.Time
 }
 
 type pipelineRun struct {
@@ -123,6 +152,11 @@ type pipelineRun struct {
 	// children are the DoneInResult events this run started and has not
 	// heard the end of (nor handed back).
 	children []childEvent
+	// enqueueUpdate: this run starts events with EventInput.EnqueueUpdate
+	// (decided once by GetVersion).
+	enqueueUpdate bool
+	// resends are lane messages to builds whose workflows were starting.
+	resends []resend
 }
 
 // childEvent is a DoneInResult event of this run.
@@ -157,6 +191,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 	p.st.Lanes.blockerNamesBuild = workflow.GetVersion(ctx, changeBlockerReason, workflow.DefaultVersion, 1) == workflow.DefaultVersion
 	p.st.Lanes.lazyHolds = workflow.GetVersion(ctx, changeLazyHoldTimer, workflow.DefaultVersion, 1) != workflow.DefaultVersion
 	p.resultDone = workflow.GetVersion(ctx, changeEventResultDone, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+	p.enqueueUpdate = workflow.GetVersion(ctx, changeEnqueueUpdate, workflow.DefaultVersion, 1) != workflow.DefaultVersion
 
 	if err := workflow.SetQueryHandler(ctx, QueryPipeline, func() (PipelineInfo, error) {
 		return PipelineInfo{
@@ -174,6 +209,11 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateStartEvents, p.startEvents,
 		workflow.UpdateHandlerOptions{Validator: p.validateStartEvents}); err != nil {
 		return fmt.Errorf("register start-events update: %w", err)
+	}
+	if p.enqueueUpdate {
+		if err := workflow.SetUpdateHandler(ctx, UpdateEnqueue, p.enqueueByUpdate); err != nil {
+			return fmt.Errorf("register enqueue update: %w", err)
+		}
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateConfigure,
 		func(ctx workflow.Context, c PipelineConfig) (PipelineConfig, error) {
@@ -240,6 +280,11 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 	for {
 		now := workflow.Now(ctx)
 		wake := p.st.Lanes.NextWake(now)
+		for _, r := range p.resends {
+			if wake.IsZero() || r.at.Before(wake) {
+				wake = r.at
+			}
+		}
 		if timer != nil && (timer.IsReady() || !wake.Equal(timerAt)) {
 			timerCancel()
 			timer = nil
@@ -315,27 +360,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 				p.syncs = append(p.syncs, *batch.Sync)
 			}
 			p.st.Lanes.Release(batch.Event)
-			for _, req := range batch.Requests {
-				if p.st.Deleted {
-					effects = append(effects, LaneEffect{Build: req.Build, Msg: LaneMessage{
-						Kind: LaneAbort, Status: StatusAborted,
-						Reason: fmt.Sprintf("pipeline %s was deleted", p.cfg.Name),
-					}})
-					continue
-				}
-				if e, ok := p.supersededPR(req.Build); ok {
-					effects = append(effects, e)
-					continue
-				}
-				if refusal, full := laneFull(&p.st.Lanes, p.cfg.Name, req.Build); full &&
-					workflow.GetVersion(ctx, changeLaneBound, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
-					// N3: the lanes travel through continue-as-new; past the
-					// bound the build is refused, never the pipeline lost.
-					effects = append(effects, refusal)
-					continue
-				}
-				p.st.Lanes.Add(req, now)
-			}
+			effects = append(effects, p.addRequests(ctx, batch, now, false)...)
 		}
 		for {
 			var s SpecSync
@@ -351,6 +376,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 			}
 			p.startQueue = append(p.startQueue, r)
 		}
+		effects = append(effects, p.dueResends(now)...)
 		effects = append(effects, p.st.Lanes.Evaluate(now)...)
 		p.send(ctx, effects)
 
@@ -403,7 +429,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 				drained = true
 			}
 			if enqueueCh.Len() == 0 && doneCh.Len() == 0 && syncCh.Len() == 0 && startCh.Len() == 0 && startedCh.Len() == 0 && admitCh.Len() == 0 &&
-				len(p.startQueue) == 0 && len(p.syncs) == 0 && p.launching == 0 && drained && len(p.children) == 0 {
+				len(p.startQueue) == 0 && len(p.syncs) == 0 && p.launching == 0 && drained && len(p.children) == 0 && len(p.resends) == 0 {
 				st := p.st
 				return workflow.NewContinueAsNewError(ctx, PipelineWorkflow, PipelineInput{Config: p.cfg, State: &st})
 			}
@@ -456,7 +482,7 @@ func (p *pipelineRun) handBack(ctx workflow.Context) {
 // already ended) frees its place in the lane.
 func (p *pipelineRun) send(ctx workflow.Context, effects []LaneEffect) {
 	for _, e := range effects {
-		p.pending = append(p.pending, pendingSignal{build: e.Build, f: workflow.SignalExternalWorkflow(ctx, e.Build.WorkflowID(), "", SignalLane, e.Msg)})
+		p.pending = append(p.pending, pendingSignal{build: e.Build, msg: e.Msg, f: workflow.SignalExternalWorkflow(ctx, e.Build.WorkflowID(), "", SignalLane, e.Msg)})
 	}
 }
 
@@ -476,6 +502,12 @@ func (p *pipelineRun) reap(ctx workflow.Context, now time.Time) []LaneEffect {
 			workflow.GetLogger(ctx).Info("lane_signal_failed", "build", ps.build.String(), "error", err)
 			var gone *temporal.UnknownExternalWorkflowExecutionError
 			if p.legacy || errors.As(err, &gone) {
+				if en, _ := p.st.Lanes.find(ps.build); en != nil && en.ByUpdate && now.Sub(en.EnqueuedAt) < startGrace {
+					// Its event starts its workflow right after the
+					// lanes' answer: tell it again shortly.
+					p.resends = append(p.resends, resend{effect: LaneEffect{Build: ps.build, Msg: ps.msg}, at: now.Add(resendAfter)})
+					continue
+				}
 				effects = append(effects, p.st.Lanes.Done(ps.build, now)...)
 			}
 		}
@@ -602,12 +634,12 @@ func (p *pipelineRun) launchEvent(ctx workflow.Context, r StartEventRequest) lau
 		Event: ref, Config: p.cfg, Trigger: r.Trigger, StartFrom: r.StartFrom, StartJobs: r.StartJobs, Rerun: r.Rerun,
 		Notify: r.Notify, Force: r.Force, Parent: r.Parent,
 		ParentSucceeded: r.ParentSucceeded, Creator: r.Creator, Identity: r.Identity, Parameters: r.Parameters,
-		Lean: true, Slim: true, DoneInResult: p.resultDone, // data, not a command: old runs replay alike
+		Lean: true, Slim: true, DoneInResult: p.resultDone, EnqueueUpdate: p.enqueueUpdate, // data, not a command: old runs replay alike
 	})
 	if p.resultDone {
 		p.children = append(p.children, childEvent{event: ref.Number, fut: child})
 	}
-	return launchedEvent{res: StartEventResult{Event: ref}, started: child.GetChildWorkflowExecution()}
+	return launchedEvent{res: StartEventResult{Event: ref, Queue: p.cfg.Queue}, started: child.GetChildWorkflowExecution()}
 }
 
 // wait returns once the event's workflow started. When it cannot start, the
@@ -817,4 +849,99 @@ func (p *pipelineRun) syncSchedules(ctx workflow.Context, periodic map[string]st
 	// (not yet in the visibility-backed list) is updated or deleted too (N14).
 	previous := slices.Sorted(maps.Keys(p.st.Periodic)) //workflowcheck:ignore (sorted: the order of the map does not matter)
 	return workflow.ExecuteActivity(actx, a.SyncSchedules, activities.SyncSchedulesInput{Pipeline: p.cfg.Name, Periodic: periodic, Previous: previous}).Get(ctx, nil)
+}
+
+// addRequests adds a batch's builds to the lanes, or answers those that
+// cannot wait in them (the pipeline was deleted, their pull request moved
+// on, their lane is full). byUpdate marks the added builds as reached by
+// UpdateEnqueue (LaneEntry.ByUpdate). A run at changeEnqueueUpdate
+// restates what the lanes last told a build they already hold: its event
+// sends a batch again when it could not learn the answer to its update.
+func (p *pipelineRun) addRequests(ctx workflow.Context, batch EnqueueBatch, now time.Time, byUpdate bool) []LaneEffect {
+	var effects []LaneEffect
+	for _, req := range batch.Requests {
+		if p.st.Deleted {
+			effects = append(effects, LaneEffect{Build: req.Build, Msg: LaneMessage{
+				Kind: LaneAbort, Status: StatusAborted,
+				Reason: fmt.Sprintf("pipeline %s was deleted", p.cfg.Name),
+			}})
+			continue
+		}
+		if e, ok := p.supersededPR(req.Build); ok {
+			effects = append(effects, e)
+			continue
+		}
+		if refusal, full := laneFull(&p.st.Lanes, p.cfg.Name, req.Build); full &&
+			workflow.GetVersion(ctx, changeLaneBound, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
+			// N3: the lanes travel through continue-as-new; past the
+			// bound the build is refused, never the pipeline lost.
+			effects = append(effects, refusal)
+			continue
+		}
+		if p.st.Lanes.Add(req, now) {
+			if byUpdate {
+				en, _ := p.st.Lanes.find(req.Build)
+				en.ByUpdate = true
+			}
+			continue
+		}
+		if p.enqueueUpdate {
+			if e, ok := p.st.Lanes.restate(req.Build); ok {
+				effects = append(effects, e)
+			}
+		}
+	}
+	return effects
+}
+
+// dueResends are the lane messages to send again now, to builds the lanes
+// still hold.
+func (p *pipelineRun) dueResends(now time.Time) []LaneEffect {
+	var out []LaneEffect
+	kept := p.resends[:0]
+	for _, r := range p.resends {
+		switch en, _ := p.st.Lanes.find(r.effect.Build); {
+		case en == nil:
+		case r.at.After(now):
+			kept = append(kept, r)
+		default:
+			out = append(out, r.effect)
+		}
+	}
+	p.resends = kept
+	return out
+}
+
+// enqueueByUpdate is UpdateEnqueue: the batch is applied as the main loop
+// applies a signalled one, and the lanes' messages to its own builds are
+// the answer; messages to other builds go out as signals.
+func (p *pipelineRun) enqueueByUpdate(ctx workflow.Context, batch EnqueueBatch) (EnqueueAnswer, error) {
+	now := workflow.Now(ctx)
+	for _, b := range batch.Done {
+		p.st.Lanes.Remove(b)
+	}
+	if batch.Sync != nil {
+		p.syncs = append(p.syncs, *batch.Sync)
+	}
+	p.st.Lanes.Release(batch.Event)
+	effects := p.addRequests(ctx, batch, now, true)
+	effects = append(effects, p.st.Lanes.Evaluate(now)...)
+	mine := make(map[BuildRef]bool, len(batch.Requests))
+	for _, r := range batch.Requests {
+		mine[r.Build] = true
+	}
+	ans := EnqueueAnswer{Messages: map[string][]LaneMessage{}}
+	var others []LaneEffect
+	for _, e := range effects {
+		if mine[e.Build] {
+			ans.Messages[e.Build.String()] = append(ans.Messages[e.Build.String()], e.Msg)
+			continue
+		}
+		others = append(others, e)
+	}
+	p.send(ctx, others)
+	// The main loop arms the timers, applies the sync and may continue
+	// as new.
+	p.wake.SendAsync(true)
+	return ans, nil
 }

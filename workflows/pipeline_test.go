@@ -147,7 +147,7 @@ func TestPipelineStartEventNumbersEvents(t *testing.T) {
 		require.Equal(t, EventInput{
 			Event: EventRef{Pipeline: "app", Number: n}, Config: appConfig, Trigger: reqs[i].Trigger,
 			StartFrom: reqs[i].StartFrom, Force: reqs[i].Force, Parent: reqs[i].Parent,
-			ParentSucceeded: reqs[i].ParentSucceeded, Creator: reqs[i].Creator, Identity: id, Lean: true, Slim: true, DoneInResult: true,
+			ParentSucceeded: reqs[i].ParentSucceeded, Creator: reqs[i].Creator, Identity: id, Lean: true, Slim: true, DoneInResult: true, EnqueueUpdate: true,
 		}, ev.Input)
 	}
 	require.Equal(t, []string{"event/app/1", "event/app/2", "event/app/3"}, h.rec.children)
@@ -923,6 +923,8 @@ func TestPipelineRunFieldsCarriedOrDrained(t *testing.T) {
 		"releaseOlderPRHolds": "fixed per run from its history (GetVersion)",
 		"resultDone":          "fixed per run from its history (GetVersion)",
 		"children":            "continue-as-new waits until each ended or was handed back (SignalHandBack)",
+		"enqueueUpdate":       "fixed per run from its history (GetVersion)",
+		"resends":             "continue-as-new waits until none is left (the condition checks it)",
 	}
 	typ := reflect.TypeFor[pipelineRun]()
 	for i := range typ.NumField() {

@@ -293,6 +293,10 @@ type StartEventResult struct {
 	Event EventRef `json:"event"`
 	// Duplicate is true when the webhook delivery was seen before.
 	Duplicate bool `json:"duplicate,omitempty"`
+	// Queue is the pipeline's default queue when the event started: the
+	// API warns from it, without a query of the (possibly busy) pipeline,
+	// when no executor ever served it. "": the start predates it.
+	Queue string `json:"queue,omitempty"`
 }
 
 // SpecSync tells a pipeline what its default branch's spec subscribes to.
@@ -327,6 +331,13 @@ type EnqueueBatch struct {
 	// its next batch (or a batch of its own when no build starts then)
 	// instead of each build sending SignalBuildDone and waiting for it.
 	Done []BuildRef `json:"done,omitempty"`
+}
+
+// EnqueueAnswer is UpdateEnqueue's answer: the lanes' messages to the
+// batch's builds (by BuildRef.String), in order. A build it names no
+// message for waits for signals.
+type EnqueueAnswer struct {
+	Messages map[string][]LaneMessage `json:"messages,omitempty"`
 }
 
 // BuildStarted tells a pipeline that a build an executor claimed runs.
@@ -382,6 +393,13 @@ type EventInput struct {
 	// which it receives anyway, instead of a last enqueue batch — until it
 	// sends SignalHandBack before it continues as new.
 	DoneInResult bool `json:"done_in_result,omitempty"`
+	// EnqueueUpdate (set by pipeline runs at changeEnqueueUpdate): the event
+	// hands its builds to the lanes with UpdateEnqueue, from a local
+	// activity, before it starts their workflows, and starts each with the
+	// lanes' first answer (BuildInput.Initial): a build the lanes grant at
+	// once dispatches in its first workflow task, without a grant signal.
+	// When the update cannot be sent it falls back to the signal.
+	EnqueueUpdate bool `json:"enqueue_update,omitempty"`
 }
 
 // JobOutcome is one job's part in an event.
@@ -451,6 +469,15 @@ type BuildInput struct {
 	// a workflow task of the build's, four of the pipeline's). A cancelled
 	// build still signals itself: its event may have been terminated.
 	Slim bool `json:"slim,omitempty"`
+	// Initial are the lane's messages to the build sent in the answer to
+	// its event's UpdateEnqueue (EventInput.EnqueueUpdate), before the
+	// build's workflow existed: it takes them before any signal.
+	Initial []LaneMessage `json:"initial,omitempty"`
+	// DispatchedAt (Lean builds): the lanes granted the build before its
+	// workflow started, and its event started it with the search
+	// attribute (SADispatchedAt) and memo of its first dispatch at this
+	// time, so that dispatch upserts neither.
+	DispatchedAt time.Time `json:"dispatched_at,omitzero"`
 
 	// NoRetryOnLoss (sluice.dev/retryOnLoss: false) ends the build at its
 	// first lost attempt instead of dispatching it again.

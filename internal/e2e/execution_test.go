@@ -312,9 +312,12 @@ jobs:
 	longID := "cancel/long/" + strconv.Itoa(ev.Number)
 
 	var queued api.Build
-	e.WaitFor("the queued build to wait for the slot", 30*time.Second, func() bool {
+	// The registry learns that gate-1 runs the holder with gate-1's next
+	// report, which may come after the queued build is dispatched.
+	e.WaitFor("the queued build to wait for the busy slot", 30*time.Second, func() bool {
 		queued, err = e.API.GetBuild(ctx, queuedID)
-		return err == nil && queued.Status == workflows.StatusQueued && !queued.QueuedTime.IsZero()
+		return err == nil && queued.Status == workflows.StatusQueued && !queued.QueuedTime.IsZero() &&
+			strings.Contains(queued.Reason, "1/1 busy")
 	})
 	require.Contains(t, queued.Reason, "gated")
 	// event show gives the waiting build the same detailed reason.
