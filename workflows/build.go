@@ -107,6 +107,10 @@ func BuildWorkflow(ctx workflow.Context, in BuildInput) (BuildState, error) {
 		Priority: in.Priority, SHA: in.SHA, CreateTime: workflow.Now(ctx), Fork: in.Trigger.Fork && in.Build.PR > 0,
 		Secrets: in.Secrets, SecretsListed: true, Upstream: in.Upstream,
 	}}
+	if in.Lean && !in.DispatchedAt.IsZero() && in.DispatchedAt.Before(b.state.CreateTime) {
+		// Its event created it, granted, a moment before its workflow ran.
+		b.state.CreateTime = in.DispatchedAt
+	}
 	if !in.Lean {
 		b.legacy = workflow.GetVersion(ctx, changeLaneOrder, workflow.DefaultVersion, 1) == workflow.DefaultVersion
 	}

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -14,6 +15,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sluice-ci/sluice/activities"
+	"github.com/sluice-ci/sluice/queue"
 )
 
 // continueAsNewAfter bounds a long-lived entity's history (design.md §5
@@ -639,8 +641,11 @@ func (p *pipelineRun) launchEvent(ctx workflow.Context, r StartEventRequest) lau
 	if p.resultDone {
 		p.children = append(p.children, childEvent{event: ref.Number, fut: child})
 	}
-	return launchedEvent{res: StartEventResult{Event: ref, Queue: p.cfg.Queue}, started: child.GetChildWorkflowExecution()}
+	return launchedEvent{res: StartEventResult{Event: ref, Queue: p.queueName()}, started: child.GetChildWorkflowExecution()}
 }
+
+// queueName is the pipeline's queue (the default queue when it names none).
+func (p *pipelineRun) queueName() string { return cmp.Or(p.cfg.Queue, queue.DefaultQueueName) }
 
 // wait returns once the event's workflow started. When it cannot start, the
 // event no longer holds later events' builds.

@@ -40,7 +40,7 @@ func TestPipelineAdmitsEvents(t *testing.T) {
 	h.deleteAt(10 * time.Minute)
 	h.run(PipelineInput{Config: appConfig})
 
-	require.Equal(t, StartEventResult{Event: EventRef{Pipeline: "app", Number: 3}}, startResult(t, byUpdate))
+	require.Equal(t, StartEventResult{Event: EventRef{Pipeline: "app", Number: 3}, Queue: "default"}, startResult(t, byUpdate))
 	var ids []string
 	for _, ev := range h.events {
 		ids = append(ids, ev.WorkflowID)
@@ -73,8 +73,8 @@ func TestPipelineUpdateAndSignalOfOneAdmission(t *testing.T) {
 
 	ev := func(n int) EventRef { return EventRef{Pipeline: "app", Number: n} }
 	require.Equal(t, StartEventsResult{Outcomes: []StartEventOutcome{
-		{Result: StartEventResult{Event: ev(1)}},
-		{Result: StartEventResult{Event: ev(2)}},
+		{Result: StartEventResult{Event: ev(1), Queue: "default"}},
+		{Result: StartEventResult{Event: ev(2), Queue: "default"}},
 	}}, startEventsResult(t, first))
 	require.Len(t, h.events, 2, "each admission started once")
 }

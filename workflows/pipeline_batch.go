@@ -65,6 +65,7 @@ func (p *pipelineRun) startEvents(ctx workflow.Context, req StartEventsRequest) 
 				out.Outcomes[i] = StartEventOutcome{Error: a.Error, Result: StartEventResult{Duplicate: a.Duplicate}}
 				if a.Event > 0 {
 					out.Outcomes[i].Result.Event = EventRef{Pipeline: p.cfg.Name, Number: a.Event}
+					out.Outcomes[i].Result.Queue = p.queueName()
 				}
 				continue
 			}

@@ -37,13 +37,13 @@ func TestPipelineStartEventsNumbersInOrder(t *testing.T) {
 	h.run(PipelineInput{Config: appConfig})
 
 	ev := func(n int) EventRef { return EventRef{Pipeline: "app", Number: n} }
-	require.Equal(t, StartEventResult{Event: ev(1)}, startResult(t, single))
+	require.Equal(t, StartEventResult{Event: ev(1), Queue: "default"}, startResult(t, single))
 	require.Equal(t, StartEventsResult{Outcomes: []StartEventOutcome{
-		{Result: StartEventResult{Event: ev(2)}},
+		{Result: StartEventResult{Event: ev(2), Queue: "default"}},
 		{Error: "a pr event needs a pull request number"},
 		{Result: StartEventResult{Event: ev(2), Duplicate: true}},
 		{Result: StartEventResult{Event: ev(1), Duplicate: true}},
-		{Result: StartEventResult{Event: ev(3)}},
+		{Result: StartEventResult{Event: ev(3), Queue: "default"}},
 	}}, startEventsResult(t, batch))
 	require.Equal(t, []string{"event/app/1", "event/app/2", "event/app/3"}, h.rec.children)
 	// Child workflows of one batch run concurrently in the test
@@ -111,8 +111,8 @@ func TestPipelineStartEventsStartFailureLiftsTheHold(t *testing.T) {
 
 	// Both were numbered: the answer does not wait for the workflows.
 	require.Equal(t, StartEventsResult{Outcomes: []StartEventOutcome{
-		{Result: StartEventResult{Event: EventRef{Pipeline: "app", Number: 1}}},
-		{Result: StartEventResult{Event: EventRef{Pipeline: "app", Number: 2}}},
+		{Result: StartEventResult{Event: EventRef{Pipeline: "app", Number: 1}, Queue: "default"}},
+		{Result: StartEventResult{Event: EventRef{Pipeline: "app", Number: 2}, Queue: "default"}},
 	}}, startEventsResult(t, batch))
 	require.Equal(t, []LaneMessage{grantMsg}, h.rec.laneMessages()[appBuild("test", 2).WorkflowID()])
 }

@@ -133,7 +133,7 @@ func TestPipelineStartEventNumbersEvents(t *testing.T) {
 	h.run(PipelineInput{Config: appConfig})
 
 	for i, res := range results {
-		require.Equal(t, StartEventResult{Event: EventRef{Pipeline: "app", Number: i + 1}}, startResult(t, res))
+		require.Equal(t, StartEventResult{Event: EventRef{Pipeline: "app", Number: i + 1}, Queue: "default"}, startResult(t, res))
 	}
 	require.Len(t, h.events, 3)
 	for i, ev := range h.events {
@@ -167,9 +167,9 @@ func TestPipelineDeduplicatesDeliveries(t *testing.T) {
 	h.run(PipelineInput{Config: appConfig})
 
 	ev1 := EventRef{Pipeline: "app", Number: 1}
-	require.Equal(t, StartEventResult{Event: ev1}, startResult(t, first))
+	require.Equal(t, StartEventResult{Event: ev1, Queue: "default"}, startResult(t, first))
 	require.Equal(t, StartEventResult{Event: ev1, Duplicate: true}, startResult(t, again))
-	require.Equal(t, StartEventResult{Event: EventRef{Pipeline: "app", Number: 2}}, startResult(t, other))
+	require.Equal(t, StartEventResult{Event: EventRef{Pipeline: "app", Number: 2}, Queue: "default"}, startResult(t, other))
 	require.Equal(t, StartEventResult{Event: ev1, Duplicate: true}, startResult(t, third))
 	require.Len(t, h.events, 2)
 }
@@ -569,7 +569,7 @@ func TestPipelineResumesFromState(t *testing.T) {
 	h.run(PipelineInput{Config: appConfig, State: state})
 
 	require.Equal(t, StartEventResult{Event: EventRef{Pipeline: "app", Number: 40}, Duplicate: true}, startResult(t, dup))
-	require.Equal(t, StartEventResult{Event: EventRef{Pipeline: "app", Number: 43}}, startResult(t, fresh))
+	require.Equal(t, StartEventResult{Event: EventRef{Pipeline: "app", Number: 43}, Queue: "default"}, startResult(t, fresh))
 	// The waiting build of the previous run is granted when the running one is done.
 	require.Equal(t, []LaneMessage{grantMsg}, h.rec.laneMessages()[test2.WorkflowID()])
 }
@@ -643,7 +643,7 @@ func TestPipelineEventStartFails(t *testing.T) {
 
 	require.True(t, failed.Accepted)
 	require.ErrorContains(t, failed.Err, "start event app/1")
-	require.Equal(t, StartEventResult{Event: EventRef{Pipeline: "app", Number: 2}}, startResult(t, ok))
+	require.Equal(t, StartEventResult{Event: EventRef{Pipeline: "app", Number: 2}, Queue: "default"}, startResult(t, ok))
 	require.Equal(t, []LaneMessage{grantMsg}, h.rec.laneMessages()[appBuild("test", 2).WorkflowID()])
 }
 
@@ -662,9 +662,9 @@ func TestPipelineForgetsOldDeliveries(t *testing.T) {
 	recent := h.startEvent(3*time.Minute, push(fmt.Sprintf("d-%d", maxDeliveries-1)))
 	h.deleteAt(time.Hour)
 	h.run(PipelineInput{Config: appConfig, State: state})
-	require.Equal(t, StartEventResult{Event: EventRef{Pipeline: "app", Number: maxDeliveries + 1}}, startResult(t, fresh))
+	require.Equal(t, StartEventResult{Event: EventRef{Pipeline: "app", Number: maxDeliveries + 1}, Queue: "default"}, startResult(t, fresh))
 	// The oldest delivery was forgotten to make room: it starts a new event.
-	require.Equal(t, StartEventResult{Event: EventRef{Pipeline: "app", Number: maxDeliveries + 2}}, startResult(t, oldest))
+	require.Equal(t, StartEventResult{Event: EventRef{Pipeline: "app", Number: maxDeliveries + 2}, Queue: "default"}, startResult(t, oldest))
 	require.Equal(t, StartEventResult{Event: EventRef{Pipeline: "app", Number: maxDeliveries}, Duplicate: true}, startResult(t, recent))
 }
 

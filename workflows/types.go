@@ -293,9 +293,10 @@ type StartEventResult struct {
 	Event EventRef `json:"event"`
 	// Duplicate is true when the webhook delivery was seen before.
 	Duplicate bool `json:"duplicate,omitempty"`
-	// Queue is the pipeline's default queue when the event started: the
-	// API warns from it, without a query of the (possibly busy) pipeline,
-	// when no executor ever served it. "": the start predates it.
+	// Queue is the pipeline's queue when the event started (the default
+	// queue's name when it names none): the API warns from it, without a
+	// query of the (possibly busy) pipeline, when no executor ever served
+	// it. "": the answer predates it.
 	Queue string `json:"queue,omitempty"`
 }
 
