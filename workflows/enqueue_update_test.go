@@ -1,13 +1,22 @@
 package workflows
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/sluice-ci/sluice/activities"
 )
 
 // Tests of the enqueue-by-update path: an event hands its builds to the
@@ -316,4 +325,239 @@ func TestLanesRestate(t *testing.T) {
 	got, ok := l.restate(j2)
 	require.True(t, ok)
 	require.Equal(t, grantFx(j2), got, "granted since: its grant")
+}
+
+// childOptions records the options of every child workflow a workflow
+// under test starts, by workflow ID (their search attributes and memo).
+type childOptions struct {
+	interceptor.WorkerInterceptorBase
+	mu   sync.Mutex
+	opts map[string]workflow.ChildWorkflowOptions
+}
+
+func (c *childOptions) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	return &childOptionsInbound{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}, c: c}
+}
+
+type childOptionsInbound struct {
+	interceptor.WorkflowInboundInterceptorBase
+	c *childOptions
+}
+
+func (i *childOptionsInbound) Init(out interceptor.WorkflowOutboundInterceptor) error {
+	return i.Next.Init(&childOptionsOutbound{WorkflowOutboundInterceptorBase: interceptor.WorkflowOutboundInterceptorBase{Next: out}, c: i.c})
+}
+
+type childOptionsOutbound struct {
+	interceptor.WorkflowOutboundInterceptorBase
+	c *childOptions
+}
+
+func (o *childOptionsOutbound) ExecuteChildWorkflow(ctx workflow.Context, typ string, args ...any) workflow.ChildWorkflowFuture {
+	opts := workflow.GetChildWorkflowOptions(ctx)
+	o.c.mu.Lock()
+	if o.c.opts == nil {
+		o.c.opts = map[string]workflow.ChildWorkflowOptions{}
+	}
+	o.c.opts[opts.WorkflowID] = opts
+	o.c.mu.Unlock()
+	return o.Next.ExecuteChildWorkflow(ctx, typ, args...)
+}
+
+func (c *childOptions) of(workflowID string) workflow.ChildWorkflowOptions {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.opts[workflowID]
+}
+
+// updateStandIn answers the event's UpdatePipeline local activity, as the
+// pipeline would (or fails it).
+type updateStandIn struct {
+	mu     sync.Mutex
+	calls  []activities.UpdatePipelineInput
+	arg    []EnqueueBatch
+	answer func(LaneRequest) []LaneMessage
+	err    error
+}
+
+func (u *updateStandIn) install(h *eventHarness) {
+	h.env.OnActivity(acts.UpdatePipeline, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.UpdatePipelineInput) (json.RawMessage, error) {
+			raw, err := json.Marshal(in.Arg)
+			if err != nil {
+				return nil, err
+			}
+			var batch EnqueueBatch
+			if err := json.Unmarshal(raw, &batch); err != nil {
+				return nil, err
+			}
+			u.mu.Lock()
+			defer u.mu.Unlock()
+			in.Arg = nil
+			u.calls, u.arg = append(u.calls, in), append(u.arg, batch)
+			if u.err != nil {
+				return nil, u.err
+			}
+			ans := EnqueueAnswer{Messages: map[string][]LaneMessage{}}
+			for _, r := range batch.Requests {
+				if msgs := u.answer(r); len(msgs) > 0 {
+					ans.Messages[r.Build.String()] = msgs
+				}
+			}
+			return json.Marshal(ans)
+		}).Maybe()
+}
+
+func withoutSync(b EnqueueBatch) EnqueueBatch {
+	b.Sync = nil
+	return b
+}
+
+// chainSpec: b runs after a.
+const chainSpec = `
+shared:
+  image: alpine
+  steps:
+    - run: ./run.sh
+jobs:
+  a: {requires: [~commit]}
+  b: {requires: [a]}
+`
+
+// TestEventEnqueueUpdateStartsBuildsWithTheLanesAnswer: with
+// EnqueueUpdate an event hands each batch to the lanes through the
+// UpdatePipeline local activity, before it starts the batch's builds, and
+// starts each with the lanes' answer: a build granted at once starts
+// dispatched (DispatchedAt, SADispatchedAt and the slot-wait memo at its
+// start). When the update fails, the builds start without an answer and
+// the batch goes by signal.
+func TestEventEnqueueUpdateStartsBuildsWithTheLanesAnswer(t *testing.T) {
+	t.Parallel()
+	blocked := LaneMessage{Kind: LaneStatus, Status: StatusBlocked, Code: WaitBlockedBy, Reason: "blocked by build app/a/0 of the same job"}
+	noUpdater := temporal.NewNonRetryableApplicationError("this worker sends no pipeline updates", activities.ErrTypeNoUpdater, nil)
+	tests := []struct {
+		name   string
+		answer []LaneMessage
+		err    error
+	}{
+		{name: "granted", answer: []LaneMessage{grantMsg}},
+		{name: "waiting", answer: []LaneMessage{blocked}},
+		{name: "update fails", err: noUpdater},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newEventHarness(t, chainSpec)
+			children := &childOptions{}
+			h.env.SetWorkerOptions(worker.Options{
+				Interceptors:             []interceptor.WorkerInterceptor{h.rec.interceptor(), children},
+				DeadlockDetectionTimeout: 10 * time.Second,
+			})
+			h.plans["a"] = buildPlan{status: StatusSuccess, laneRelease: true}
+			u := &updateStandIn{answer: func(LaneRequest) []LaneMessage { return tc.answer }, err: tc.err}
+			u.install(h)
+			in := eventInput(commitOnMain)
+			in.EnqueueUpdate = true
+			st := h.run(in)
+			require.Equal(t, StatusSuccess, st.Status, st.Reason)
+
+			a, b := h.runsOf("a"), h.runsOf("b")
+			require.Len(t, a, 1)
+			require.Len(t, b, 1)
+			ev := EventRef{Pipeline: "app", Number: 1}
+			// One update per batch, each with its own ID, whatever its fate.
+			require.Len(t, u.calls, 2)
+			for i, c := range u.calls {
+				require.Equal(t, activities.UpdatePipelineInput{
+					Pipeline: "app", Name: UpdateEnqueue, UpdateID: fmt.Sprintf("%s/enqueue/%d", ev, i+1),
+				}, c)
+			}
+			// The first batch carries the spec's sync of the main branch's
+			// commit, as a signalled one would.
+			require.NotNil(t, u.arg[0].Sync)
+			require.Equal(t, eventSHA, u.arg[0].Sync.SHA)
+			require.Equal(t, EnqueueBatch{Event: 1, Requests: []LaneRequest{a[0].Input.Lane}}, withoutSync(u.arg[0]))
+			signalled := h.rec.signalsTo(PipelineWorkflowID("app"), SignalEnqueue)
+			if tc.err != nil {
+				// The batches went by signal, their builds started without
+				// an answer.
+				require.Equal(t, EnqueueBatch{Event: 1, Done: []BuildRef{a[0].Input.Build}, Requests: []LaneRequest{b[0].Input.Lane}}, u.arg[1])
+				require.Len(t, signalled, 2)
+				require.Equal(t, u.arg[0], signalled[0], "the first batch goes by signal, sync included")
+				require.Equal(t, EnqueueBatch{Event: 1, Done: []BuildRef{a[0].Input.Build}, Requests: []LaneRequest{b[0].Input.Lane}}, signalled[1])
+				for _, r := range append(a, b...) {
+					require.Nil(t, r.Input.Initial, r.WorkflowID)
+					require.True(t, r.Input.DispatchedAt.IsZero(), r.WorkflowID)
+				}
+				return
+			}
+			// The second batch gives a's place back with b's request.
+			require.Equal(t, EnqueueBatch{Event: 1, Done: []BuildRef{a[0].Input.Build}, Requests: []LaneRequest{b[0].Input.Lane}}, u.arg[1])
+			require.Empty(t, signalled, "no batch goes by signal")
+			for _, r := range append(a, b...) {
+				require.Equal(t, tc.answer, r.Input.Initial, r.WorkflowID)
+				opts := children.of(r.WorkflowID)
+				dispatchedAt, hasSA := opts.TypedSearchAttributes.GetTime(SADispatchedAt)
+				if tc.answer[0].Kind != LaneGrant {
+					require.True(t, r.Input.DispatchedAt.IsZero(), r.WorkflowID)
+					require.False(t, hasSA, "%s starts waiting in its lane", r.WorkflowID)
+					require.Equal(t, map[string]any{MemoBuild: BuildSummary{Reason: laneWaitReason, WaitCode: WaitLaneOrder}}, opts.Memo)
+					continue
+				}
+				// Granted: it starts dispatched.
+				require.False(t, r.Input.DispatchedAt.IsZero(), r.WorkflowID)
+				require.False(t, r.Input.DispatchedAt.After(r.Start), "dispatched at %s, started at %s", r.Input.DispatchedAt, r.Start)
+				require.True(t, hasSA, "%s starts with %s", r.WorkflowID, SADispatchedAt.GetName())
+				require.True(t, r.Input.DispatchedAt.Equal(dispatchedAt))
+				status, _ := opts.TypedSearchAttributes.GetKeyword(SAStatus)
+				require.Equal(t, string(StatusQueued), status)
+				require.Equal(t, map[string]any{MemoBuild: BuildSummary{
+					Reason: slotWaitReason(r.Input.Queue), WaitCode: WaitSlotBusy, QueuedTime: r.Input.DispatchedAt,
+				}}, opts.Memo)
+			}
+		})
+	}
+}
+
+// TestEventEnqueueUpdateGivesBackThePlaceOfABuildThatNeverStarted: the
+// lanes took a build by update before its workflow started; when its
+// workflow cannot start, nobody else gives its place back, so the event
+// does (here in its result: EventState.LaneDone).
+func TestEventEnqueueUpdateGivesBackThePlaceOfABuildThatNeverStarted(t *testing.T) {
+	t.Parallel()
+	const oneJob = `
+shared:
+  image: alpine
+  steps:
+    - run: ./run.sh
+jobs:
+  a: {requires: [~commit]}
+`
+	for _, byUpdate := range []bool{true, false} {
+		t.Run(fmt.Sprintf("byUpdate=%v", byUpdate), func(t *testing.T) {
+			t.Parallel()
+			h := newEventHarness(t, oneJob)
+			h.env.OnWorkflow("BuildWorkflow", mock.Anything, mock.Anything).Return(
+				func(workflow.Context, BuildInput) (BuildState, error) {
+					return BuildState{}, testsuite.ErrMockStartChildWorkflowFailed
+				})
+			u := &updateStandIn{answer: func(LaneRequest) []LaneMessage { return []LaneMessage{grantMsg} }}
+			u.install(h)
+			in := eventInput(commitOnMain)
+			in.EnqueueUpdate = byUpdate
+			st := h.run(in)
+
+			a := BuildRef{Pipeline: "app", Job: "a", Event: 1}
+			require.Equal(t, StatusFailure, outcomeOf(t, st, "a").Status)
+			if !byUpdate {
+				// By signal, a build is handed over once it started: a
+				// build that never started was never in the lanes.
+				require.Empty(t, u.calls)
+				require.Empty(t, st.LaneDone)
+				return
+			}
+			require.Len(t, u.calls, 1)
+			require.Equal(t, []BuildRef{a}, st.LaneDone, "the event gives the lane place back")
+		})
+	}
 }
