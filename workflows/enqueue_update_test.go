@@ -561,3 +561,123 @@ jobs:
 		})
 	}
 }
+
+// upserts records a build's search attribute and memo upserts.
+type upserts struct {
+	mu    sync.Mutex
+	sas   []temporal.SearchAttributes
+	memos []map[string]any
+}
+
+func (u *upserts) install(env *testsuite.TestWorkflowEnvironment) {
+	env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		u.sas = append(u.sas, args.Get(0).(temporal.SearchAttributes))
+	}).Return(nil).Maybe()
+	env.OnUpsertMemo(mock.Anything).Run(func(args mock.Arguments) {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		u.memos = append(u.memos, args.Get(0).(map[string]any))
+	}).Return(nil).Maybe()
+}
+
+// dispatchedAt lists the SADispatchedAt values upserted.
+func (u *upserts) dispatchedAt() []time.Time {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var out []time.Time
+	for _, sa := range u.sas {
+		if v, ok := sa.GetTime(SADispatchedAt); ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func (u *upserts) memoCount() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.memos)
+}
+
+// TestBuildStartsDispatchedWithTheLanesGrant: a Lean build its event
+// started with the lanes' grant (BuildInput.Initial) dispatches at once,
+// without a signal; started with DispatchedAt, its first dispatch upserts
+// neither SADispatchedAt nor its memo (its start carried both) and its
+// QueuedTime is DispatchedAt. Without DispatchedAt it upserts them, as a
+// build granted by signal does.
+func TestBuildStartsDispatchedWithTheLanesGrant(t *testing.T) {
+	t.Parallel()
+	dispatched := wfT0.Add(-3 * time.Second) // when its event had the answer
+	for _, pre := range []bool{true, false} {
+		t.Run(fmt.Sprintf("dispatchedAt=%v", pre), func(t *testing.T) {
+			t.Parallel()
+			wantQueued := wfT0
+			if pre {
+				wantQueued = dispatched
+			}
+			u := &upserts{}
+			var checked bool
+			beforeClaim := func(h *buildHarness, in activities.RunBuildInput) {
+				checked = true
+				require.Equal(t, 1, in.Attempt)
+				require.True(t, wfT0.Equal(h.env.Now()), "dispatched at once, not at %s", h.env.Now())
+				st := query[BuildState](t, h.env, QueryBuild)
+				require.Equal(t, StatusQueued, st.Status)
+				require.Equal(t, slotWaitReason("gpu"), st.Reason)
+				require.Equal(t, WaitSlotBusy, st.WaitCode)
+				require.True(t, wantQueued.Equal(st.QueuedTime), "QueuedTime %s, want %s", st.QueuedTime, wantQueued)
+				if pre {
+					require.Empty(t, u.dispatchedAt(), "its start carried %s", SADispatchedAt.GetName())
+					require.Zero(t, u.memoCount(), "its start carried its memo")
+				} else {
+					require.Equal(t, []time.Time{wfT0}, u.dispatchedAt())
+					require.NotZero(t, u.memoCount())
+				}
+			}
+			h := newBuildHarness(t, attemptPlan{steps: []buildStep{beforeClaim, claimAs("exec-a")}, result: succeeded("exec-a")})
+			u.install(h.env)
+			in := buildInput()
+			in.Initial = []LaneMessage{grantMsg}
+			if pre {
+				in.DispatchedAt = dispatched
+			}
+			st := h.run(in)
+
+			require.True(t, checked, "RunBuild was scheduled")
+			require.Equal(t, StatusSuccess, st.Status)
+			require.True(t, wantQueued.Equal(st.QueuedTime), "QueuedTime %s", st.QueuedTime)
+			require.Len(t, h.infos, 1)
+			if pre {
+				require.Empty(t, u.dispatchedAt())
+			}
+			require.Empty(t, h.rec.signalsTo(PipelineWorkflowID("app"), SignalEnqueue))
+		})
+	}
+}
+
+// TestBuildTakesInitialMessagesBeforeSignals: the lanes' answer to its
+// event (BuildInput.Initial) is a build's first lane message; the grant
+// that comes later by signal dispatches it then (no DispatchedAt).
+func TestBuildTakesInitialMessagesBeforeSignals(t *testing.T) {
+	t.Parallel()
+	blocked := LaneMessage{Kind: LaneStatus, Status: StatusBlocked, Code: WaitBlockedBy, Reason: "blocked by build app/test/6 of the same job"}
+	h := newBuildHarness(t, attemptPlan{steps: []buildStep{claimAs("exec-a")}, result: succeeded("exec-a")})
+	u := &upserts{}
+	u.install(h.env)
+	at(h.env, time.Minute, func() {
+		st := query[BuildState](t, h.env, QueryBuild)
+		require.Equal(t, StatusBlocked, st.Status)
+		require.Equal(t, blocked.Reason, st.Reason)
+		require.Equal(t, WaitBlockedBy, st.WaitCode)
+	})
+	grantAt(h, 2*time.Minute)
+	in := buildInput()
+	in.Initial = []LaneMessage{blocked}
+	st := h.run(in)
+
+	require.Equal(t, StatusSuccess, st.Status)
+	require.True(t, wfT0.Add(2*time.Minute).Equal(st.QueuedTime), "QueuedTime %s", st.QueuedTime)
+	require.Equal(t, []time.Time{wfT0.Add(2 * time.Minute)}, u.dispatchedAt())
+}
