@@ -178,11 +178,15 @@ func TestPipelineResendsToABuildStillStarting(t *testing.T) {
 		wantSent []time.Duration
 		// wantHeld: the lanes still hold test/2 at the check.
 		wantHeld bool
+		// endsAt: test/2's end reaches the lanes then (0: at the end).
+		endsAt time.Duration
 	}{
 		{name: "by update, starting", byUpdate: true, failures: 2, wantSent: []time.Duration{freed, freed + resendAfter, freed + 2*resendAfter}, wantHeld: true},
 		// Its wait status, sent when it came, fails: it is dropped at once.
 		{name: "by signal", byUpdate: false, failures: 2, wantSent: []time.Duration{enqueued}},
 		{name: "by update, never started", byUpdate: true, failures: -1},
+		// Its end came before the resend: nothing is sent again.
+		{name: "by update, ended meanwhile", byUpdate: true, failures: -1, wantSent: []time.Duration{freed}, endsAt: freed + resendAfter/2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -198,6 +202,9 @@ func TestPipelineResendsToABuildStillStarting(t *testing.T) {
 				h.enqueue(enqueued, req)
 			}
 			h.done(freed, test1, StatusSuccess)
+			if tc.endsAt > 0 {
+				h.done(tc.endsAt, test2, StatusAborted)
+			}
 			// Past startGrace: whatever was to be resent was.
 			check := enqueued + startGrace + 30*time.Second
 			at(h.env, check, func() {
@@ -215,7 +222,7 @@ func TestPipelineResendsToABuildStillStarting(t *testing.T) {
 			h.run(PipelineInput{Config: appConfig})
 
 			sent := f.times()
-			if tc.failures >= 0 {
+			if tc.wantSent != nil {
 				var got []time.Duration
 				for _, s := range sent {
 					got = append(got, s.Sub(wfT0))
