@@ -688,3 +688,46 @@ func TestBuildTakesInitialMessagesBeforeSignals(t *testing.T) {
 	require.True(t, wfT0.Add(2*time.Minute).Equal(st.QueuedTime), "QueuedTime %s", st.QueuedTime)
 	require.Equal(t, []time.Time{wfT0.Add(2 * time.Minute)}, u.dispatchedAt())
 }
+
+// TestPipelineOutboxKeepsTheLanesOrder: a message to a build whose workflow
+// was still starting is sent again, and the lanes' later messages to that
+// build wait behind it: the build is never told to give way before it
+// heard of its grant (which made it end COLLAPSED without telling the lane
+// and stalled the job's lane for startGrace).
+func TestPipelineOutboxKeepsTheLanesOrder(t *testing.T) {
+	t.Parallel()
+	test1, test2, test3 := appBuild("test", 1), appBuild("test", 2), appBuild("test", 3)
+	h := newPipelineHarness(t)
+	var mu sync.Mutex
+	attempts := 0
+	var delivered []LaneMessage
+	h.rec.fail = func(workflowID, name string) error {
+		if workflowID != test2.WorkflowID() || name != SignalLane {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		attempts++
+		if attempts == 1 {
+			return &temporal.UnknownExternalWorkflowExecutionError{} // its workflow is starting
+		}
+		msgs := h.rec.laneMessages()[test2.WorkflowID()]
+		delivered = append(delivered, msgs[len(msgs)-1])
+		return nil
+	}
+	h.enqueueByUpdate(time.Minute, EnqueueBatch{Event: 1, Requests: []LaneRequest{lreqFor(test1)}})
+	h.signal(70*time.Second, SignalBuildStarted, BuildStarted{Build: test1})
+	h.enqueueByUpdate(2*time.Minute, EnqueueBatch{Event: 2, Requests: []LaneRequest{lreqFor(test2)}})
+	// test/1 ends: test/2's grant finds no workflow and waits 1 s; test/3
+	// arrives meanwhile, and the lane asks test/2 to give way.
+	h.done(2*time.Minute+10*time.Second, test1, StatusSuccess)
+	h.enqueueByUpdate(2*time.Minute+10*time.Second+500*time.Millisecond, EnqueueBatch{Event: 3, Requests: []LaneRequest{lreqFor(test3)}})
+	h.done(4*time.Minute, test2, StatusCollapsed)
+	h.done(5*time.Minute, test3, StatusSuccess)
+	h.deleteAt(6 * time.Minute)
+	h.run(PipelineInput{Config: appConfig})
+	require.Len(t, delivered, 2, "the grant, then the request to give way: %+v", delivered)
+	require.Equal(t, LaneGrant, delivered[0].Kind, "delivered to test/2 in the lanes' order: %+v", delivered)
+	require.NotEqual(t, LaneGrant, delivered[1].Kind)
+	require.Equal(t, 3, attempts, "one failed attempt, then each message once")
+}

@@ -65,7 +65,8 @@ const UpdateEnqueue = "enqueue-builds"
 // startGrace is how long after its batch reached the lanes by UpdateEnqueue
 // a build whose workflow cannot be signalled is taken to be starting (its
 // event starts it right after the answer): the signal is sent again after
-// resendAfter. Past it, the build is taken to be gone, as before.
+// resendAfter (see outbox). Past it, the build is taken to be gone, as
+// before.
 const (
 	startGrace  = time.Minute
 	resendAfter = time.Second
@@ -116,15 +117,21 @@ type pendingSignal struct {
 	// event: a signal to an event workflow (SignalPRSuperseded), not to a
 	// build's lane; its failure (the event ended) frees nothing.
 	event bool
-	// msg is the lane message sent (sent again when the build's workflow
-	// is still starting: LaneEntry.ByUpdate).
-	msg LaneMessage
+	// outbox: the signal is the first message of the build's outbox.
+	outbox bool
 }
 
-// resend is a lane message to send again at a time.
-type resend struct {
-	effect LaneEffect
-	at     time.Time
+// outbox holds the lane messages to one build whose workflow may still be
+// starting (LaneEntry.ByUpdate, within startGrace of its enqueue). They go
+// one at a time, in the order the lanes decided them: a message that finds
+// no workflow is sent again after resendAfter, and those behind it wait
+// for it (a collapse must never overtake the grant before it).
+type outbox struct {
+	build BuildRef
+	msgs  []LaneMessage
+	// inFlight: msgs[0] is being signalled; else it goes again at at.
+	inFlight bool
+	at       time.Time
 }
 
 type pipelineRun struct {
@@ -157,8 +164,8 @@ type pipelineRun struct {
 	// enqueueUpdate: this run starts events with EventInput.EnqueueUpdate
 	// (decided once by GetVersion).
 	enqueueUpdate bool
-	// resends are lane messages to builds whose workflows were starting.
-	resends []resend
+	// outboxes hold the messages to builds whose workflows may be starting.
+	outboxes []*outbox
 }
 
 // childEvent is a DoneInResult event of this run.
@@ -282,9 +289,9 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 	for {
 		now := workflow.Now(ctx)
 		wake := p.st.Lanes.NextWake(now)
-		for _, r := range p.resends {
-			if wake.IsZero() || r.at.Before(wake) {
-				wake = r.at
+		for _, o := range p.outboxes {
+			if !o.inFlight && (wake.IsZero() || o.at.Before(wake)) {
+				wake = o.at
 			}
 		}
 		if timer != nil && (timer.IsReady() || !wake.Equal(timerAt)) {
@@ -378,7 +385,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 			}
 			p.startQueue = append(p.startQueue, r)
 		}
-		effects = append(effects, p.dueResends(now)...)
+		p.sendDue(ctx, now)
 		effects = append(effects, p.st.Lanes.Evaluate(now)...)
 		p.send(ctx, effects)
 
@@ -431,7 +438,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 				drained = true
 			}
 			if enqueueCh.Len() == 0 && doneCh.Len() == 0 && syncCh.Len() == 0 && startCh.Len() == 0 && startedCh.Len() == 0 && admitCh.Len() == 0 &&
-				len(p.startQueue) == 0 && len(p.syncs) == 0 && p.launching == 0 && drained && len(p.children) == 0 && len(p.resends) == 0 {
+				len(p.startQueue) == 0 && len(p.syncs) == 0 && p.launching == 0 && drained && len(p.children) == 0 && len(p.outboxes) == 0 {
 				st := p.st
 				return workflow.NewContinueAsNewError(ctx, PipelineWorkflow, PipelineInput{Config: p.cfg, State: &st})
 			}
@@ -483,8 +490,83 @@ func (p *pipelineRun) handBack(ctx workflow.Context) {
 // flight when the run continues as new, and so a failed signal (the build
 // already ended) frees its place in the lane.
 func (p *pipelineRun) send(ctx workflow.Context, effects []LaneEffect) {
+	now := workflow.Now(ctx)
 	for _, e := range effects {
-		p.pending = append(p.pending, pendingSignal{build: e.Build, msg: e.Msg, f: workflow.SignalExternalWorkflow(ctx, e.Build.WorkflowID(), "", SignalLane, e.Msg)})
+		if o := p.outboxOf(e.Build); o != nil {
+			o.msgs = append(o.msgs, e.Msg)
+			continue
+		}
+		if en, _ := p.st.Lanes.find(e.Build); en != nil && en.ByUpdate && now.Sub(en.EnqueuedAt) < startGrace {
+			o := &outbox{build: e.Build, msgs: []LaneMessage{e.Msg}}
+			p.outboxes = append(p.outboxes, o)
+			p.sendFirst(ctx, o)
+			continue
+		}
+		p.pending = append(p.pending, pendingSignal{build: e.Build, f: workflow.SignalExternalWorkflow(ctx, e.Build.WorkflowID(), "", SignalLane, e.Msg)})
+	}
+}
+
+func (p *pipelineRun) outboxOf(b BuildRef) *outbox {
+	for _, o := range p.outboxes {
+		if o.build == b {
+			return o
+		}
+	}
+	return nil
+}
+
+// sendFirst signals the first message of o.
+func (p *pipelineRun) sendFirst(ctx workflow.Context, o *outbox) {
+	o.inFlight = true
+	p.pending = append(p.pending, pendingSignal{build: o.build, outbox: true,
+		f: workflow.SignalExternalWorkflow(ctx, o.build.WorkflowID(), "", SignalLane, o.msgs[0])})
+}
+
+// dropOutbox forgets o.
+func (p *pipelineRun) dropOutbox(o *outbox) {
+	p.outboxes = slices.DeleteFunc(p.outboxes, func(x *outbox) bool { return x == o })
+}
+
+// sent takes the outcome of the first message of o: the next goes when it
+// was delivered; when no workflow took it, it goes again after resendAfter
+// while the lanes hold the build within startGrace, else the build is gone
+// (the effects of its leaving the lanes are returned). next collects the
+// outboxes whose next message is to be sent.
+func (p *pipelineRun) sent(ctx workflow.Context, o *outbox, err error, now time.Time, next *[]*outbox) []LaneEffect {
+	o.inFlight = false
+	var gone *temporal.UnknownExternalWorkflowExecutionError
+	if err == nil || !errors.As(err, &gone) {
+		if err != nil {
+			workflow.GetLogger(ctx).Info("lane_signal_failed", "build", o.build.String(), "error", err)
+		}
+		o.msgs = o.msgs[1:]
+		if len(o.msgs) == 0 {
+			p.dropOutbox(o)
+		} else {
+			*next = append(*next, o)
+		}
+		return nil
+	}
+	if en, _ := p.st.Lanes.find(o.build); en != nil && now.Sub(en.EnqueuedAt) < startGrace {
+		o.at = now.Add(resendAfter)
+		return nil
+	}
+	workflow.GetLogger(ctx).Info("lane_signal_failed", "build", o.build.String(), "error", err)
+	p.dropOutbox(o)
+	return p.st.Lanes.Done(o.build, now)
+}
+
+// sendDue sends again the first message of each outbox whose wait ended;
+// an outbox whose build left the lanes is dropped.
+func (p *pipelineRun) sendDue(ctx workflow.Context, now time.Time) {
+	for _, o := range slices.Clone(p.outboxes) {
+		switch en, _ := p.st.Lanes.find(o.build); {
+		case o.inFlight || o.at.After(now):
+		case en == nil:
+			p.dropOutbox(o)
+		default:
+			p.sendFirst(ctx, o)
+		}
 	}
 }
 
@@ -492,10 +574,17 @@ func (p *pipelineRun) send(ctx workflow.Context, effects []LaneEffect) {
 // have ended, so the lanes forget them.
 func (p *pipelineRun) reap(ctx workflow.Context, now time.Time) []LaneEffect {
 	var effects []LaneEffect
+	var next []*outbox
 	kept := p.pending[:0]
 	for _, ps := range p.pending {
 		if !ps.f.IsReady() {
 			kept = append(kept, ps)
+			continue
+		}
+		if ps.outbox {
+			if o := p.outboxOf(ps.build); o != nil {
+				effects = append(effects, p.sent(ctx, o, ps.f.Get(ctx, nil), now, &next)...)
+			}
 			continue
 		}
 		if err := ps.f.Get(ctx, nil); err != nil && ps.event {
@@ -504,17 +593,14 @@ func (p *pipelineRun) reap(ctx workflow.Context, now time.Time) []LaneEffect {
 			workflow.GetLogger(ctx).Info("lane_signal_failed", "build", ps.build.String(), "error", err)
 			var gone *temporal.UnknownExternalWorkflowExecutionError
 			if p.legacy || errors.As(err, &gone) {
-				if en, _ := p.st.Lanes.find(ps.build); en != nil && en.ByUpdate && now.Sub(en.EnqueuedAt) < startGrace {
-					// Its event starts its workflow right after the
-					// lanes' answer: tell it again shortly.
-					p.resends = append(p.resends, resend{effect: LaneEffect{Build: ps.build, Msg: ps.msg}, at: now.Add(resendAfter)})
-					continue
-				}
 				effects = append(effects, p.st.Lanes.Done(ps.build, now)...)
 			}
 		}
 	}
 	p.pending = kept
+	for _, o := range next {
+		p.sendFirst(ctx, o)
+	}
 	return effects
 }
 
@@ -897,24 +983,6 @@ func (p *pipelineRun) addRequests(ctx workflow.Context, batch EnqueueBatch, now 
 		}
 	}
 	return effects
-}
-
-// dueResends are the lane messages to send again now, to builds the lanes
-// still hold.
-func (p *pipelineRun) dueResends(now time.Time) []LaneEffect {
-	var out []LaneEffect
-	kept := p.resends[:0]
-	for _, r := range p.resends {
-		switch en, _ := p.st.Lanes.find(r.effect.Build); {
-		case en == nil:
-		case r.at.After(now):
-			kept = append(kept, r)
-		default:
-			out = append(out, r.effect)
-		}
-	}
-	p.resends = kept
-	return out
 }
 
 // enqueueByUpdate is UpdateEnqueue: the batch is applied as the main loop

@@ -924,7 +924,7 @@ func TestPipelineRunFieldsCarriedOrDrained(t *testing.T) {
 		"resultDone":          "fixed per run from its history (GetVersion)",
 		"children":            "continue-as-new waits until each ended or was handed back (SignalHandBack)",
 		"enqueueUpdate":       "fixed per run from its history (GetVersion)",
-		"resends":             "continue-as-new waits until none is left (the condition checks it)",
+		"outboxes":            "continue-as-new waits until none is left (the condition checks it)",
 	}
 	typ := reflect.TypeFor[pipelineRun]()
 	for i := range typ.NumField() {
