@@ -518,8 +518,10 @@ func (p *pipelineRun) outboxOf(b BuildRef) *outbox {
 // sendFirst signals the first message of o.
 func (p *pipelineRun) sendFirst(ctx workflow.Context, o *outbox) {
 	o.inFlight = true
-	p.pending = append(p.pending, pendingSignal{build: o.build, outbox: true,
-		f: workflow.SignalExternalWorkflow(ctx, o.build.WorkflowID(), "", SignalLane, o.msgs[0])})
+	p.pending = append(p.pending, pendingSignal{
+		build: o.build, outbox: true,
+		f: workflow.SignalExternalWorkflow(ctx, o.build.WorkflowID(), "", SignalLane, o.msgs[0]),
+	})
 }
 
 // dropOutbox forgets o.
