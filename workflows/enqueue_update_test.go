@@ -731,3 +731,44 @@ func TestPipelineOutboxKeepsTheLanesOrder(t *testing.T) {
 	require.NotEqual(t, LaneGrant, delivered[1].Kind)
 	require.Equal(t, 3, attempts, "one failed attempt, then each message once")
 }
+
+// TestPipelineResendsACollapseToABuildStillStarting: a newer build
+// collapses a waiting one, which the lanes drop at once; when the
+// collapsed build's workflow did not exist yet, the collapse is sent again
+// until it arrives (it was lost: the build waited for its lane forever,
+// and its event never ended — the collapse storm of `make bench` found it).
+func TestPipelineResendsACollapseToABuildStillStarting(t *testing.T) {
+	t.Parallel()
+	test1, test2, test3 := appBuild("test", 1), appBuild("test", 2), appBuild("test", 3)
+	h := newPipelineHarness(t)
+	var mu sync.Mutex
+	attempts := 0
+	var delivered []LaneMessage
+	h.rec.fail = func(workflowID, name string) error {
+		if workflowID != test2.WorkflowID() || name != SignalLane {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		attempts++
+		if attempts <= 2 {
+			return &temporal.UnknownExternalWorkflowExecutionError{} // its workflow is starting
+		}
+		msgs := h.rec.laneMessages()[test2.WorkflowID()]
+		delivered = append(delivered, msgs[len(msgs)-1])
+		return nil
+	}
+	h.enqueueByUpdate(time.Minute, EnqueueBatch{Event: 1, Requests: []LaneRequest{lreqFor(test1)}})
+	h.signal(70*time.Second, SignalBuildStarted, BuildStarted{Build: test1})
+	second := h.enqueueByUpdate(2*time.Minute, EnqueueBatch{Event: 2, Requests: []LaneRequest{lreqFor(test2)}})
+	h.enqueueByUpdate(2*time.Minute+time.Second, EnqueueBatch{Event: 3, Requests: []LaneRequest{lreqFor(test3)}})
+	// test/1 ends: test/3 is granted and test/2, waiting, collapses into it.
+	h.done(2*time.Minute+10*time.Second, test1, StatusSuccess)
+	h.done(4*time.Minute, test3, StatusSuccess)
+	h.deleteAt(6 * time.Minute)
+	h.run(PipelineInput{Config: appConfig})
+	require.NotEqual(t, LaneGrant, enqueueAnswer(t, second).Messages[test2.String()][0].Kind, "test/2 waits behind test/1")
+	require.Len(t, delivered, 1, "the collapse reaches test/2 once its workflow exists: %+v", delivered)
+	require.Equal(t, LaneCollapse, delivered[0].Kind)
+	require.Equal(t, 3, attempts, "two attempts found no workflow, the third delivered")
+}

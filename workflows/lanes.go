@@ -99,7 +99,7 @@ type LaneEntry struct {
 	// ByUpdate is set on a build whose event handed it over by
 	// UpdateEnqueue: its workflow starts after the lanes answered, so a
 	// signal that finds no workflow for it soon after is sent again
-	// (startGrace) rather than taken for its end.
+	// (startGrace, PipelineState.Starting) rather than taken for its end.
 	ByUpdate bool `json:"by_update,omitempty"`
 }
 

@@ -124,14 +124,19 @@ type pendingSignal struct {
 // outbox holds the lane messages to one build whose workflow may still be
 // starting (LaneEntry.ByUpdate, within startGrace of its enqueue). They go
 // one at a time, in the order the lanes decided them: a message that finds
-// no workflow is sent again after resendAfter, and those behind it wait
-// for it (a collapse must never overtake the grant before it).
+// no workflow is sent again after resendAfter until the grace ends, even
+// when the lanes no longer hold the build (a collapse drops a waiting
+// build at once, and the build must still hear of it), and those behind it
+// wait for it (a collapse must never overtake the grant before it). The
+// outbox is dropped when the lanes hear of the build's end.
 type outbox struct {
 	build BuildRef
 	msgs  []LaneMessage
 	// inFlight: msgs[0] is being signalled; else it goes again at at.
 	inFlight bool
 	at       time.Time
+	// until is the end of the build's grace (its enqueue + startGrace).
+	until time.Time
 }
 
 type pipelineRun struct {
@@ -342,13 +347,13 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 			if !doneCh.ReceiveAsync(&d) {
 				break
 			}
-			p.st.Lanes.Remove(d.Build)
+			p.ended(d.Build)
 		}
 		// Builds whose event tells of their end (Slim), as if they had
 		// signalled it themselves.
 		for _, batch := range batches {
 			for _, b := range batch.Done {
-				p.st.Lanes.Remove(b)
+				p.ended(b)
 			}
 		}
 		p.reapChildren(ctx)
@@ -456,7 +461,7 @@ func (p *pipelineRun) reapChildren(ctx workflow.Context) {
 			var st EventState
 			if err := c.fut.Get(ctx, &st); err == nil {
 				for _, b := range st.LaneDone {
-					p.st.Lanes.Remove(b)
+					p.ended(b)
 				}
 			}
 			continue
@@ -496,8 +501,8 @@ func (p *pipelineRun) send(ctx workflow.Context, effects []LaneEffect) {
 			o.msgs = append(o.msgs, e.Msg)
 			continue
 		}
-		if en, _ := p.st.Lanes.find(e.Build); en != nil && en.ByUpdate && now.Sub(en.EnqueuedAt) < startGrace {
-			o := &outbox{build: e.Build, msgs: []LaneMessage{e.Msg}}
+		if until, ok := p.starting(e.Build, now); ok {
+			o := &outbox{build: e.Build, msgs: []LaneMessage{e.Msg}, until: until}
 			p.outboxes = append(p.outboxes, o)
 			p.sendFirst(ctx, o)
 			continue
@@ -529,11 +534,33 @@ func (p *pipelineRun) dropOutbox(o *outbox) {
 	p.outboxes = slices.DeleteFunc(p.outboxes, func(x *outbox) bool { return x == o })
 }
 
+// ended forgets a build whose end the lanes heard of, and its outbox:
+// nothing it was to be told matters any more.
+func (p *pipelineRun) ended(b BuildRef) {
+	p.st.Lanes.Remove(b)
+	if o := p.outboxOf(b); o != nil {
+		p.dropOutbox(o)
+	}
+	p.st.Starting = slices.DeleteFunc(p.st.Starting, func(s StartingBuild) bool { return s.Build == b })
+}
+
+// starting reports whether build b may still be starting at now (and
+// until when), forgetting the builds whose grace ended.
+func (p *pipelineRun) starting(b BuildRef, now time.Time) (time.Time, bool) {
+	p.st.Starting = slices.DeleteFunc(p.st.Starting, func(s StartingBuild) bool { return !now.Before(s.Until) })
+	for _, s := range p.st.Starting {
+		if s.Build == b {
+			return s.Until, true
+		}
+	}
+	return time.Time{}, false
+}
+
 // sent takes the outcome of the first message of o: the next goes when it
 // was delivered; when no workflow took it, it goes again after resendAfter
-// while the lanes hold the build within startGrace, else the build is gone
-// (the effects of its leaving the lanes are returned). next collects the
-// outboxes whose next message is to be sent.
+// within the build's grace, else the build is gone (the effects of its
+// leaving the lanes are returned). next collects the outboxes whose next
+// message is to be sent.
 func (p *pipelineRun) sent(ctx workflow.Context, o *outbox, err error, now time.Time, next *[]*outbox) []LaneEffect {
 	o.inFlight = false
 	var gone *temporal.UnknownExternalWorkflowExecutionError
@@ -549,7 +576,7 @@ func (p *pipelineRun) sent(ctx workflow.Context, o *outbox, err error, now time.
 		}
 		return nil
 	}
-	if en, _ := p.st.Lanes.find(o.build); en != nil && now.Sub(en.EnqueuedAt) < startGrace {
+	if now.Before(o.until) {
 		o.at = now.Add(resendAfter)
 		return nil
 	}
@@ -558,15 +585,10 @@ func (p *pipelineRun) sent(ctx workflow.Context, o *outbox, err error, now time.
 	return p.st.Lanes.Done(o.build, now)
 }
 
-// sendDue sends again the first message of each outbox whose wait ended;
-// an outbox whose build left the lanes is dropped.
+// sendDue sends again the first message of each outbox whose wait ended.
 func (p *pipelineRun) sendDue(ctx workflow.Context, now time.Time) {
-	for _, o := range slices.Clone(p.outboxes) {
-		switch en, _ := p.st.Lanes.find(o.build); {
-		case o.inFlight || o.at.After(now):
-		case en == nil:
-			p.dropOutbox(o)
-		default:
+	for _, o := range p.outboxes {
+		if !o.inFlight && !o.at.After(now) {
 			p.sendFirst(ctx, o)
 		}
 	}
@@ -975,6 +997,7 @@ func (p *pipelineRun) addRequests(ctx workflow.Context, batch EnqueueBatch, now 
 			if byUpdate {
 				en, _ := p.st.Lanes.find(req.Build)
 				en.ByUpdate = true
+				p.st.Starting = append(p.st.Starting, StartingBuild{Build: req.Build, Until: now.Add(startGrace)})
 			}
 			continue
 		}
@@ -993,7 +1016,7 @@ func (p *pipelineRun) addRequests(ctx workflow.Context, batch EnqueueBatch, now 
 func (p *pipelineRun) enqueueByUpdate(ctx workflow.Context, batch EnqueueBatch) (EnqueueAnswer, error) {
 	now := workflow.Now(ctx)
 	for _, b := range batch.Done {
-		p.st.Lanes.Remove(b)
+		p.ended(b)
 	}
 	if batch.Sync != nil {
 		p.syncs = append(p.syncs, *batch.Sync)

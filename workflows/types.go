@@ -189,6 +189,12 @@ type PipelineState struct {
 	// Admissions are the last starts admitted by SignalAdmitEvents, with
 	// their outcomes (QueryAdmissions).
 	Admissions []AdmissionSeen `json:"admissions,omitempty"`
+	// Starting are the builds handed to the lanes by UpdateEnqueue whose
+	// workflows may not exist yet, until when a lane message that finds no
+	// workflow for one goes again (their outboxes): kept even once the
+	// lanes dropped the build (a collapse of a waiting build), until the
+	// lanes hear of its end or the grace ends.
+	Starting []StartingBuild `json:"starting,omitempty"`
 	// Subscriptions are the remote jobs this pipeline's spec requires.
 	Subscriptions []string `json:"subscriptions,omitempty"`
 	// Periodic maps periodic jobs to their expanded cron.
@@ -332,6 +338,13 @@ type EnqueueBatch struct {
 	// its next batch (or a batch of its own when no build starts then)
 	// instead of each build sending SignalBuildDone and waiting for it.
 	Done []BuildRef `json:"done,omitempty"`
+}
+
+// StartingBuild is a build handed over by UpdateEnqueue, and the end of its
+// grace (its enqueue + startGrace).
+type StartingBuild struct {
+	Build BuildRef  `json:"build"`
+	Until time.Time `json:"until"`
 }
 
 // EnqueueAnswer is UpdateEnqueue's answer: the lanes' messages to the

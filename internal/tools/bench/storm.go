@@ -88,6 +88,7 @@ func runStorm(ctx context.Context, b *bench) (string, error) {
 	b.progress("collapse_storm: %d pushes sent in %s, answered by %s; waiting for the events", n, sent.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	res, err := waitEvents(ctx, s.Client, ids)
 	if err != nil {
+		b.progress("collapse_storm: %v; the pipeline's lanes: %s", err, lanesOf(ctx, s, "storm"))
 		return "", err
 	}
 	counts := map[workflows.Status]int{}
@@ -167,4 +168,24 @@ func pushPayload(dir, before, sha string) map[string]any {
 		"commits":     []any{commit},
 		"head_commit": commit,
 	}
+}
+
+// lanesOf is pipeline's lanes as JSON, for a figure that timed out (ctx
+// may have ended: the read gets 10 s of its own).
+func lanesOf(ctx context.Context, s *stack, pipeline string) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	v, err := s.Client.QueryWorkflow(ctx, workflows.PipelineWorkflowID(pipeline), "", workflows.QueryPipeline)
+	if err != nil {
+		return err.Error()
+	}
+	var info workflows.PipelineInfo
+	if err := v.Get(&info); err != nil {
+		return err.Error()
+	}
+	out, err := json.Marshal(info.Lanes)
+	if err != nil {
+		return err.Error()
+	}
+	return string(out)
 }
