@@ -15,8 +15,10 @@ import (
 // deployment runs the old code, record the histories again. Files without a
 // prefix come from the first release's code, v2_* from the code after the
 // pull-request lanes and ordering rules, v3_* from lean events and builds
-// (versioned by their input) and admission by signal; all must keep
-// replaying.
+// (versioned by their input) and admission by signal, v4_* from Slim
+// builds and lane places in events' results, v5_* from builds handed to
+// the lanes by the enqueue-builds update and started with the lanes'
+// answer; all must keep replaying.
 func TestReplayRecordedHistories(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob(filepath.Join("testdata", "histories", "*.json"))
