@@ -1,6 +1,7 @@
 package workers
 
 import (
+	"cmp"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -36,21 +37,13 @@ func funcName(fn any) string {
 func (r *fakeRegistry) RegisterWorkflow(w any) { r.workflows = append(r.workflows, funcName(w)) }
 
 func (r *fakeRegistry) RegisterWorkflowWithOptions(w any, o workflow.RegisterOptions) {
-	name := o.Name
-	if name == "" {
-		name = funcName(w)
-	}
-	r.workflows = append(r.workflows, name)
+	r.workflows = append(r.workflows, cmp.Or(o.Name, funcName(w)))
 }
 
 func (r *fakeRegistry) RegisterActivity(a any) { r.activities = append(r.activities, funcName(a)) }
 
 func (r *fakeRegistry) RegisterActivityWithOptions(a any, o activity.RegisterOptions) {
-	name := o.Name
-	if name == "" {
-		name = funcName(a)
-	}
-	r.activities = append(r.activities, name)
+	r.activities = append(r.activities, cmp.Or(o.Name, funcName(a)))
 }
 
 // localActivities lists the activities the workflows package calls as

@@ -10,10 +10,8 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sluice-ci/sluice/activities"
@@ -334,49 +332,6 @@ func TestLanesRestate(t *testing.T) {
 	require.Equal(t, grantFx(j2), got, "granted since: its grant")
 }
 
-// childOptions records the options of every child workflow a workflow
-// under test starts, by workflow ID (their search attributes and memo).
-type childOptions struct {
-	interceptor.WorkerInterceptorBase
-	mu   sync.Mutex
-	opts map[string]workflow.ChildWorkflowOptions
-}
-
-func (c *childOptions) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
-	return &childOptionsInbound{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}, c: c}
-}
-
-type childOptionsInbound struct {
-	interceptor.WorkflowInboundInterceptorBase
-	c *childOptions
-}
-
-func (i *childOptionsInbound) Init(out interceptor.WorkflowOutboundInterceptor) error {
-	return i.Next.Init(&childOptionsOutbound{WorkflowOutboundInterceptorBase: interceptor.WorkflowOutboundInterceptorBase{Next: out}, c: i.c})
-}
-
-type childOptionsOutbound struct {
-	interceptor.WorkflowOutboundInterceptorBase
-	c *childOptions
-}
-
-func (o *childOptionsOutbound) ExecuteChildWorkflow(ctx workflow.Context, typ string, args ...any) workflow.ChildWorkflowFuture {
-	opts := workflow.GetChildWorkflowOptions(ctx)
-	o.c.mu.Lock()
-	if o.c.opts == nil {
-		o.c.opts = map[string]workflow.ChildWorkflowOptions{}
-	}
-	o.c.opts[opts.WorkflowID] = opts
-	o.c.mu.Unlock()
-	return o.Next.ExecuteChildWorkflow(ctx, typ, args...)
-}
-
-func (c *childOptions) of(workflowID string) workflow.ChildWorkflowOptions {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.opts[workflowID]
-}
-
 // updateStandIn answers the event's UpdatePipeline local activity, as the
 // pipeline would (or fails it).
 type updateStandIn struct {
@@ -455,11 +410,6 @@ func TestEventEnqueueUpdateStartsBuildsWithTheLanesAnswer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			h := newEventHarness(t, chainSpec)
-			children := &childOptions{}
-			h.env.SetWorkerOptions(worker.Options{
-				Interceptors:             []interceptor.WorkerInterceptor{h.rec.interceptor(), children},
-				DeadlockDetectionTimeout: 10 * time.Second,
-			})
 			h.plans["a"] = buildPlan{status: StatusSuccess, laneRelease: true}
 			u := &updateStandIn{answer: func(LaneRequest) []LaneMessage { return tc.answer }, err: tc.err}
 			u.install(h)
@@ -503,7 +453,7 @@ func TestEventEnqueueUpdateStartsBuildsWithTheLanesAnswer(t *testing.T) {
 			require.Empty(t, signalled, "no batch goes by signal")
 			for _, r := range append(a, b...) {
 				require.Equal(t, tc.answer, r.Input.Initial, r.WorkflowID)
-				opts := children.of(r.WorkflowID)
+				opts := h.rec.childOptions(r.WorkflowID)
 				dispatchedAt, hasSA := opts.TypedSearchAttributes.GetTime(SADispatchedAt)
 				if tc.answer[0].Kind != LaneGrant {
 					require.True(t, r.Input.DispatchedAt.IsZero(), r.WorkflowID)
@@ -696,28 +646,7 @@ func TestBuildTakesInitialMessagesBeforeSignals(t *testing.T) {
 // and stalled the job's lane for startGrace).
 func TestPipelineOutboxKeepsTheLanesOrder(t *testing.T) {
 	t.Parallel()
-	test1, test2, test3 := appBuild("test", 1), appBuild("test", 2), appBuild("test", 3)
-	h := newPipelineHarness(t)
-	var mu sync.Mutex
-	attempts := 0
-	var delivered []LaneMessage
-	h.rec.fail = func(workflowID, name string) error {
-		if workflowID != test2.WorkflowID() || name != SignalLane {
-			return nil
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		attempts++
-		if attempts == 1 {
-			return &temporal.UnknownExternalWorkflowExecutionError{} // its workflow is starting
-		}
-		msgs := h.rec.laneMessages()[test2.WorkflowID()]
-		delivered = append(delivered, msgs[len(msgs)-1])
-		return nil
-	}
-	h.enqueueByUpdate(time.Minute, EnqueueBatch{Event: 1, Requests: []LaneRequest{lreqFor(test1)}})
-	h.signal(70*time.Second, SignalBuildStarted, BuildStarted{Build: test1})
-	h.enqueueByUpdate(2*time.Minute, EnqueueBatch{Event: 2, Requests: []LaneRequest{lreqFor(test2)}})
+	h, w, test1, test2, test3, _ := behindARunningBuild(t, 1)
 	// test/1 ends: test/2's grant finds no workflow and waits 1 s; test/3
 	// arrives meanwhile, and the lane asks test/2 to give way.
 	h.done(2*time.Minute+10*time.Second, test1, StatusSuccess)
@@ -726,6 +655,7 @@ func TestPipelineOutboxKeepsTheLanesOrder(t *testing.T) {
 	h.done(5*time.Minute, test3, StatusSuccess)
 	h.deleteAt(6 * time.Minute)
 	h.run(PipelineInput{Config: appConfig})
+	delivered, attempts := w.result()
 	require.Len(t, delivered, 2, "the grant, then the request to give way: %+v", delivered)
 	require.Equal(t, LaneGrant, delivered[0].Kind, "delivered to test/2 in the lanes' order: %+v", delivered)
 	require.NotEqual(t, LaneGrant, delivered[1].Kind)
@@ -739,36 +669,67 @@ func TestPipelineOutboxKeepsTheLanesOrder(t *testing.T) {
 // and its event never ended — the collapse storm of `make bench` found it).
 func TestPipelineResendsACollapseToABuildStillStarting(t *testing.T) {
 	t.Parallel()
-	test1, test2, test3 := appBuild("test", 1), appBuild("test", 2), appBuild("test", 3)
-	h := newPipelineHarness(t)
-	var mu sync.Mutex
-	attempts := 0
-	var delivered []LaneMessage
-	h.rec.fail = func(workflowID, name string) error {
-		if workflowID != test2.WorkflowID() || name != SignalLane {
-			return nil
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		attempts++
-		if attempts <= 2 {
-			return &temporal.UnknownExternalWorkflowExecutionError{} // its workflow is starting
-		}
-		msgs := h.rec.laneMessages()[test2.WorkflowID()]
-		delivered = append(delivered, msgs[len(msgs)-1])
-		return nil
-	}
-	h.enqueueByUpdate(time.Minute, EnqueueBatch{Event: 1, Requests: []LaneRequest{lreqFor(test1)}})
-	h.signal(70*time.Second, SignalBuildStarted, BuildStarted{Build: test1})
-	second := h.enqueueByUpdate(2*time.Minute, EnqueueBatch{Event: 2, Requests: []LaneRequest{lreqFor(test2)}})
+	h, w, test1, test2, test3, second := behindARunningBuild(t, 2)
 	h.enqueueByUpdate(2*time.Minute+time.Second, EnqueueBatch{Event: 3, Requests: []LaneRequest{lreqFor(test3)}})
 	// test/1 ends: test/3 is granted and test/2, waiting, collapses into it.
 	h.done(2*time.Minute+10*time.Second, test1, StatusSuccess)
 	h.done(4*time.Minute, test3, StatusSuccess)
 	h.deleteAt(6 * time.Minute)
 	h.run(PipelineInput{Config: appConfig})
+	delivered, attempts := w.result()
 	require.NotEqual(t, LaneGrant, enqueueAnswer(t, second).Messages[test2.String()][0].Kind, "test/2 waits behind test/1")
 	require.Len(t, delivered, 1, "the collapse reaches test/2 once its workflow exists: %+v", delivered)
 	require.Equal(t, LaneCollapse, delivered[0].Kind)
 	require.Equal(t, 3, attempts, "two attempts found no workflow, the third delivered")
+}
+
+// behindARunningBuild: test/1 is granted (by update) and runs from 1m10s;
+// test/2 is handed over at 2m and waits behind it, its first missing lane
+// signals finding no workflow (startingWorkflow). test/3 is for the test.
+func behindARunningBuild(t *testing.T, missing int) (h *pipelineHarness, w *startingBuildWorkflow, test1, test2, test3 BuildRef, second *updateResult) {
+	t.Helper()
+	test1, test2, test3 = appBuild("test", 1), appBuild("test", 2), appBuild("test", 3)
+	h = newPipelineHarness(t)
+	w = startingWorkflow(h, test2, missing)
+	h.enqueueByUpdate(time.Minute, EnqueueBatch{Event: 1, Requests: []LaneRequest{lreqFor(test1)}})
+	h.signal(70*time.Second, SignalBuildStarted, BuildStarted{Build: test1})
+	second = h.enqueueByUpdate(2*time.Minute, EnqueueBatch{Event: 2, Requests: []LaneRequest{lreqFor(test2)}})
+	return h, w, test1, test2, test3, second
+}
+
+// startingBuildWorkflow counts the lane signals to one build and records
+// those delivered (startingWorkflow).
+type startingBuildWorkflow struct {
+	mu        sync.Mutex
+	attempts  int
+	delivered []LaneMessage
+}
+
+// startingWorkflow makes the lane signals to build b find no workflow the
+// first missing times (it is starting), then records the messages
+// delivered to it.
+func startingWorkflow(h *pipelineHarness, b BuildRef, missing int) *startingBuildWorkflow {
+	w := &startingBuildWorkflow{}
+	h.rec.fail = func(workflowID, name string) error {
+		if workflowID != b.WorkflowID() || name != SignalLane {
+			return nil
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.attempts++
+		if w.attempts <= missing {
+			return &temporal.UnknownExternalWorkflowExecutionError{}
+		}
+		msgs := h.rec.laneMessages()[b.WorkflowID()]
+		w.delivered = append(w.delivered, msgs[len(msgs)-1])
+		return nil
+	}
+	return w
+}
+
+// result is what the build received, and how many signals were tried.
+func (w *startingBuildWorkflow) result() ([]LaneMessage, int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.delivered, w.attempts
 }

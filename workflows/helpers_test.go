@@ -62,6 +62,8 @@ type recorder struct {
 	signals  []sentSignal
 	actOpts  map[string][]workflow.ActivityOptions
 	children []string
+	// childOpts are the options of each child started, by workflow ID.
+	childOpts map[string]workflow.ChildWorkflowOptions
 	// issued are the external signals the workflow issued, including
 	// those the test environment delivers to its own child workflows
 	// (which never reach the SignalExternalWorkflow mock).
@@ -223,10 +225,23 @@ func (r *recorder) issuedTo(workflowID, name string) []any {
 }
 
 func (o *recordingOutbound) ExecuteChildWorkflow(ctx workflow.Context, childWorkflowType string, args ...any) workflow.ChildWorkflowFuture {
+	opts := workflow.GetChildWorkflowOptions(ctx)
 	o.rec.mu.Lock()
-	o.rec.children = append(o.rec.children, workflow.GetChildWorkflowOptions(ctx).WorkflowID)
+	o.rec.children = append(o.rec.children, opts.WorkflowID)
+	if o.rec.childOpts == nil {
+		o.rec.childOpts = map[string]workflow.ChildWorkflowOptions{}
+	}
+	o.rec.childOpts[opts.WorkflowID] = opts
 	o.rec.mu.Unlock()
 	return o.Next.ExecuteChildWorkflow(ctx, childWorkflowType, args...)
+}
+
+// childOptions are the options the workflow last started child workflowID
+// with (its search attributes and memo).
+func (r *recorder) childOptions(workflowID string) workflow.ChildWorkflowOptions {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.childOpts[workflowID]
 }
 
 // newEnv returns a testsuite environment starting at wfT0 whose external
