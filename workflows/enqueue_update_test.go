@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -517,6 +518,26 @@ jobs:
 			require.Equal(t, []BuildRef{a}, st.LaneDone, "the event gives the lane place back")
 		})
 	}
+}
+
+// TestEventEnqueueUpdateFailedGivesBackThePlaceOfABuildThatNeverStarted:
+// when the update's answer is lost (it may have reached the lanes) and the
+// build then cannot start, the event gives back the place it may hold.
+func TestEventEnqueueUpdateFailedGivesBackThePlaceOfABuildThatNeverStarted(t *testing.T) {
+	t.Parallel()
+	h := newEventHarness(t, "shared:\n  image: alpine\n  steps:\n    - run: ./run.sh\njobs:\n  a: {requires: [~commit]}\n")
+	h.env.OnWorkflow("BuildWorkflow", mock.Anything, mock.Anything).Return(
+		func(workflow.Context, BuildInput) (BuildState, error) {
+			return BuildState{}, testsuite.ErrMockStartChildWorkflowFailed
+		})
+	u := &updateStandIn{err: errors.New("the answer was lost")}
+	u.install(h)
+	in := eventInput(commitOnMain)
+	in.EnqueueUpdate = true
+	st := h.run(in)
+	require.Equal(t, StatusFailure, outcomeOf(t, st, "a").Status)
+	require.NotEmpty(t, u.calls, "the update was tried")
+	require.Equal(t, []BuildRef{{Pipeline: "app", Job: "a", Event: 1}}, st.LaneDone, "the event gives the place back")
 }
 
 // upserts records a build's search attribute and memo upserts.

@@ -727,7 +727,10 @@ func (e *eventRun) enqueueByUpdate(ctx workflow.Context) {
 	if err != nil {
 		workflow.GetLogger(ctx).Warn("enqueue_update_failed", "event", e.in.Event.String(), "error", err)
 		for _, pb := range toStart {
-			e.launch(ctx, pb.opts, pb.in, pb.jr, true, false)
+			// The update may have reached the lanes all the same (its
+			// answer was lost, or the event was cancelled meanwhile): a
+			// build that never starts gives back a place it may hold.
+			e.launch(ctx, pb.opts, pb.in, pb.jr, true, true)
 		}
 		e.enqueue(ctx)
 		return
