@@ -370,11 +370,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 		// Oldest event first, so the lanes see builds in event order.
 		sort.SliceStable(batches, func(i, j int) bool { return batches[i].Event < batches[j].Event })
 		for _, batch := range batches {
-			if batch.Sync != nil {
-				p.syncs = append(p.syncs, *batch.Sync)
-			}
-			p.st.Lanes.Release(batch.Event)
-			effects = append(effects, p.addRequests(ctx, batch, now, false)...)
+			effects = append(effects, p.applyBatch(ctx, batch, now, false)...)
 		}
 		for {
 			var s SpecSync
@@ -496,12 +492,16 @@ func (p *pipelineRun) handBack(ctx workflow.Context) {
 // already ended) frees its place in the lane.
 func (p *pipelineRun) send(ctx workflow.Context, effects []LaneEffect) {
 	now := workflow.Now(ctx)
+	if len(p.st.Starting) > 0 {
+		// Builds whose grace ended are no longer starting.
+		p.st.Starting = slices.DeleteFunc(p.st.Starting, func(s StartingBuild) bool { return !now.Before(s.Until) })
+	}
 	for _, e := range effects {
 		if o := p.outboxOf(e.Build); o != nil {
 			o.msgs = append(o.msgs, e.Msg)
 			continue
 		}
-		if until, ok := p.starting(e.Build, now); ok {
+		if until, ok := p.starting(e.Build); ok {
 			o := &outbox{build: e.Build, msgs: []LaneMessage{e.Msg}, until: until}
 			p.outboxes = append(p.outboxes, o)
 			p.sendFirst(ctx, o)
@@ -544,10 +544,8 @@ func (p *pipelineRun) ended(b BuildRef) {
 	p.st.Starting = slices.DeleteFunc(p.st.Starting, func(s StartingBuild) bool { return s.Build == b })
 }
 
-// starting reports whether build b may still be starting at now (and
-// until when), forgetting the builds whose grace ended.
-func (p *pipelineRun) starting(b BuildRef, now time.Time) (time.Time, bool) {
-	p.st.Starting = slices.DeleteFunc(p.st.Starting, func(s StartingBuild) bool { return !now.Before(s.Until) })
+// starting reports whether build b may still be starting (and until when).
+func (p *pipelineRun) starting(b BuildRef) (time.Time, bool) {
 	for _, s := range p.st.Starting {
 		if s.Build == b {
 			return s.Until, true
@@ -966,6 +964,16 @@ func (p *pipelineRun) syncSchedules(ctx workflow.Context, periodic map[string]st
 	return workflow.ExecuteActivity(actx, a.SyncSchedules, activities.SyncSchedulesInput{Pipeline: p.cfg.Name, Periodic: periodic, Previous: previous}).Get(ctx, nil)
 }
 
+// applyBatch applies an event's batch, its Done aside: its spec sync, the
+// release of its hold on later events, and its builds (addRequests).
+func (p *pipelineRun) applyBatch(ctx workflow.Context, batch EnqueueBatch, now time.Time, byUpdate bool) []LaneEffect {
+	if batch.Sync != nil {
+		p.syncs = append(p.syncs, *batch.Sync)
+	}
+	p.st.Lanes.Release(batch.Event)
+	return p.addRequests(ctx, batch, now, byUpdate)
+}
+
 // addRequests adds a batch's builds to the lanes, or answers those that
 // cannot wait in them (the pipeline was deleted, their pull request moved
 // on, their lane is full). byUpdate marks the added builds as reached by
@@ -1018,11 +1026,7 @@ func (p *pipelineRun) enqueueByUpdate(ctx workflow.Context, batch EnqueueBatch) 
 	for _, b := range batch.Done {
 		p.ended(b)
 	}
-	if batch.Sync != nil {
-		p.syncs = append(p.syncs, *batch.Sync)
-	}
-	p.st.Lanes.Release(batch.Event)
-	effects := p.addRequests(ctx, batch, now, true)
+	effects := p.applyBatch(ctx, batch, now, true)
 	effects = append(effects, p.st.Lanes.Evaluate(now)...)
 	mine := make(map[BuildRef]bool, len(batch.Requests))
 	for _, r := range batch.Requests {
