@@ -81,10 +81,16 @@ type repoFixture struct {
 
 func setupRepo(t *testing.T) repoFixture {
 	t.Helper()
+	return setupRepoSpec(t, validSpec)
+}
+
+// setupRepoSpec is setupRepo with spec as the screwdriver.yaml of main.
+func setupRepoSpec(t *testing.T, spec string) repoFixture {
+	t.Helper()
 	dir := t.TempDir()
 	r := repoFixture{dir: dir}
 	git(t, dir, "init", "-q", "-b", "main")
-	writeFiles(t, dir, map[string]string{"screwdriver.yaml": validSpec, "README": "first\n"})
+	writeFiles(t, dir, map[string]string{"screwdriver.yaml": spec, "README": "first\n"})
 	git(t, dir, "add", "-A")
 	git(t, dir, "commit", "-q", "-m", "first")
 	r.first = git(t, dir, "rev-parse", "HEAD")

@@ -144,13 +144,8 @@ func (a *Activities) ResolveEvent(ctx context.Context, in ResolveEventInput) (Re
 		}
 	}
 	out.SHA = sha
-	if cr, ok := repo.(scm.CommitReader); ok {
-		if c, err := cr.CommitOf(ctx, sha); err == nil {
-			out.Commit = &c
-		} else {
-			a.Logger.DebugContext(ctx, "commit_unreadable", "repo", scm.RedactURL(in.Repo), "sha", sha, "error", err)
-		}
-	}
+	data, commit, readErr := a.readCommitSpec(ctx, repo, in.Repo, sha)
+	out.Commit = commit
 	if bc, ok := repo.(scm.BranchChecker); ok && in.OnBranch != "" && in.SHA != "" {
 		on, err := bc.OnBranch(ctx, sha, in.OnBranch)
 		if err != nil {
@@ -162,13 +157,12 @@ func (a *Activities) ResolveEvent(ctx context.Context, in ResolveEventInput) (Re
 			return out, nil
 		}
 	}
-	data, err := repo.ReadFile(ctx, sha, SpecFile)
 	switch {
-	case errors.Is(err, scm.ErrNotFound):
+	case errors.Is(readErr, scm.ErrNotFound):
 		out.SpecError = fmt.Sprintf("%s not found in %s at %s", SpecFile, scm.RedactURL(in.Repo), short(sha))
 		return out, nil
-	case err != nil:
-		return out, repoError(fmt.Errorf("read %s at %s: %w", SpecFile, short(sha), err))
+	case readErr != nil:
+		return out, repoError(fmt.Errorf("read %s at %s: %w", SpecFile, short(sha), readErr))
 	}
 	spec, err := pipeline.ParseWithOptions(data, pipeline.Options{Pipeline: in.Pipeline})
 	if err != nil {
@@ -186,7 +180,9 @@ func (a *Activities) ResolveEvent(ctx context.Context, in ResolveEventInput) (Re
 	}
 	out.Spec = spec
 	out.ChangedFiles = in.ChangedFiles
-	if in.WantChanges && out.ChangedFiles == nil {
+	// Only sourcePaths read the changed files: a spec without them is
+	// spared the diff (a git process per event).
+	if in.WantChanges && out.ChangedFiles == nil && spec.UsesSourcePaths() {
 		files, err := repo.ChangedFiles(ctx, in.Before, sha)
 		if err != nil {
 			a.Logger.WarnContext(ctx, "changed_files_unavailable", "repo", scm.RedactURL(in.Repo), "sha", sha, "error", err)
@@ -202,6 +198,29 @@ func (a *Activities) ResolveEvent(ctx context.Context, in ResolveEventInput) (Re
 		out.Queues = qs
 	}
 	return out, nil
+}
+
+// readCommitSpec reads the spec file at sha and, for repositories with
+// history, what the commit says of itself (nil when it cannot be read:
+// the event goes on without it).
+func (a *Activities) readCommitSpec(ctx context.Context, repo scm.Repo, location, sha string) ([]byte, *scm.Commit, error) {
+	if cf, ok := repo.(scm.CommitFileReader); ok {
+		c, data, err := cf.ReadCommitFile(ctx, sha, SpecFile)
+		if c == nil && err == nil {
+			a.Logger.DebugContext(ctx, "commit_unreadable", "repo", scm.RedactURL(location), "sha", sha)
+		}
+		return data, c, err
+	}
+	var commit *scm.Commit
+	if cr, ok := repo.(scm.CommitReader); ok {
+		if c, err := cr.CommitOf(ctx, sha); err == nil {
+			commit = &c
+		} else {
+			a.Logger.DebugContext(ctx, "commit_unreadable", "repo", scm.RedactURL(location), "sha", sha, "error", err)
+		}
+	}
+	data, err := repo.ReadFile(ctx, sha, SpecFile)
+	return data, commit, err
 }
 
 // baseSpec reads and parses the spec at the head of a pull request's base

@@ -3,6 +3,7 @@ package activities_test
 import (
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -80,13 +81,19 @@ func TestResolveEventSpecProblemsAreResults(t *testing.T) {
 
 func TestResolveEventChangedFiles(t *testing.T) {
 	t.Parallel()
-	r := setupRepo(t)
+	r := setupRepoSpec(t, strings.Replace(validSpec, "    requires: [~commit]\n", "    requires: [~commit]\n    sourcePaths: [src/]\n", 1))
+	plain := setupRepo(t)
 	tests := []struct {
 		name string
+		repo string
 		in   activities.ResolveEventInput
 		want []string
 	}{
 		{name: "not wanted", in: activities.ResolveEventInput{SHA: r.second, Before: r.first}},
+		{
+			name: "no sourcePaths to match", repo: plain.dir,
+			in: activities.ResolveEventInput{SHA: plain.second, Before: plain.first, WantChanges: true},
+		},
 		{
 			name: "diff from before", in: activities.ResolveEventInput{SHA: r.second, Before: r.first, WantChanges: true},
 			want: []string{"docs/guide.md", "src/app.go"},
@@ -111,10 +118,16 @@ func TestResolveEventChangedFiles(t *testing.T) {
 			h := setup(t)
 			in := tt.in
 			in.Pipeline, in.Repo = "app", r.dir
+			if tt.repo != "" {
+				in.Repo = tt.repo
+			}
 			out, err := h.resolve(t, in)
 			require.NoError(t, err)
 			require.Empty(t, out.SpecError)
 			require.ElementsMatch(t, tt.want, out.ChangedFiles)
+			if tt.want == nil {
+				require.Nil(t, out.ChangedFiles, "nil: not known, so sourcePaths would keep every job")
+			}
 		})
 	}
 }

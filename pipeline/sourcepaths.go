@@ -59,6 +59,17 @@ func matchesAnyPath(patterns []string, file string) bool {
 	return false
 }
 
+// UsesSourcePaths reports whether any job has sourcePaths (a stage's reach
+// its setup job): only then do an event's changed files matter.
+func (s *Spec) UsesSourcePaths() bool {
+	for _, j := range s.Jobs {
+		if len(j.SourcePaths) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // FilterBySourcePaths keeps the jobs whose sourcePaths match the changed files (see
 // MatchSourcePaths); jobs without sourcePaths are always kept, unknown job names are
 // dropped. A nil changed list means "unknown" and keeps every job; an empty non-nil list

@@ -51,3 +51,25 @@ jobs:
 	require.Equal(t, start, spec.FilterBySourcePaths(start, nil), "unknown changes keep every job")
 	require.Equal(t, []string{"all"}, spec.FilterBySourcePaths([]string{"nope", "all"}, nil))
 }
+
+func TestUsesSourcePaths(t *testing.T) {
+	t.Parallel()
+	with := mustParse(t, sharedHeader+`
+jobs:
+	api: {requires: [~commit], sourcePaths: [api/]}
+	all: {requires: [~commit]}
+`)
+	require.True(t, with.UsesSourcePaths())
+	staged := mustParse(t, sharedHeader+`
+jobs:
+	ci: {}
+stages:
+	canary: {jobs: [ci], requires: ~commit, sourcePaths: [deploy/]}
+`)
+	require.True(t, staged.UsesSourcePaths(), "a stage's sourcePaths reach its setup job")
+	without := mustParse(t, sharedHeader+`
+jobs:
+	all: {requires: [~commit]}
+`)
+	require.False(t, without.UsesSourcePaths())
+}

@@ -47,14 +47,19 @@ func parseCommit(out string) Commit {
 		c.Time, _ = time.Parse(time.RFC3339, strings.TrimSpace(parts[1]))
 	}
 	if len(parts) > 2 {
-		c.Message = strings.TrimSpace(parts[2])
-	}
-	if len(c.Message) > MaxCommitMessage {
-		n := MaxCommitMessage
-		for n > 0 && c.Message[n]&0xC0 == 0x80 {
-			n--
-		}
-		c.Message = c.Message[:n]
+		c.Message = cutMessage(strings.TrimSpace(parts[2]))
 	}
 	return c
+}
+
+// cutMessage cuts a message to MaxCommitMessage bytes, on a rune boundary.
+func cutMessage(m string) string {
+	if len(m) <= MaxCommitMessage {
+		return m
+	}
+	n := MaxCommitMessage
+	for n > 0 && m[n]&0xC0 == 0x80 {
+		n--
+	}
+	return m[:n]
 }
