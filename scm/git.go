@@ -38,6 +38,8 @@ var mirrorRefspecs = []string{
 const (
 	locationFile = "sluice-location" // the (redacted) location, for people looking at the cache
 	fetchedFile  = "sluice-fetched"  // start time (Unix ns) of the last successful fetch
+	// maintainedFile's modification time is the last run of git's automatic maintenance.
+	maintainedFile = "sluice-maintained"
 )
 
 // gitRepo is a Repo backed by a bare mirror of a git repository.
@@ -192,12 +194,37 @@ func (r *gitRepo) clone(ctx context.Context) error {
 func (r *gitRepo) fetchInto(ctx context.Context, dir string) error {
 	start := time.Now()
 	r.fetches.Add(1)
-	args := append([]string{"fetch", "--quiet", "--prune", "--no-write-fetch-head", r.remote}, mirrorRefspecs...)
+	args := append([]string{"-c", "maintenance.auto=false", "fetch", "--quiet", "--prune", "--no-write-fetch-head", r.remote}, mirrorRefspecs...)
 	if _, err := r.remoteGit(ctx, dir, args...); err != nil {
 		return err
 	}
 	stamp := strconv.FormatInt(start.UnixNano(), 10) + "\n"
-	return os.WriteFile(filepath.Join(dir, fetchedFile), []byte(stamp), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, fetchedFile), []byte(stamp), 0o644); err != nil {
+		return err
+	}
+	maintain(ctx, dir, time.Now())
+	return nil
+}
+
+// maintainEvery is how often a mirror gets git's automatic maintenance
+// (packing loose objects and refs once they pile up past gc.auto or
+// gc.autoPackLimit). git runs it after every fetch by default, a process
+// that nearly always finds nothing to do; a mirror fetched for every event
+// takes it at most this often.
+const maintainEvery = 10 * time.Minute
+
+// maintain runs `git maintenance run --auto` in the mirror dir when its
+// last run is older than maintainEvery (in the foreground: the caller
+// holds the mirror's lock). A failure is tried again at the next fetch.
+func maintain(ctx context.Context, dir string, now time.Time) {
+	stampPath := filepath.Join(dir, maintainedFile)
+	if st, err := os.Stat(stampPath); err == nil && now.Sub(st.ModTime()) < maintainEvery && !st.ModTime().After(now) {
+		return
+	}
+	if _, err := runGit(ctx, dir, nil, "maintenance", "run", "--auto", "--quiet"); err != nil {
+		return
+	}
+	_ = os.WriteFile(stampPath, []byte(now.UTC().Format(time.RFC3339)+"\n"), 0o644)
 }
 
 // lastFetch returns when the last successful fetch into the mirror started.
@@ -242,7 +269,10 @@ func (r *gitRepo) fetchOne(ctx context.Context, src, ref string) error {
 		return err
 	}
 	defer func() { _ = lock.Unlock() }()
-	_, err = r.remoteGit(ctx, r.mirror, "fetch", "--quiet", "--no-write-fetch-head", r.remote, "+"+src+":"+ref)
+	_, err = r.remoteGit(ctx, r.mirror, "-c", "maintenance.auto=false", "fetch", "--quiet", "--no-write-fetch-head", r.remote, "+"+src+":"+ref)
+	if err == nil {
+		maintain(ctx, r.mirror, time.Now())
+	}
 	return err
 }
 
