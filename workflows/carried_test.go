@@ -39,7 +39,10 @@ func requireFieldsCarried(t *testing.T, typ reflect.Type, carried map[string]boo
 func TestRegistryFieldsCarried(t *testing.T) {
 	t.Parallel()
 	requireFieldsCarried(t, reflect.TypeFor[registry](), map[string]bool{"liveness": true, "st": true},
-		map[string]string{"clockDirty": "every run starts with it set: the lease clock looks for the next lease end"})
+		map[string]string{
+			"clockDirty": "every run starts with it set: the lease clock looks for the next lease end",
+			"plans":      "a cache of the queues' evaluation: every run starts without it and evaluates at its first check-in",
+		})
 	st := RegistryState{}
 	fillEveryField(t, reflect.ValueOf(&st).Elem())
 	require.NotEmpty(t, st.Members)

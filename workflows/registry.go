@@ -188,6 +188,58 @@ type registry struct {
 	// when a member may have become live, and when the timer fired. Each run
 	// starts with it set.
 	clockDirty bool
+	// plans caches the queues' evaluation between changes (see plansAt).
+	plans *registryPlans
+}
+
+// registryPlans is what queue.Evaluate and queue.EvaluateUntrusted say of
+// the queues at one time over the members as they are. Members read their
+// grants by query every few seconds, and between two changes of the
+// registry (and within one workflow time: a query sees the time of the
+// last task) every answer is the same: 500 members would otherwise
+// evaluate every queue over every member at each check-in, O(members log
+// members) each, which is where a loaded controller spent its time
+// (docs/performance.md, "registry"). Every update and every lost build
+// drops it (changed); queries only read.
+type registryPlans struct {
+	now       time.Time
+	members   []queue.Member        // as members() returned them
+	trusted   map[string]queue.Plan // by queue name
+	untrusted map[string]queue.Plan
+}
+
+// changed drops the cached plans: members or queues changed.
+func (r *registry) changed() { r.plans = nil }
+
+// changing is update handler h, dropping the cached plans first.
+func changing[Req, Resp any](r *registry, h func(workflow.Context, Req) (Resp, error)) func(workflow.Context, Req) (Resp, error) {
+	return func(ctx workflow.Context, req Req) (Resp, error) {
+		r.changed()
+		return h(ctx, req)
+	}
+}
+
+// plansAt is the cache for time now, made afresh when the registry changed
+// or the time moved.
+func (r *registry) plansAt(now time.Time) *registryPlans {
+	if r.plans == nil || !r.plans.now.Equal(now) {
+		r.plans = &registryPlans{now: now, members: r.members(), trusted: map[string]queue.Plan{}, untrusted: map[string]queue.Plan{}}
+	}
+	return r.plans
+}
+
+// plan is queue.Evaluate (untrusted: EvaluateUntrusted) of q at p.now.
+func (r *registry) plan(p *registryPlans, q queue.Queue, untrusted bool) queue.Plan {
+	cache, evaluate := p.trusted, queue.Evaluate
+	if untrusted {
+		cache, evaluate = p.untrusted, queue.EvaluateUntrusted
+	}
+	if plan, ok := cache[q.Name]; ok {
+		return plan
+	}
+	plan := evaluate(q, p.members, p.now, r.liveness)
+	cache[q.Name] = plan
+	return plan
 }
 
 // RegistryWorkflow holds the queue definitions and the executor registry.
@@ -217,11 +269,13 @@ func RegistryWorkflow(ctx workflow.Context, in RegistryInput) error {
 		handler  any
 		validate any
 	}{
-		{UpdateHeartbeat, r.heartbeat, r.validateHeartbeat},
-		{UpdateDefineQueue, r.defineQueue, r.validateDefine},
-		{UpdateDeleteQueue, r.deleteQueue, r.validateDelete},
-		{UpdateSetMemberState, r.setMemberState, r.validateMemberState},
-		{UpdateLeave, r.leave, r.validateLeave},
+		// Every update changes members or queues: each drops the cached
+		// plans before it runs.
+		{UpdateHeartbeat, changing(r, r.heartbeat), r.validateHeartbeat},
+		{UpdateDefineQueue, changing(r, r.defineQueue), r.validateDefine},
+		{UpdateDeleteQueue, changing(r, r.deleteQueue), r.validateDelete},
+		{UpdateSetMemberState, changing(r, r.setMemberState), r.validateMemberState},
+		{UpdateLeave, changing(r, r.leave), r.validateLeave},
 	}
 	for _, h := range handlers {
 		if err := workflow.SetUpdateHandlerWithOptions(ctx, h.name, h.handler, workflow.UpdateHandlerOptions{Validator: h.validate}); err != nil {
@@ -256,9 +310,9 @@ func RegistryWorkflow(ctx workflow.Context, in RegistryInput) error {
 		case !m.Serves(queueName):
 			out.Grant.Why = fmt.Sprintf("%s does not serve queue %s", name, queueName)
 		default:
-			members, now := r.members(), workflow.Now(ctx)
-			out.Grant = r.grant(q, m.Name, members, now)
-			out.Untrusted, _ = r.untrustedGrant(q, *m, members, now)
+			p := r.plansAt(workflow.Now(ctx))
+			out.Grant = r.grant(p, q, m.Name)
+			out.Untrusted, _ = r.untrustedGrant(p, q, *m)
 		}
 		return out, nil
 	}); err != nil {
@@ -377,7 +431,7 @@ func (r *registry) heartbeat(ctx workflow.Context, hb Heartbeat) (MemberView, er
 
 // view is what member m may do now (the answer to its heartbeat).
 func (r *registry) view(m *queue.Member, now time.Time) MemberView {
-	members := r.members()
+	p := r.plansAt(now)
 	view := MemberView{State: m.State, Slots: map[string]SlotGrant{}, Lease: r.liveness}
 	if m.Role == queue.RoleController {
 		view.DeletedQueues = r.deletedQueues(now)
@@ -386,8 +440,8 @@ func (r *registry) view(m *queue.Member, now time.Time) MemberView {
 		if !m.Serves(q.Name) {
 			continue
 		}
-		view.Slots[q.Name] = r.grant(q, m.Name, members, now)
-		if g, ok := r.untrustedGrant(q, *m, members, now); ok {
+		view.Slots[q.Name] = r.grant(p, q, m.Name)
+		if g, ok := r.untrustedGrant(p, q, *m); ok {
 			if view.Untrusted == nil {
 				view.Untrusted = map[string]SlotGrant{}
 			}
@@ -452,11 +506,11 @@ func (r *registry) nextLeaseEnd(now time.Time) time.Time {
 // untrustedGrant is what member m may run of q's untrusted builds now; ok is
 // false when no rule of q lets m run them at all (then it must not poll
 // the untrusted task queue), so the plan is not even computed.
-func (r *registry) untrustedGrant(q queue.Queue, m queue.Member, members []queue.Member, now time.Time) (SlotGrant, bool) {
+func (r *registry) untrustedGrant(p *registryPlans, q queue.Queue, m queue.Member) (SlotGrant, bool) {
 	if !q.AllowsUntrusted(m) {
 		return SlotGrant{Why: fmt.Sprintf("%s: %s", m.Name, queue.UntrustedReason)}, false
 	}
-	plan := queue.EvaluateUntrusted(q, members, now, r.liveness)
+	plan := r.plan(p, q, true)
 	g := SlotGrant{Allowed: plan.Allowed[m.Name], Why: plan.Why}
 	if plan.Active() {
 		g.MinGap = plan.Rule.MinGap
@@ -465,8 +519,8 @@ func (r *registry) untrustedGrant(q queue.Queue, m queue.Member, members []queue
 }
 
 // grant is what member may run of queue q now.
-func (r *registry) grant(q queue.Queue, member string, members []queue.Member, now time.Time) SlotGrant {
-	plan := queue.Evaluate(q, members, now, r.liveness)
+func (r *registry) grant(p *registryPlans, q queue.Queue, member string) SlotGrant {
+	plan := r.plan(p, q, false)
 	g := SlotGrant{Allowed: plan.Allowed[member], Why: plan.Why}
 	if plan.Active() {
 		g.MinGap = plan.Rule.MinGap
@@ -597,6 +651,7 @@ func (r *registry) leave(ctx workflow.Context, req LeaveRequest) (string, error)
 // rules now rather than when its lease runs out), records the loss and
 // drains an executor once it lost LossesToDrain builds within LossWindow.
 func (r *registry) noteLoss(ctx workflow.Context, l BuildLost) {
+	r.changed()
 	m, ok := r.st.Members[l.Member]
 	if !ok {
 		return

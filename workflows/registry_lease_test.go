@@ -149,3 +149,63 @@ func TestRegistryManyMembersJoinAtOnce(t *testing.T) {
 	}
 	require.Len(t, members, 500)
 }
+
+// The registry answers its members' check-ins from plans cached between
+// changes. Each kind of change shows in the next check-in, made in the
+// workflow task of a check-in that filled the cache just before it
+// (exec-b's heartbeat): a queue's rules, a member's state, a queue
+// deleted, a member leaving, coming back, losing a build.
+func TestRegistryCachedPlansFollowEveryChange(t *testing.T) {
+	t.Parallel()
+	env, _ := newEnv(t)
+	updateAt(env, time.Second, UpdateDefineQueue, DefineQueueRequest{Identity: admin, Mode: DefineCreate, Queue: gpuQueue(2)})
+	updateAt(env, time.Second, UpdateHeartbeat, labelled("exec-a", map[string]string{"pool": "gpu"}, "gpu", "default"))
+	views := map[string][2]MemberView{}
+	// Each step: exec-b checks in (filling the cache at that time) and the
+	// change is made, in one workflow task; then exec-a checks in.
+	step := func(name string, d time.Duration, change func()) {
+		at(env, d, func() {
+			sendUpdate(env, &updateResult{}, UpdateHeartbeat, executor("exec-b", "default"))
+			if change != nil {
+				change()
+			}
+		})
+		at(env, d+time.Millisecond, func() {
+			// Twice: the second answer is the cached one.
+			views[name] = [2]MemberView{
+				query[MemberView](t, env, QueryMemberView, "exec-a"),
+				query[MemberView](t, env, QueryMemberView, "exec-a"),
+			}
+		})
+	}
+	update := func(name string, arg any) func() {
+		return func() { sendUpdate(env, &updateResult{}, name, arg) }
+	}
+	step("joined", 2*time.Second, nil)
+	step("rules changed", 3*time.Second, update(UpdateDefineQueue, DefineQueueRequest{Identity: admin, Mode: DefineUpdate, Queue: gpuQueue(5)}))
+	step("inactive", 4*time.Second, update(UpdateSetMemberState, SetMemberStateRequest{Identity: admin, Name: "exec-a", State: queue.StateInactive}))
+	step("active, queue deleted", 5*time.Second, func() {
+		update(UpdateSetMemberState, SetMemberStateRequest{Identity: admin, Name: "exec-a", State: queue.StateActive})()
+		update(UpdateDeleteQueue, DeleteQueueRequest{Identity: admin, Name: "gpu"})()
+	})
+	step("left", 6*time.Second, update(UpdateLeave, LeaveRequest{Member: "exec-a"}))
+	step("back", 7*time.Second, update(UpdateHeartbeat, labelled("exec-a", map[string]string{"pool": "gpu"}, "default")))
+	step("lost a build", 8*time.Second, func() {
+		env.SignalWorkflow(SignalBuildLost, BuildLost{Member: "exec-a", Build: "app/ci/1"})
+	})
+	runRegistry(t, env, RegistryInput{Liveness: time.Minute}, time.Minute)
+
+	require.Len(t, views, 7)
+	for name, v := range views {
+		require.Equal(t, v[0], v[1], "%s: the cached answer is the evaluated one", name)
+	}
+	require.Equal(t, 2, views["joined"][0].Slots["gpu"].Allowed)
+	require.Equal(t, 5, views["rules changed"][0].Slots["gpu"].Allowed)
+	require.Zero(t, views["inactive"][0].Slots["gpu"].Allowed)
+	require.Equal(t, queue.StateInactive, views["inactive"][0].State)
+	require.Equal(t, queue.StateActive, views["active, queue deleted"][0].State)
+	require.NotContains(t, views["active, queue deleted"][0].Slots, "gpu")
+	require.True(t, views["left"][0].Renew, "left: down until it renews")
+	require.False(t, views["back"][0].Renew)
+	require.True(t, views["lost a build"][0].Renew, "lost a build: down until it renews")
+}
