@@ -101,6 +101,7 @@ func (h *handler) routes() []Route {
 		rt("GET /api/v1/pipelines/{name}/events", authenticated, h.listEvents),
 		rt("GET /api/v1/pipelines/{name}/badge.svg", publicPipeline, h.badge),
 		rt("POST /api/v1/pipelines/{name}/events", pipelineAdmin(pipelineByName), h.startEvent),
+		rt("GET /api/v1/pipelines/{name}/admissions/{id}", authenticated, h.getAdmission),
 		rt("POST /api/v1/pipelines/{name}/jobs/{job}/schedule/{action}", pipelineAdmin(pipelineByName), h.schedule),
 		rt("GET /api/v1/pipelines/{name}/jobs/{job}/schedule", authenticated, h.getSchedule),
 

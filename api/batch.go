@@ -80,6 +80,16 @@ func admissionID() string {
 	return "adm-" + hex.EncodeToString(b[:])
 }
 
+// validAdmissionID reports whether id has admissionID's form.
+func validAdmissionID(id string) bool {
+	h, ok := strings.CutPrefix(id, "adm-")
+	if !ok || len(h) != 24 {
+		return false
+	}
+	_, err := hex.DecodeString(h)
+	return err == nil && strings.ToLower(h) == h
+}
+
 // admit admits one start and waits, within admitWait, for its number; it
 // returns the admission ID when the number did not come in time.
 func (b *eventBatcher) admit(ctx context.Context, c client.Client, pipeline string, req workflows.StartEventRequest) (workflows.StartEventResult, string, error) {

@@ -160,6 +160,13 @@ func (c *Client) StartEvent(ctx context.Context, pipeline string, req StartEvent
 	return ev, c.do(ctx, http.MethodPost, "/api/v1/pipelines/"+seg(pipeline)+"/events", req, &ev)
 }
 
+// Admission asks what pipeline made of an event start answered pending
+// (EventStarted.Admission): the event once numbered, Pending while not.
+func (c *Client) Admission(ctx context.Context, pipeline, admission string) (EventStarted, error) {
+	var ev EventStarted
+	return ev, c.do(ctx, http.MethodGet, "/api/v1/pipelines/"+seg(pipeline)+"/admissions/"+seg(admission), nil, &ev)
+}
+
 // ListEvents lists a pipeline's recent events.
 func (c *Client) ListEvents(ctx context.Context, pipeline string, limit int) ([]Event, error) {
 	return c.ListEventsFiltered(ctx, pipeline, EventFilter{Limit: limit})

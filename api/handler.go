@@ -434,6 +434,23 @@ func (h *handler) getEvent(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, ev)
 }
 
+// getAdmission answers what the pipeline made of an event start answered
+// 202 (pending): the event once numbered, still pending, or why it was
+// refused.
+func (h *handler) getAdmission(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !validAdmissionID(id) {
+		h.fail(w, r, invalid("admission %q: want the admission ID a 202 answer gave (adm-<24 hex digits>)", id))
+		return
+	}
+	ev, err := h.svc.Admission(r.Context(), r.PathValue("name"), id)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ev)
+}
+
 func (h *handler) cancelEvent(w http.ResponseWriter, r *http.Request) {
 	ref, err := eventRef(r)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -130,11 +131,23 @@ func (s *Service) startEvent(ctx context.Context, name string, r workflows.Start
 	return EventStarted{ID: res.Event.String(), Pipeline: name, Number: res.Event.Number, Duplicate: res.Duplicate, queue: res.Queue}, nil
 }
 
+// admissionQueryFor bounds Admission's query: a pipeline too busy to
+// answer it (or with no controller running it) has not numbered the start
+// either, as far as anyone can tell.
+const admissionQueryFor = 2 * time.Second
+
 // Admission returns what pipeline made of an admitted start: the event's
-// number once numbered (Pending while not yet).
+// number once numbered (Pending while not yet, and while the pipeline
+// cannot answer within admissionQueryFor).
 func (s *Service) Admission(ctx context.Context, pipeline, admission string) (EventStarted, error) {
-	v, err := s.Client.QueryWorkflow(ctx, workflows.PipelineWorkflowID(pipeline), "", workflows.QueryAdmissions, []string{admission})
-	if err != nil {
+	qctx, cancel := context.WithTimeout(ctx, admissionQueryFor)
+	defer cancel()
+	v, err := s.Client.QueryWorkflow(qctx, workflows.PipelineWorkflowID(pipeline), "", workflows.QueryAdmissions, []string{admission})
+	var deadline *serviceerror.DeadlineExceeded
+	switch {
+	case err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.As(err, &deadline)):
+		return EventStarted{Pipeline: pipeline, Admission: admission, Pending: true}, nil
+	case err != nil:
 		return EventStarted{}, translate(err, "pipeline "+pipeline)
 	}
 	var seen []workflows.AdmissionSeen

@@ -90,10 +90,13 @@ stderr and exits 1.`,
 			if !wait {
 				return nil
 			}
+			id := started.ID
 			if started.Pending {
-				return fmt.Errorf("cannot wait: the event was admitted as %s but not numbered yet", started.Admission)
+				if id, err = a.waitNumber(ctx, started); err != nil {
+					return err
+				}
 			}
-			return a.waitEvent(ctx, started.ID)
+			return a.waitEvent(ctx, id)
 		},
 	}
 	f := cmd.Flags()
@@ -167,6 +170,38 @@ func (a *app) printStarted(ev api.EventStarted) error {
 		_, err := fmt.Fprintln(w, ev.ID)
 		return err
 	})
+}
+
+// waitNumberFor bounds how long --wait waits for a busy pipeline to
+// number an admitted event (a pipeline remembers its last 1,000
+// admissions: one forgotten would otherwise be waited for for ever).
+const waitNumberFor = 10 * time.Minute
+
+// waitNumber polls an admitted start until its pipeline numbered it, and
+// returns the event's ID.
+func (a *app) waitNumber(ctx context.Context, started api.EventStarted) (string, error) {
+	c := a.client()
+	wctx, cancel := context.WithTimeout(ctx, waitNumberFor)
+	defer cancel()
+	var ev api.EventStarted
+	err := poll(wctx, waitInterval, func(ctx context.Context) (bool, error) {
+		var err error
+		ev, err = c.Admission(ctx, started.Pipeline, started.Admission)
+		return err == nil && !ev.Pending, err
+	})
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "", interrupted(fmt.Sprintf("stopped waiting; the start admitted as %s goes on (sluice event list %s)", started.Admission, started.Pipeline))
+	case errors.Is(err, context.DeadlineExceeded):
+		return "", fmt.Errorf("pipeline %s has not numbered the start admitted as %s within %s; `sluice event list %s` shows it once it has",
+			started.Pipeline, started.Admission, waitNumberFor, started.Pipeline)
+	case err != nil:
+		return "", err
+	}
+	if a.output != "json" {
+		_, _ = fmt.Fprintf(a.stderr, "sluice: admitted as %s, numbered %s\n", started.Admission, ev.ID) // a notice: nowhere to report its failure
+	}
+	return ev.ID, nil
 }
 
 // waitEvent polls an event until it ends and turns its outcome into the

@@ -63,6 +63,7 @@ tokens:
 		"GET /api/v1/pipelines/{name}/jobs/{job}/schedule":                 {"GET", "/api/v1/pipelines/app/jobs/main/schedule", ""},
 		"GET /api/v1/pipelines/{name}/events":                              {"GET", "/api/v1/pipelines/app/events", ""},
 		"POST /api/v1/pipelines/{name}/events":                             {"POST", "/api/v1/pipelines/app/events", `{"type":"bogus"}`},
+		"GET /api/v1/pipelines/{name}/admissions/{id}":                     {"GET", "/api/v1/pipelines/app/admissions/adm-nope", ""},
 		"POST /api/v1/pipelines/{name}/jobs/{job}/schedule/{action}":       {"POST", "/api/v1/pipelines/app/jobs/main/schedule/explode", ""},
 		"GET /api/v1/events/{pipeline}/{n}":                                {"GET", "/api/v1/events/app/999", ""},
 		"POST /api/v1/events/{pipeline}/{n}/cancel":                        {"POST", "/api/v1/events/app/999/cancel", ""},
