@@ -284,3 +284,13 @@ func TestEventAdmittedButNotStartedIsStarting(t *testing.T) {
 		})
 	}
 }
+
+func TestValidAdmissionID(t *testing.T) {
+	t.Parallel()
+	for range 3 {
+		require.True(t, validAdmissionID(admissionID()))
+	}
+	for _, bad := range []string{"", "adm-", "adm-nope", "adm-0123456789abcdef0123456", "adm-0123456789abcdef012345678", "adm-0123456789ABCDEF01234567", "xdm-0123456789abcdef01234567", "adm-0123456789abcdef0123456g"} {
+		require.False(t, validAdmissionID(bad), bad)
+	}
+}
