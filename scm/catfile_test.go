@@ -21,6 +21,7 @@ func TestReadCommitFileReadsAsReadFileDoes(t *testing.T) {
 	require.NoError(t, os.Symlink("screwdriver.yaml", filepath.Join(h.dir, "sd-link.yaml")))
 	require.NoError(t, os.Symlink("../../etc/passwd", filepath.Join(h.dir, "escape")))
 	require.NoError(t, os.Symlink("nowhere", filepath.Join(h.dir, "dangling")))
+	h.write(map[string]string{"with space/a b.yaml": "spaced\n"})
 	withLinks := h.commit("links", nil)
 	h.write(map[string]string{"big.bin": strings.Repeat("x", MaxFileBytes+1)})
 	withBig := h.commit("big", nil)
@@ -40,6 +41,7 @@ func TestReadCommitFileReadsAsReadFileDoes(t *testing.T) {
 		{name: "upper-case sha", sha: strings.ToUpper(h.c2), path: "src/app.go"},
 		{name: "merge commit", sha: h.c4, path: "docs/guide.md"},
 		{name: "symlink followed", sha: withLinks, path: "sd-link.yaml"},
+		{name: "spaces in the path", sha: withLinks, path: "with space/a b.yaml"},
 		{name: "symlink out of the tree", sha: withLinks, path: "escape", wantErr: ErrNotFound},
 		{name: "dangling symlink", sha: withLinks, path: "dangling", wantErr: ErrNotFound},
 		{name: "too large", sha: withBig, path: "big.bin", wantErr: ErrTooLarge},
