@@ -154,17 +154,9 @@ func TestParseRawCommit(t *testing.T) {
 // way, the same.
 func TestReadCommitFileWithAnOldGit(t *testing.T) {
 	h := newHistory(t)
-	real, err := exec.LookPath("git")
-	require.NoError(t, err)
-	bin := t.TempDir()
-	script := fmt.Sprintf(`#!/bin/sh
-for a in "$@"; do
-  if [ "$a" = "--batch-command" ]; then echo "error: unknown option \`+"`"+`batch-command'" >&2; exit 129; fi
-done
-exec %q "$@"
-`, real)
-	require.NoError(t, os.WriteFile(filepath.Join(bin, "git"), []byte(script), 0o755))
-	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	wrapGit(t, `for a in "$@"; do
+  if [ "$a" = "--batch-command" ]; then echo "error: unknown option 'batch-command'" >&2; exit 129; fi
+done`)
 	r := openRepo(t, h.dir)
 	c, data, err := r.(CommitFileReader).ReadCommitFile(context.Background(), h.c2, "screwdriver.yaml")
 	require.NoError(t, err)

@@ -2,6 +2,7 @@ package scm
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -125,4 +126,17 @@ func unsetenv(t *testing.T, key string) {
 	t.Helper()
 	t.Setenv(key, "") // registers the restore
 	require.NoError(t, os.Unsetenv(key))
+}
+
+// wrapGit puts a git first on PATH for the rest of the test: a shell
+// script that runs before (shell lines, which may exit), then the real git
+// with the same arguments.
+func wrapGit(t *testing.T, before string) {
+	t.Helper()
+	real, err := exec.LookPath("git")
+	require.NoError(t, err)
+	bin := t.TempDir()
+	script := fmt.Sprintf("#!/bin/sh\n%s\nexec %q \"$@\"\n", before, real)
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "git"), []byte(script), 0o755))
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 }

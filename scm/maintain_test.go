@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,12 +17,8 @@ import (
 // within maintainEvery, one again once it is over.
 func TestFetchMaintainsTheMirrorNowAndThen(t *testing.T) {
 	h := newHistory(t)
-	real, err := exec.LookPath("git")
-	require.NoError(t, err)
-	bin, calls := t.TempDir(), filepath.Join(t.TempDir(), "calls")
-	script := fmt.Sprintf("#!/bin/sh\necho \"$*\" >> %q\nexec %q \"$@\"\n", calls, real)
-	require.NoError(t, os.WriteFile(filepath.Join(bin, "git"), []byte(script), 0o755))
-	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	calls := filepath.Join(t.TempDir(), "calls")
+	wrapGit(t, fmt.Sprintf(`echo "$*" >> %q`, calls))
 	count := func(what string) int {
 		b, err := os.ReadFile(calls)
 		require.NoError(t, err)
@@ -44,7 +39,7 @@ func TestFetchMaintainsTheMirrorNowAndThen(t *testing.T) {
 
 	old := time.Now().Add(-maintainEvery - time.Minute)
 	require.NoError(t, os.Chtimes(filepath.Join(r.mirror, maintainedFile), old, old))
-	_, err = r.Resolve(ctx, "main")
+	_, err := r.Resolve(ctx, "main")
 	require.NoError(t, err)
 	require.Equal(t, 2, count("maintenance run --auto"), "maintainEvery later, maintenance again")
 }
