@@ -70,11 +70,46 @@ type buildFiles struct {
 
 func (f buildFiles) metaPath() string { return filepath.Join(f.metaDir, metaFile) }
 
-// prepareBuildFiles lays out an attempt's build files and writes the
-// metadata the build starts with (from the API when the executor has one)
-// into SD_META_PATH. inContainer makes the tool links point at the
-// binary's path inside the container.
-func (a *Activities) prepareBuildFiles(ctx context.Context, in RunBuildInput, dir string, inContainer bool) (buildFiles, error) {
+// startMeta fetches, in the background from the claim on, the metadata
+// the build starts with (an API call that reads its event: ≈10 ms), so
+// that it overlaps the checkout; wait returns it. An API or controller
+// that is down for a while delays the build; it does not fail it (the
+// heartbeats go on meanwhile).
+func (a *Activities) startMeta(ctx context.Context, in RunBuildInput) (wait func() (buildmeta.Doc, error)) {
+	if a.BuildData == nil {
+		return func() (buildmeta.Doc, error) { return buildmeta.Doc{}, nil }
+	}
+	var (
+		raw  []byte
+		err  error
+		done = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		err = retryAPI(ctx, func(ctx context.Context) error {
+			b, err := a.BuildData.StartMeta(ctx, in.BuildID)
+			if err == nil {
+				raw = b
+			}
+			return err
+		})
+	}()
+	return func() (buildmeta.Doc, error) {
+		<-done
+		if err != nil {
+			return nil, fmt.Errorf("read the metadata build %s starts with: %w", in.BuildID, err)
+		}
+		doc, err := buildmeta.Parse(raw)
+		if err != nil {
+			return nil, fmt.Errorf("the metadata build %s starts with: %w", in.BuildID, err)
+		}
+		return doc, nil
+	}
+}
+
+// prepareBuildFiles lays out an attempt's build files (the metadata file
+// comes with writeStartMeta).
+func (a *Activities) prepareBuildFiles(in RunBuildInput, dir string, inContainer bool) (buildFiles, error) {
 	f := buildFiles{root: dir + ".sd", self: a.SelfBinary}
 	f.metaDir = filepath.Join(f.root, "meta")
 	f.artifactsDir = filepath.Join(f.root, "artifacts")
@@ -98,38 +133,34 @@ func (a *Activities) prepareBuildFiles(ctx context.Context, in RunBuildInput, di
 			}
 		}
 	}
-	start := []byte("{}")
-	if a.BuildData != nil {
-		// An API or controller that is down for a while delays the build;
-		// it does not fail it (the heartbeats go on meanwhile).
-		err := retryAPI(ctx, func(ctx context.Context) error {
-			b, err := a.BuildData.StartMeta(ctx, in.BuildID)
-			if err == nil {
-				start = b
-			}
-			return err
-		})
-		if err != nil {
-			return f, fmt.Errorf("read the metadata build %s starts with: %w", in.BuildID, err)
-		}
-	}
-	doc, err := buildmeta.Parse(start)
-	if err != nil {
-		return f, fmt.Errorf("the metadata build %s starts with: %w", in.BuildID, err)
-	}
-	if err := buildmeta.WriteFile(f.metaPath(), doc); err != nil {
-		return f, err
-	}
 	if a.RunAs != nil && !inContainer {
 		// A build running as another user writes its metadata and
 		// artifacts: hand it the directories.
-		for _, d := range []string{f.root, f.metaDir, f.artifactsDir, f.metaPath()} {
+		for _, d := range []string{f.root, f.metaDir, f.artifactsDir} {
 			if err := os.Chown(d, int(a.RunAs.UID), int(a.RunAs.GID)); err != nil {
 				return f, fmt.Errorf("hand %s to the build's user: %w", d, err)
 			}
 		}
 	}
 	return f, nil
+}
+
+// writeStartMeta writes the metadata the build starts with (wait, from
+// startMeta) where its steps find it; before any step runs.
+func (a *Activities) writeStartMeta(f buildFiles, inContainer bool, wait func() (buildmeta.Doc, error)) error {
+	doc, err := wait()
+	if err != nil {
+		return err
+	}
+	if err := buildmeta.WriteFile(f.metaPath(), doc); err != nil {
+		return err
+	}
+	if a.RunAs != nil && !inContainer {
+		if err := os.Chown(f.metaPath(), int(a.RunAs.UID), int(a.RunAs.GID)); err != nil {
+			return fmt.Errorf("hand %s to the build's user: %w", f.metaPath(), err)
+		}
+	}
+	return nil
 }
 
 // buildFileEnv are the variables that point the steps at the build files

@@ -147,6 +147,9 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 	// while does not (see report.go).
 	runCtx, cancelRun := context.WithCancelCause(ctx)
 	defer cancelRun(nil)
+	// The metadata the build starts with comes from the API while the
+	// workspace is prepared and checked out.
+	startMeta := a.startMeta(runCtx, in)
 	rep := a.reporter(ctx)
 	hb := newHeartbeater(runCtx, rep, info.TaskToken, name, info.HeartbeatTimeout, cancelRun, a.Logger)
 	defer hb.stop()
@@ -234,16 +237,23 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 
 	// The build's metadata, artifacts and tools (meta, sluice) live next
 	// to the workspace; the metadata it starts with comes from the API.
-	files, err := a.prepareBuildFiles(runCtx, in, dir, inContainer)
+	files, err := a.prepareBuildFiles(in, dir, inContainer)
 	if !a.KeepWorkspaces {
 		defer a.removeDir(files.root)
 	}
-	if err != nil {
+	metaFailed := func(err error) (RunBuildResult, error) {
 		if runCtx.Err() != nil {
 			res.Status, res.Reason = runner.StatusAborted, "aborted while reading the build's metadata"
 			return a.finish(ctx, runCtx, rep, hb, late, &stopped, info.TaskToken, in, res)
 		}
 		return a.finish(ctx, runCtx, rep, hb, late, &stopped, info.TaskToken, in, fail(res, "metadata: "+err.Error()))
+	}
+	if err == nil && inContainer {
+		// The container starts on a checked-out workspace and its files.
+		err = a.writeStartMeta(files, inContainer, startMeta)
+	}
+	if err != nil {
+		return metaFailed(err)
 	}
 	// The steps hold their own credential (SD_BUILD_CREDENTIAL); the log
 	// never shows it.
@@ -345,16 +355,20 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 			a.cacheStep(in, spec.Logs, "sd-setup-cache", func(w io.Writer) { a.Caches.Restore(ctx, cb, entries, dir, w) })
 		}
 	}
-	var checkoutErr error
+	var checkoutErr, metaErr error
 	if inContainer {
 		restoreCache(runCtx)
 	} else {
 		spec.Prepare = func(ctx context.Context) error {
-			checkoutErr = doCheckout(ctx)
-			if checkoutErr == nil {
-				restoreCache(ctx)
+			if checkoutErr = doCheckout(ctx); checkoutErr != nil {
+				return checkoutErr
 			}
-			return checkoutErr
+			// Fetched since the claim: the checkout rarely waits for it.
+			if metaErr = a.writeStartMeta(files, false, startMeta); metaErr != nil {
+				return metaErr
+			}
+			restoreCache(ctx)
+			return nil
 		}
 	}
 	out := runner.Run(runCtx, spec)
@@ -370,6 +384,11 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 		removeContainer()
 		removeGroups()
 		return checkoutFailed(checkoutErr)
+	}
+	if metaErr != nil {
+		removeContainer()
+		removeGroups()
+		return metaFailed(metaErr)
 	}
 	res.Status, res.Reason = out.Status, out.Reason
 	for _, s := range out.Steps {

@@ -1,0 +1,76 @@
+package activities_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluice-ci/sluice/activities"
+	"github.com/sluice-ci/sluice/runner"
+)
+
+// startMetaData answers StartMeta after delay with meta, or with err.
+type startMetaData struct {
+	delay time.Duration
+	meta  string
+	err   error
+	calls atomic.Int32
+}
+
+func (d *startMetaData) StartMeta(ctx context.Context, _ string) ([]byte, error) {
+	d.calls.Add(1)
+	select {
+	case <-time.After(d.delay):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return []byte(d.meta), d.err
+}
+
+func (d *startMetaData) SaveMeta(context.Context, activities.MetaSave) error { return nil }
+
+func (d *startMetaData) SaveArtifact(context.Context, activities.ArtifactSave) error { return nil }
+
+// notFound is an API answer that is not retried.
+type notFound struct{}
+
+func (notFound) Error() string   { return "404 build app/main/7 not found" }
+func (notFound) StatusCode() int { return 404 }
+
+// The metadata a build starts with is fetched from the claim on, beside
+// the checkout: a slow answer still reaches the first step, and a refused
+// one fails the build before any step, saying so.
+func TestRunBuildStartsWithItsMetadata(t *testing.T) {
+	t.Parallel()
+	r := setupRepo(t)
+
+	t.Run("slow answer", func(t *testing.T) {
+		t.Parallel()
+		h := setup(t)
+		data := &startMetaData{delay: 300 * time.Millisecond, meta: `{"release":{"channel":"beta"}}`}
+		h.acts.BuildData = data
+		out := filepath.Join(t.TempDir(), "meta")
+		res, err := h.runBuild(t, buildInput(r, step("read", "cat $SD_META_PATH > "+out)))
+		require.NoError(t, err)
+		require.Equal(t, runner.StatusSuccess, res.Status, res.Reason)
+		require.JSONEq(t, `{"release":{"channel":"beta"}}`, readFile(t, out))
+		require.Equal(t, int32(1), data.calls.Load())
+	})
+	t.Run("refused", func(t *testing.T) {
+		t.Parallel()
+		h := setup(t)
+		h.acts.BuildData = &startMetaData{err: notFound{}}
+		out := filepath.Join(t.TempDir(), "ran")
+		res, err := h.runBuild(t, buildInput(r, step("mark", "touch "+out)))
+		require.NoError(t, err)
+		require.Equal(t, runner.StatusFailure, res.Status)
+		require.Equal(t, "metadata: read the metadata build app/main/7 starts with: 404 build app/main/7 not found", res.Reason)
+		_, statErr := os.Stat(out)
+		require.ErrorIs(t, statErr, os.ErrNotExist, "no step ran")
+	})
+}
