@@ -128,7 +128,9 @@ func (s *Service) GetBuildMeta(ctx context.Context, ref workflows.BuildRef) (Bui
 	if ok {
 		return BuildMetaResponse{Build: ref.String(), Saved: true, Attempt: m.Attempt, Status: m.Status, Meta: m.Meta}, nil
 	}
-	b, err := s.GetBuild(ctx, ref)
+	// The record alone (its upstream jobs and commit): a waiting build's
+	// live wait picture would cost registry reads for nothing.
+	b, err := s.buildRecord(ctx, ref)
 	if err != nil {
 		return BuildMetaResponse{}, err
 	}
