@@ -201,26 +201,20 @@ func (a *Activities) ResolveEvent(ctx context.Context, in ResolveEventInput) (Re
 }
 
 // readCommitSpec reads the spec file at sha and, for repositories with
-// history, what the commit says of itself (nil when it cannot be read:
-// the event goes on without it).
+// history (git: scm.CommitFileReader, which reads both in one pass), what
+// the commit says of itself (nil when it cannot be read: the event goes
+// on without it).
 func (a *Activities) readCommitSpec(ctx context.Context, repo scm.Repo, location, sha string) ([]byte, *scm.Commit, error) {
-	if cf, ok := repo.(scm.CommitFileReader); ok {
-		c, data, err := cf.ReadCommitFile(ctx, sha, SpecFile)
-		if c == nil && err == nil {
-			a.Logger.DebugContext(ctx, "commit_unreadable", "repo", scm.RedactURL(location), "sha", sha)
-		}
-		return data, c, err
+	cf, ok := repo.(scm.CommitFileReader)
+	if !ok {
+		data, err := repo.ReadFile(ctx, sha, SpecFile)
+		return data, nil, err
 	}
-	var commit *scm.Commit
-	if cr, ok := repo.(scm.CommitReader); ok {
-		if c, err := cr.CommitOf(ctx, sha); err == nil {
-			commit = &c
-		} else {
-			a.Logger.DebugContext(ctx, "commit_unreadable", "repo", scm.RedactURL(location), "sha", sha, "error", err)
-		}
+	c, data, err := cf.ReadCommitFile(ctx, sha, SpecFile)
+	if c == nil && err == nil {
+		a.Logger.DebugContext(ctx, "commit_unreadable", "repo", scm.RedactURL(location), "sha", sha)
 	}
-	data, err := repo.ReadFile(ctx, sha, SpecFile)
-	return data, commit, err
+	return data, c, err
 }
 
 // baseSpec reads and parses the spec at the head of a pull request's base

@@ -97,9 +97,10 @@ type LaneEntry struct {
 	// lane is granted, so a build never starts after a newer one.
 	Yielding string `json:"yielding,omitempty"`
 	// ByUpdate is set on a build whose event handed it over by
-	// UpdateEnqueue: its workflow starts after the lanes answered, so a
-	// signal that finds no workflow for it soon after is sent again
-	// (startGrace, PipelineState.Starting) rather than taken for its end.
+	// UpdateEnqueue (its workflow starts after the lanes answered): how it
+	// came, for the pipeline's query. Messages to it while it may still be
+	// starting are kept by PipelineState.Starting, which outlives the
+	// build's entry here.
 	ByUpdate bool `json:"by_update,omitempty"`
 }
 

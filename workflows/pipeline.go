@@ -122,9 +122,10 @@ type pendingSignal struct {
 }
 
 // outbox holds the lane messages to one build whose workflow may still be
-// starting (LaneEntry.ByUpdate, within startGrace of its enqueue). They go
-// one at a time, in the order the lanes decided them: a message that finds
-// no workflow is sent again after resendAfter until the grace ends, even
+// starting (PipelineState.Starting: handed over by UpdateEnqueue, within
+// startGrace of it). They go one at a time, in the order the lanes decided
+// them: a message that finds no workflow is sent again after resendAfter
+// until the grace ends, even
 // when the lanes no longer hold the build (a collapse drops a waiting
 // build at once, and the build must still hear of it), and those behind it
 // wait for it (a collapse must never overtake the grant before it). The
@@ -977,9 +978,10 @@ func (p *pipelineRun) applyBatch(ctx workflow.Context, batch EnqueueBatch, now t
 // addRequests adds a batch's builds to the lanes, or answers those that
 // cannot wait in them (the pipeline was deleted, their pull request moved
 // on, their lane is full). byUpdate marks the added builds as reached by
-// UpdateEnqueue (LaneEntry.ByUpdate). A run at changeEnqueueUpdate
-// restates what the lanes last told a build they already hold: its event
-// sends a batch again when it could not learn the answer to its update.
+// UpdateEnqueue (LaneEntry.ByUpdate) and starting (PipelineState.Starting).
+// A run at changeEnqueueUpdate restates what the lanes last told a build
+// they already hold: its event sends a batch again when it could not learn
+// the answer to its update.
 func (p *pipelineRun) addRequests(ctx workflow.Context, batch EnqueueBatch, now time.Time, byUpdate bool) []LaneEffect {
 	var effects []LaneEffect
 	for _, req := range batch.Requests {
