@@ -38,6 +38,8 @@ type Config struct {
 	TemporalTLSKey string `env:"TEMPORAL_TLS_KEY" desc:"PEM client key for mTLS"`
 	// TemporalAPIKey is sent as a bearer token (Temporal Cloud API keys).
 	TemporalAPIKey string `env:"TEMPORAL_API_KEY" desc:"API key sent to the Temporal frontend" json:"-"`
+	// TemporalCompression is the gRPC compression of calls to Temporal.
+	TemporalCompression string `env:"TEMPORAL_GRPC_COMPRESSION" envDefault:"auto" desc:"gzip compression of gRPC calls to Temporal: auto (none to a loopback address such as the embedded server's, gzip elsewhere), gzip or none"`
 
 	// DataDir holds the embedded server's SQLite file, repository mirrors,
 	// workspaces and build logs.
@@ -299,6 +301,9 @@ func (c *Config) validate(skip map[string]bool) error {
 	}
 	if strings.TrimSpace(c.TemporalNamespace) == "" {
 		bad("TEMPORAL_NAMESPACE", "must not be empty")
+	}
+	if !slices.Contains([]string{"auto", "gzip", "none"}, c.TemporalCompression) {
+		bad("TEMPORAL_GRPC_COMPRESSION", "want auto, gzip or none, got %q", c.TemporalCompression)
 	}
 	if (c.TemporalTLSCert == "") != (c.TemporalTLSKey == "") {
 		bad("TEMPORAL_TLS_CERT", "TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY go together")

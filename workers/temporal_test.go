@@ -59,3 +59,24 @@ func TestRegisterSearchAttributesWaitsUntilUsable(t *testing.T) {
 	// A second controller finds them registered and usable.
 	require.NoError(t, RegisterSearchAttributes(ctx, c, "prod-like"))
 }
+
+func TestCompressOnlyBeyondLoopback(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		setting, address string
+		want             bool
+	}{
+		{"auto", "127.0.0.1:7233", false},
+		{"auto", "127.0.0.2:7233", false},
+		{"auto", "[::1]:7233", false},
+		{"auto", "localhost:7233", false},
+		{"auto", "temporal.example:7233", true},
+		{"auto", "10.0.0.5:7233", true},
+		{"auto", "[2001:db8::1]:7233", true},
+		{"auto", "temporal", true},
+		{"gzip", "127.0.0.1:7233", true},
+		{"none", "temporal.example:7233", false},
+	} {
+		require.Equal(t, tc.want, Compress(tc.setting, tc.address), "%s to %s", tc.setting, tc.address)
+	}
+}

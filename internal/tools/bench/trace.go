@@ -9,6 +9,8 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/client"
 )
 
@@ -41,6 +43,12 @@ func writeTrace(ctx context.Context, w io.Writer, c client.Client, t0 time.Time,
 			}
 			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
 				name += " " + a.GetActivityType().GetName()
+			}
+			if a := ev.GetMarkerRecordedEventAttributes(); a != nil {
+				name += " " + markerDetail(a)
+			}
+			if a := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes(); a != nil {
+				name += " " + a.GetAcceptedRequest().GetInput().GetName()
 			}
 			lines = append(lines, traceLine{at: at, workflow: id, event: name})
 		}
@@ -104,4 +112,19 @@ func writeTaskStats(ctx context.Context, w io.Writer, c client.Client, workflowI
 	}
 	_, err = io.WriteString(w, b.String())
 	return err
+}
+
+// markerDetail names a marker: its kind, and a local activity's type or a
+// version's change ID.
+func markerDetail(a *historypb.MarkerRecordedEventAttributes) string {
+	name := a.GetMarkerName()
+	for _, key := range []string{"type", "change-id"} {
+		if p := a.GetDetails()[key]; p != nil && len(p.GetPayloads()) > 0 {
+			var v string
+			if err := converter.GetDefaultDataConverter().FromPayloads(p, &v); err == nil {
+				name += " " + v
+			}
+		}
+	}
+	return name
 }
