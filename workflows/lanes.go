@@ -138,6 +138,10 @@ type Lanes struct {
 	// blockerNamesBuild keeps the blockedBy reason of runs recorded before
 	// it named the job only (N17; workflow.GetVersion, set every run).
 	blockerNamesBuild bool
+	// heldNamesEvent keeps the held reason of runs recorded before it named
+	// no event (changeHeldReason, set every run): each one told a held
+	// build again whenever the oldest event holding it changed.
+	heldNamesEvent bool
 	// lazyHolds: an event's hold deadline wakes the pipeline only while a
 	// build of a later event waits behind it (changeLazyHoldTimer, set every
 	// run). Runs before it armed a timer for every event's hold and
@@ -547,7 +551,7 @@ func (l *Lanes) evaluateLane(key string, ln *Lane, now time.Time, horizon int) [
 		if e := l.heldBy(w.Build, now); e != 0 {
 			kept = append(kept, w)
 			w.Held = true
-			out = append(out, w.tell(StatusQueued, WaitLaneOrder, fmt.Sprintf("waiting for the earlier event %d to start its jobs", e), time.Time{})...)
+			out = append(out, w.tell(StatusQueued, WaitLaneOrder, l.heldReason(e), time.Time{})...)
 			continue
 		}
 		w.Held = false
@@ -603,6 +607,19 @@ func (l *Lanes) evaluateLane(key string, ln *Lane, now time.Time, horizon int) [
 	}
 	ln.Waiting = kept
 	return out
+}
+
+// HeldReason is the reason of a build held while an earlier event has not
+// started its jobs: the same whichever event holds it, so a build held
+// through a burst of events is told once.
+const HeldReason = "waiting for earlier events to start their jobs"
+
+// heldReason is the reason of a build held by the earlier event e.
+func (l *Lanes) heldReason(e int) string {
+	if l.heldNamesEvent {
+		return fmt.Sprintf("waiting for the earlier event %d to start its jobs", e)
+	}
+	return HeldReason
 }
 
 // frozenAt reports whether e may not start at now because of its freeze

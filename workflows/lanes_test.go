@@ -525,7 +525,7 @@ func TestLanesFreezeAndDelay(t *testing.T) {
 func TestLanesEventHold(t *testing.T) {
 	t.Parallel()
 	j2, j3 := bref("j", 2), bref("j", 3)
-	heldBy2 := "waiting for the earlier event 2 to start its jobs"
+	heldBy2 := HeldReason
 	tests := []struct {
 		name string
 		ops  []laneOp
@@ -580,6 +580,41 @@ func TestLanesEventHold(t *testing.T) {
 			runLaneOps(t, laneT0, tc.ops)
 		})
 	}
+}
+
+// In a burst, a build of the last event is held by each earlier event in
+// turn: it is told once that it waits for earlier events, and then its
+// grant, not once more for each event that starts its jobs. Runs recorded
+// before (heldNamesEvent) named the oldest event holding it, and told it
+// again whenever that one changed.
+func TestLanesHeldBuildToldOnceThroughABurst(t *testing.T) {
+	t.Parallel()
+	j5 := bref("j", 5)
+	wake := laneT0.Add(10 * time.Minute)
+	t.Run("now", func(t *testing.T) {
+		t.Parallel()
+		runLaneOps(t, laneT0, []laneOp{
+			hold(2, 10*time.Minute).wake(wake),
+			hold(3, 10*time.Minute).wake(wake),
+			hold(4, 10*time.Minute).wake(wake),
+			batch(5, lreq(j5)).then(statusFx(j5, StatusQueued, HeldReason)).wake(wake),
+			batch(2).wake(wake),
+			batch(3).wake(wake),
+			batch(4).then(grantFx(j5)),
+		})
+	})
+	t.Run("runs recorded before", func(t *testing.T) {
+		t.Parallel()
+		runLaneOpsOn(t, &Lanes{heldNamesEvent: true}, laneT0, []laneOp{
+			hold(2, 10*time.Minute).wake(wake),
+			hold(3, 10*time.Minute).wake(wake),
+			hold(4, 10*time.Minute).wake(wake),
+			batch(5, lreq(j5)).then(statusFx(j5, StatusQueued, "waiting for the earlier event 2 to start its jobs")).wake(wake),
+			batch(2).then(statusFx(j5, StatusQueued, "waiting for the earlier event 3 to start its jobs")).wake(wake),
+			batch(3).then(statusFx(j5, StatusQueued, "waiting for the earlier event 4 to start its jobs")).wake(wake),
+			batch(4).then(grantFx(j5)),
+		})
+	})
 }
 
 func TestLanesStatusOnlyWhenChanged(t *testing.T) {

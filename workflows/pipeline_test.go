@@ -296,7 +296,7 @@ func TestPipelineHoldsLaterEvents(t *testing.T) {
 	t.Parallel()
 	j1, j2 := appBuild("test", 1), appBuild("test", 2)
 	commit := StartEventRequest{Trigger: Trigger{Kind: TriggerCommit}}
-	heldBy1 := LaneMessage{Kind: LaneStatus, Status: StatusQueued, Code: WaitLaneOrder, Reason: "waiting for the earlier event 1 to start its jobs"}
+	heldBy1 := LaneMessage{Kind: LaneStatus, Status: StatusQueued, Code: WaitLaneOrder, Reason: HeldReason}
 
 	t.Run("until the earlier event hands over its builds", func(t *testing.T) {
 		t.Parallel()

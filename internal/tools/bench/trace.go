@@ -86,6 +86,9 @@ func writeTaskStats(ctx context.Context, w io.Writer, c client.Client, workflowI
 			if a := ev.GetWorkflowExecutionSignaledEventAttributes(); a != nil {
 				name += " " + a.GetSignalName()
 			}
+			if a := ev.GetSignalExternalWorkflowExecutionInitiatedEventAttributes(); a != nil {
+				name += " " + a.GetSignalName() + " to " + strings.SplitN(a.GetWorkflowExecution().GetWorkflowId(), "/", 2)[0]
+			}
 			types[name]++
 			at := ev.GetEventTime().AsTime()
 			switch ev.GetEventType() {
