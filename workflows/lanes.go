@@ -138,10 +138,11 @@ type Lanes struct {
 	// blockerNamesBuild keeps the blockedBy reason of runs recorded before
 	// it named the job only (N17; workflow.GetVersion, set every run).
 	blockerNamesBuild bool
-	// heldNamesEvent keeps the held reason of runs recorded before it named
-	// no event (changeHeldReason, set every run): each one told a held
-	// build again whenever the oldest event holding it changed.
-	heldNamesEvent bool
+	// oldHolds keeps the holds of runs recorded before changeHolds (set
+	// every run): every build was held for earlier events, even one its
+	// lane can never make wait, and its reason named the oldest event
+	// holding it, so it was told again whenever that one changed.
+	oldHolds bool
 	// lazyHolds: an event's hold deadline wakes the pipeline only while a
 	// build of a later event waits behind it (changeLazyHoldTimer, set every
 	// run). Runs before it armed a timer for every event's hold and
@@ -206,6 +207,23 @@ func (l *Lanes) ReleasePR(pr, event int) {
 
 // heldBy returns the oldest pending event before b's whose hold on b is
 // still in force at now, or 0.
+// holds is heldBy for a waiting entry: a build its lane can never make
+// wait (Inert) has no order to keep, so no earlier event holds it.
+func (l *Lanes) holds(w *LaneEntry, now time.Time) int {
+	if !l.oldHolds && w.Inert() {
+		return 0
+	}
+	return l.heldBy(w.Build, now)
+}
+
+// Inert reports whether nothing in its lane can ever make the build wait:
+// it neither collapses nor waits for the job's other builds, for other
+// jobs, a freeze window or a delay. Such builds of a job run side by side
+// in whatever order they arrive, so they are granted at once.
+func (r LaneRequest) Inert() bool {
+	return !r.Collapse && !r.BlockedBySameJob && len(r.BlockedBy) == 0 && len(r.FreezeWindows) == 0 && r.Delay <= 0
+}
+
 func (l *Lanes) heldBy(b BuildRef, now time.Time) int {
 	oldest := 0
 	// Order-independent: the oldest match wins.
@@ -456,7 +474,7 @@ func (l *Lanes) Evaluate(now time.Time) []LaneEffect {
 	var horizons []int
 	for _, job := range l.sortedJobs() {
 		for _, w := range l.Jobs[job].Waiting {
-			if (w.Status == StatusCreated || w.Held) && l.heldBy(w.Build, now) == 0 && !slices.Contains(horizons, w.Build.Event) {
+			if (w.Status == StatusCreated || w.Held) && l.holds(w, now) == 0 && !slices.Contains(horizons, w.Build.Event) {
 				horizons = append(horizons, w.Build.Event)
 			}
 		}
@@ -489,7 +507,7 @@ func (l *Lanes) evaluateLane(key string, ln *Lane, now time.Time, horizon int) [
 	// build at once, even in the same batch (granting the older one first
 	// would only make it give way again).
 	eligible := func(n *LaneEntry) bool {
-		return (admitted(n) || !l.legacy) && l.heldBy(n.Build, now) == 0
+		return (admitted(n) || !l.legacy) && l.holds(n, now) == 0
 	}
 	// newest is the last eligible build waiting (the list is in event
 	// order); the entries after the one being decided are not decided yet in
@@ -548,7 +566,7 @@ func (l *Lanes) evaluateLane(key string, ln *Lane, now time.Time, horizon int) [
 			kept = append(kept, w)
 			continue
 		}
-		if e := l.heldBy(w.Build, now); e != 0 {
+		if e := l.holds(w, now); e != 0 {
 			kept = append(kept, w)
 			w.Held = true
 			out = append(out, w.tell(StatusQueued, WaitLaneOrder, l.heldReason(e), time.Time{})...)
@@ -616,7 +634,7 @@ const HeldReason = "waiting for earlier events to start their jobs"
 
 // heldReason is the reason of a build held by the earlier event e.
 func (l *Lanes) heldReason(e int) string {
-	if l.heldNamesEvent {
+	if l.oldHolds {
 		return fmt.Sprintf("waiting for the earlier event %d to start its jobs", e)
 	}
 	return HeldReason
@@ -759,7 +777,7 @@ func (l *Lanes) holdsAnyWaiting(event int) bool {
 	//workflowcheck:ignore
 	for _, ln := range l.Jobs {
 		for _, w := range ln.Waiting {
-			if w.Build.Event > event && l.PendingPR[event] == w.Build.PR {
+			if w.Build.Event > event && l.PendingPR[event] == w.Build.PR && (l.oldHolds || !w.Inert()) {
 				return true
 			}
 		}

@@ -585,7 +585,7 @@ func TestLanesEventHold(t *testing.T) {
 // In a burst, a build of the last event is held by each earlier event in
 // turn: it is told once that it waits for earlier events, and then its
 // grant, not once more for each event that starts its jobs. Runs recorded
-// before (heldNamesEvent) named the oldest event holding it, and told it
+// before (oldHolds) named the oldest event holding it, and told it
 // again whenever that one changed.
 func TestLanesHeldBuildToldOnceThroughABurst(t *testing.T) {
 	t.Parallel()
@@ -605,7 +605,7 @@ func TestLanesHeldBuildToldOnceThroughABurst(t *testing.T) {
 	})
 	t.Run("runs recorded before", func(t *testing.T) {
 		t.Parallel()
-		runLaneOpsOn(t, &Lanes{heldNamesEvent: true}, laneT0, []laneOp{
+		runLaneOpsOn(t, &Lanes{oldHolds: true}, laneT0, []laneOp{
 			hold(2, 10*time.Minute).wake(wake),
 			hold(3, 10*time.Minute).wake(wake),
 			hold(4, 10*time.Minute).wake(wake),
@@ -613,6 +613,54 @@ func TestLanesHeldBuildToldOnceThroughABurst(t *testing.T) {
 			batch(2).then(statusFx(j5, StatusQueued, "waiting for the earlier event 3 to start its jobs")).wake(wake),
 			batch(3).then(statusFx(j5, StatusQueued, "waiting for the earlier event 4 to start its jobs")).wake(wake),
 			batch(4).then(grantFx(j5)),
+		})
+	})
+}
+
+// A build its lane can never make wait (collapse and blockedBySameJob off,
+// no blockedBy, freeze window or delay) has no order to keep: an earlier
+// event that has not started its jobs does not hold it, and no timer waits
+// for that event on its account. Any one of the rules makes it wait again.
+// Runs recorded before (oldHolds) held every build.
+func TestLanesInertBuildsAreNotHeld(t *testing.T) {
+	t.Parallel()
+	j3 := bref("j", 3)
+	wake := laneT0.Add(10 * time.Minute)
+	t.Run("inert", func(t *testing.T) {
+		t.Parallel()
+		runLaneOps(t, laneT0, []laneOp{
+			hold(2, 10*time.Minute).wake(wake),
+			batch(3, lreq(j3, noCollapse, notSameJob)).then(grantFx(j3)).wake(wake),
+			batch(2),
+		})
+	})
+	for name, rule := range map[string]func(*LaneRequest){
+		"collapse":         func(r *LaneRequest) { r.Collapse = true },
+		"blockedBySameJob": func(r *LaneRequest) { r.BlockedBySameJob = true },
+		"blockedBy":        blockedBy("other"),
+		"freeze window":    frozenAtNight, // laneT0 is at 10:00: outside it
+	} {
+		t.Run("with "+name, func(t *testing.T) {
+			t.Parallel()
+			req := lreq(j3, noCollapse, notSameJob, rule)
+			require.False(t, req.Inert())
+			runLaneOps(t, laneT0, []laneOp{
+				hold(2, 10*time.Minute).wake(wake),
+				batch(3, req).then(statusFx(j3, StatusQueued, HeldReason)).wake(wake),
+				batch(2).then(grantFx(j3)),
+			})
+		})
+	}
+	t.Run("with a delay", func(t *testing.T) {
+		t.Parallel()
+		require.False(t, lreq(j3, noCollapse, notSameJob, delayed(time.Minute)).Inert())
+	})
+	t.Run("runs recorded before", func(t *testing.T) {
+		t.Parallel()
+		runLaneOpsOn(t, &Lanes{oldHolds: true}, laneT0, []laneOp{
+			hold(2, 10*time.Minute).wake(wake),
+			batch(3, lreq(j3, noCollapse, notSameJob)).then(statusFx(j3, StatusQueued, "waiting for the earlier event 2 to start its jobs")).wake(wake),
+			batch(2).then(grantFx(j3)),
 		})
 	})
 }

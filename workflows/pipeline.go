@@ -46,11 +46,12 @@ const changeBlockerReason = "blocker-reason"
 // a later event's build waits behind it (Lanes.lazyHolds).
 const changeLazyHoldTimer = "lazy-hold-timer"
 
-// changeHeldReason: a build held for earlier events is told so once
-// ("waiting for earlier events to start their jobs"), not again each time
-// the oldest of them starts its jobs: in a burst of n events that was up
-// to n messages per build (Lanes.heldNamesEvent).
-const changeHeldReason = "held-reason"
+// changeHolds: a build held for earlier events is told so once ("waiting
+// for earlier events to start their jobs"), not again each time the oldest
+// of them starts its jobs (in a burst of n events that was up to n
+// messages per build), and a build its lane can never make wait
+// (LaneRequest.Inert) is not held at all (Lanes.oldHolds).
+const changeHolds = "holds"
 
 // changeEventResultDone: the run takes the lane places its events' last
 // builds hold from the events' results (EventInput.DoneInResult), and hands
@@ -211,7 +212,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 	p.st.Lanes.legacy = p.legacy
 	p.st.Lanes.blockerNamesBuild = workflow.GetVersion(ctx, changeBlockerReason, workflow.DefaultVersion, 1) == workflow.DefaultVersion
 	p.st.Lanes.lazyHolds = workflow.GetVersion(ctx, changeLazyHoldTimer, workflow.DefaultVersion, 1) != workflow.DefaultVersion
-	p.st.Lanes.heldNamesEvent = workflow.GetVersion(ctx, changeHeldReason, workflow.DefaultVersion, 1) == workflow.DefaultVersion
+	p.st.Lanes.oldHolds = workflow.GetVersion(ctx, changeHolds, workflow.DefaultVersion, 1) == workflow.DefaultVersion
 	p.resultDone = workflow.GetVersion(ctx, changeEventResultDone, workflow.DefaultVersion, 1) != workflow.DefaultVersion
 	p.enqueueUpdate = workflow.GetVersion(ctx, changeEnqueueUpdate, workflow.DefaultVersion, 1) != workflow.DefaultVersion
 
