@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -65,20 +66,31 @@ func startEvent(t *testing.T, e *testenv.Env, pipeline string, req api.StartEven
 func waitBuild(t *testing.T, e *testenv.Env, id string, timeout time.Duration, statuses ...workflows.Status) api.Build {
 	t.Helper()
 	var b api.Build
-	e.WaitFor(fmt.Sprintf("build %s to be %v", id, statuses), timeout, func() bool {
-		got, err := e.API.GetBuild(e.Context(), id)
-		if err != nil {
-			return false
+	var lastErr error
+	seen := func() string {
+		if lastErr != nil {
+			return "last read failed: " + lastErr.Error()
 		}
-		b = got
-		for _, s := range statuses {
-			if got.Status == s {
-				return true
+		if b.ID == "" {
+			return "never read"
+		}
+		return fmt.Sprintf("last seen %s (%s: %s; executor %q, %d attempts)", b.Status, b.WaitCode, b.Reason, b.Executor, b.Attempts)
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		got, err := e.API.GetBuild(e.Context(), id)
+		lastErr = err
+		if err == nil {
+			b = got
+			if slices.Contains(statuses, got.Status) {
+				return b
 			}
 		}
-		return false
-	})
-	return b
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for build %s to be %v: %s", timeout, id, statuses, seen())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // TestPullRequestRunsItsJobsOnly (defect 1): a pull request runs its ~pr
