@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -591,30 +592,32 @@ func TestLanesHeldBuildToldOnceThroughABurst(t *testing.T) {
 	t.Parallel()
 	j5 := bref("j", 5)
 	wake := laneT0.Add(10 * time.Minute)
-	t.Run("now", func(t *testing.T) {
-		t.Parallel()
-		runLaneOps(t, laneT0, []laneOp{
-			hold(2, 10*time.Minute).wake(wake),
-			hold(3, 10*time.Minute).wake(wake),
-			hold(4, 10*time.Minute).wake(wake),
-			batch(5, lreq(j5)).then(statusFx(j5, StatusQueued, HeldReason)).wake(wake),
-			batch(2).wake(wake),
-			batch(3).wake(wake),
-			batch(4).then(grantFx(j5)),
+	heldBy := func(e int) LaneEffect {
+		return statusFx(j5, StatusQueued, fmt.Sprintf("waiting for the earlier event %d to start its jobs", e))
+	}
+	for _, tc := range []struct {
+		name  string
+		lanes *Lanes
+		// told are the messages as event 5's build arrives, then as events
+		// 2 and 3 start their jobs.
+		told [3][]LaneEffect
+	}{
+		{"now", &Lanes{}, [3][]LaneEffect{{statusFx(j5, StatusQueued, HeldReason)}, nil, nil}},
+		{"runs recorded before", &Lanes{oldHolds: true}, [3][]LaneEffect{{heldBy(2)}, {heldBy(3)}, {heldBy(4)}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			runLaneOpsOn(t, tc.lanes, laneT0, []laneOp{
+				hold(2, 10*time.Minute).wake(wake),
+				hold(3, 10*time.Minute).wake(wake),
+				hold(4, 10*time.Minute).wake(wake),
+				batch(5, lreq(j5)).then(tc.told[0]...).wake(wake),
+				batch(2).then(tc.told[1]...).wake(wake),
+				batch(3).then(tc.told[2]...).wake(wake),
+				batch(4).then(grantFx(j5)),
+			})
 		})
-	})
-	t.Run("runs recorded before", func(t *testing.T) {
-		t.Parallel()
-		runLaneOpsOn(t, &Lanes{oldHolds: true}, laneT0, []laneOp{
-			hold(2, 10*time.Minute).wake(wake),
-			hold(3, 10*time.Minute).wake(wake),
-			hold(4, 10*time.Minute).wake(wake),
-			batch(5, lreq(j5)).then(statusFx(j5, StatusQueued, "waiting for the earlier event 2 to start its jobs")).wake(wake),
-			batch(2).then(statusFx(j5, StatusQueued, "waiting for the earlier event 3 to start its jobs")).wake(wake),
-			batch(3).then(statusFx(j5, StatusQueued, "waiting for the earlier event 4 to start its jobs")).wake(wake),
-			batch(4).then(grantFx(j5)),
-		})
-	})
+	}
 }
 
 // A build its lane can never make wait (collapse and blockedBySameJob off,
