@@ -285,6 +285,34 @@ func TestEventAdmittedButNotStartedIsStarting(t *testing.T) {
 	}
 }
 
+// A cancel that reaches an event numbered a moment ago, whose workflow has
+// not started yet, waits for it and cancels it; an event never numbered is
+// not found at once.
+func TestCancelEventWaitsForANumberedEventToStart(t *testing.T) {
+	t.Parallel()
+	t.Run("numbered", func(t *testing.T) {
+		t.Parallel()
+		c := mocks.NewClient(t)
+		ref := workflows.EventRef{Pipeline: "app", Number: 5}
+		c.On("CancelWorkflow", mock.Anything, ref.WorkflowID(), "").Return(serviceerror.NewNotFound("workflow not found")).Twice()
+		c.On("CancelWorkflow", mock.Anything, ref.WorkflowID(), "").Return(nil).Once()
+		c.On("QueryWorkflow", mock.Anything, workflows.PipelineWorkflowID("app"), "", workflows.QueryPipeline).
+			Return(encodedValue{workflows.PipelineInfo{Events: 5}}, nil).Once()
+		s := &Service{Client: c, Namespace: "default"}
+		require.NoError(t, s.CancelEvent(context.Background(), ref))
+	})
+	t.Run("never numbered", func(t *testing.T) {
+		t.Parallel()
+		c := mocks.NewClient(t)
+		ref := workflows.EventRef{Pipeline: "app", Number: 6}
+		c.On("CancelWorkflow", mock.Anything, ref.WorkflowID(), "").Return(serviceerror.NewNotFound("workflow not found")).Once()
+		c.On("QueryWorkflow", mock.Anything, workflows.PipelineWorkflowID("app"), "", workflows.QueryPipeline).
+			Return(encodedValue{workflows.PipelineInfo{Events: 5}}, nil).Once()
+		s := &Service{Client: c, Namespace: "default"}
+		require.ErrorIs(t, s.CancelEvent(context.Background(), ref), ErrNotFound)
+	})
+}
+
 func TestValidAdmissionID(t *testing.T) {
 	t.Parallel()
 	for range 3 {

@@ -327,9 +327,31 @@ func (s *Service) ListEvents(ctx context.Context, name string, limit int) ([]Eve
 }
 
 // CancelEvent cancels every build of the event.
+//
+// An event the pipeline numbered a moment ago may have no workflow yet (a
+// start is answered once numbered; its workflow starts right after): the
+// cancel then waits for it, eventStartWait at most, rather than saying the
+// event it just reported does not exist.
 func (s *Service) CancelEvent(ctx context.Context, ref workflows.EventRef) error {
-	return translate(s.Client.CancelWorkflow(ctx, ref.WorkflowID(), ""), "event "+ref.String())
+	err := s.Client.CancelWorkflow(ctx, ref.WorkflowID(), "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) && s.eventNumbered(ctx, ref) {
+		deadline := time.Now().Add(eventStartWait)
+		for delay := 10 * time.Millisecond; errors.As(err, &nf) && time.Now().Before(deadline); delay = min(2*delay, 500*time.Millisecond) {
+			select {
+			case <-ctx.Done():
+				return translate(ctx.Err(), "event "+ref.String())
+			case <-time.After(delay):
+			}
+			err = s.Client.CancelWorkflow(ctx, ref.WorkflowID(), "")
+		}
+	}
+	return translate(err, "event "+ref.String())
 }
+
+// eventStartWait bounds how long a cancel waits for a numbered event's
+// workflow to start.
+const eventStartWait = 10 * time.Second
 
 // ApproveEvent lets an event that waits for approval
 // (screwdriver.cd/restrictPR) start its builds, recording id as who
