@@ -140,7 +140,7 @@ type Lanes struct {
 	blockerNamesBuild bool
 	// oldHolds keeps the holds of runs recorded before changeHolds (set
 	// every run): every build was held for earlier events, even one its
-	// lane can never make wait, and its reason named the oldest event
+	// lane can never keep waiting, and its reason named the oldest event
 	// holding it, so it was told again whenever that one changed.
 	oldHolds bool
 	// lazyHolds: an event's hold deadline wakes the pipeline only while a

@@ -620,10 +620,10 @@ func TestLanesHeldBuildToldOnceThroughABurst(t *testing.T) {
 	}
 }
 
-// A build its lane can never make wait (collapse and blockedBySameJob off,
+// A build its lane can never keep waiting (collapse and blockedBySameJob off,
 // no blockedBy, freeze window or delay) has no order to keep: an earlier
 // event that has not started its jobs does not hold it, and no timer waits
-// for that event on its account. Any one of the rules makes it wait again.
+// for that event on its account. Any one of the rules holds it again.
 // Runs recorded before (oldHolds) held every build.
 func TestLanesInertBuildsAreNotHeld(t *testing.T) {
 	t.Parallel()

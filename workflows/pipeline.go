@@ -49,7 +49,7 @@ const changeLazyHoldTimer = "lazy-hold-timer"
 // changeHolds: a build held for earlier events is told so once ("waiting
 // for earlier events to start their jobs"), not again each time the oldest
 // of them starts its jobs (in a burst of n events that was up to n
-// messages per build), and a build its lane can never make wait
+// messages per build), and a build its lane can never keep waiting
 // (LaneRequest.Inert) is not held at all (Lanes.oldHolds).
 const changeHolds = "holds"
 
