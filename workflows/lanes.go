@@ -205,16 +205,18 @@ func (l *Lanes) ReleasePR(pr, event int) {
 	}
 }
 
-// heldBy returns the oldest pending event before b's whose hold on b is
-// still in force at now, or 0.
-// holds is heldBy for a waiting entry: a build its lane can never make
-// wait (Inert) has no order to keep, so no earlier event holds it.
+// holds is heldBy for a waiting entry whose order is kept (keepsOrder).
 func (l *Lanes) holds(w *LaneEntry, now time.Time) int {
-	if !l.oldHolds && w.Inert() {
+	if !l.keepsOrder(w) {
 		return 0
 	}
 	return l.heldBy(w.Build, now)
 }
+
+// keepsOrder reports whether earlier events that have not started their
+// jobs hold w: a build its lane can never keep waiting (Inert) has no
+// order to keep (runs before changeHolds held every build).
+func (l *Lanes) keepsOrder(w *LaneEntry) bool { return l.oldHolds || !w.Inert() }
 
 // Inert reports whether nothing in its lane can ever make the build wait:
 // it neither collapses nor waits for the job's other builds, for other
@@ -224,6 +226,8 @@ func (r LaneRequest) Inert() bool {
 	return !r.Collapse && !r.BlockedBySameJob && len(r.BlockedBy) == 0 && len(r.FreezeWindows) == 0 && r.Delay <= 0
 }
 
+// heldBy returns the oldest pending event before b's whose hold on b is
+// still in force at now, or 0.
 func (l *Lanes) heldBy(b BuildRef, now time.Time) int {
 	oldest := 0
 	// Order-independent: the oldest match wins.
@@ -777,7 +781,7 @@ func (l *Lanes) holdsAnyWaiting(event int) bool {
 	//workflowcheck:ignore
 	for _, ln := range l.Jobs {
 		for _, w := range ln.Waiting {
-			if w.Build.Event > event && l.PendingPR[event] == w.Build.PR && (l.oldHolds || !w.Inert()) {
+			if w.Build.Event > event && l.PendingPR[event] == w.Build.PR && l.keepsOrder(w) {
 				return true
 			}
 		}
