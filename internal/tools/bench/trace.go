@@ -117,16 +117,21 @@ func writeTaskStats(ctx context.Context, w io.Writer, c client.Client, workflowI
 	return err
 }
 
-// markerDetail names a marker: its kind, and a local activity's type or a
-// version's change ID.
+// markerDetail names a marker: its kind, and a local activity's type (the
+// SDK's marker data) or a version's change ID.
 func markerDetail(a *historypb.MarkerRecordedEventAttributes) string {
 	name := a.GetMarkerName()
-	for _, key := range []string{"type", "change-id"} {
-		if p := a.GetDetails()[key]; p != nil && len(p.GetPayloads()) > 0 {
-			var v string
-			if err := converter.GetDefaultDataConverter().FromPayloads(p, &v); err == nil {
-				name += " " + v
-			}
+	dc := converter.GetDefaultDataConverter()
+	if p := a.GetDetails()["data"]; p != nil {
+		var la struct{ ActivityType string }
+		if err := dc.FromPayloads(p, &la); err == nil && la.ActivityType != "" {
+			name += " " + la.ActivityType
+		}
+	}
+	if p := a.GetDetails()["change-id"]; p != nil {
+		var id string
+		if err := dc.FromPayloads(p, &id); err == nil {
+			name += " " + id
 		}
 	}
 	return name
