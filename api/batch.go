@@ -21,8 +21,10 @@ const eventBatchTimeout = 2 * time.Minute
 
 // DefaultAdmitWait is how long an event start waits for the pipeline to
 // number an admitted event before it answers without the number (202,
-// "pending"): well under a webhook sender's timeout (GitHub: 10 s).
-const DefaultAdmitWait = 2 * time.Second
+// "pending"): far under a webhook sender's timeout (GitHub: 10 s), and
+// long enough for a pipeline that is not in a burst to answer with the
+// number (tens of milliseconds). The CLI waits on for the number.
+const DefaultAdmitWait = 200 * time.Millisecond
 
 // eventBatcher admits event starts per pipeline (docs/performance.md,
 // "Admission"). Starts that arrive while one to the same pipeline is in

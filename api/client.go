@@ -167,6 +167,27 @@ func (c *Client) Admission(ctx context.Context, pipeline, admission string) (Eve
 	return ev, c.do(ctx, http.MethodGet, "/api/v1/pipelines/"+seg(pipeline)+"/admissions/"+seg(admission), nil, &ev)
 }
 
+// Numbered is ev once its pipeline numbered it: a start answered pending
+// (EventStarted.Pending) is asked after every interval until it is numbered,
+// refused (the error) or ctx ends; a numbered answer comes back as it is.
+func (c *Client) Numbered(ctx context.Context, ev EventStarted, every time.Duration) (EventStarted, error) {
+	for ev.Pending {
+		t := time.NewTimer(every)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ev, ctx.Err()
+		case <-t.C:
+		}
+		next, err := c.Admission(ctx, ev.Pipeline, ev.Admission)
+		if err != nil {
+			return ev, err
+		}
+		ev = next
+	}
+	return ev, nil
+}
+
 // ListEvents lists a pipeline's recent events.
 func (c *Client) ListEvents(ctx context.Context, pipeline string, limit int) ([]Event, error) {
 	return c.ListEventsFiltered(ctx, pipeline, EventFilter{Limit: limit})

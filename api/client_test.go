@@ -331,3 +331,49 @@ func TestClientAgainstTheHandler(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, ae.Status)
 	require.Contains(t, ae.Message, `user "bob" lacks the manage-executors privilege`)
 }
+
+// TestClientNumbered: a start answered pending is asked about at its
+// admission until numbered; a numbered answer makes no request; a refusal
+// and the context's end come back as errors.
+func TestClientNumbered(t *testing.T) {
+	ctx := context.Background()
+	var asked []string
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked = append(asked, r.URL.Path)
+		n := len(asked)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case strings.Contains(r.URL.Path, "adm-refused"):
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			_, _ = io.WriteString(w, `{"error":"pipeline p refused the start: no such branch"}`)
+		case strings.Contains(r.URL.Path, "adm-slow") || n < 3:
+			_, _ = fmt.Fprintf(w, `{"pipeline":"p","admission":%q,"pending":true}`, r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:])
+		default:
+			_, _ = io.WriteString(w, `{"id":"p/7","pipeline":"p","number":7}`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	c := api.NewClient(srv.URL)
+
+	ev, err := c.Numbered(ctx, api.EventStarted{ID: "p/6", Pipeline: "p", Number: 6}, time.Millisecond)
+	require.NoError(t, err)
+	require.Equal(t, 6, ev.Number)
+	require.Empty(t, asked, "a numbered answer is not asked about")
+
+	ev, err = c.Numbered(ctx, api.EventStarted{Pipeline: "p", Admission: "adm-1", Pending: true}, time.Millisecond)
+	require.NoError(t, err)
+	require.Equal(t, "p/7", ev.ID)
+	require.Equal(t, []string{"/api/v1/pipelines/p/admissions/adm-1", "/api/v1/pipelines/p/admissions/adm-1", "/api/v1/pipelines/p/admissions/adm-1"}, asked)
+
+	_, err = c.Numbered(ctx, api.EventStarted{Pipeline: "p", Admission: "adm-refused", Pending: true}, time.Millisecond)
+	require.ErrorContains(t, err, "no such branch")
+
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	ev, err = c.Numbered(short, api.EventStarted{Pipeline: "p", Admission: "adm-slow", Pending: true}, 5*time.Millisecond)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.True(t, ev.Pending, "the last answer comes back with the error")
+}

@@ -59,14 +59,19 @@ func eventPagePath(r *http.Request) string {
 	return "/ui/pipelines/" + pesc(r.PathValue("pipeline")) + "/events/" + pesc(r.PathValue("n"))
 }
 
-// newEventPage lands on the event an API answer describes.
+// newEventPage lands on the event an API answer describes, or on its
+// pipeline's page when the start was answered pending (admitted, not yet
+// numbered: the event shows there once it is).
 func newEventPage(_ *http.Request, answer []byte) string {
 	var ev struct {
 		Pipeline string `json:"pipeline"`
 		Number   int    `json:"number"`
 	}
-	if json.Unmarshal(answer, &ev) != nil || ev.Pipeline == "" {
+	switch {
+	case json.Unmarshal(answer, &ev) != nil || ev.Pipeline == "":
 		return "/ui/"
+	case ev.Number == 0:
+		return "/ui/pipelines/" + pesc(ev.Pipeline)
 	}
 	return fmt.Sprintf("/ui/pipelines/%s/events/%d", pesc(ev.Pipeline), ev.Number)
 }

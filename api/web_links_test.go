@@ -29,3 +29,11 @@ func TestRepoWebLinks(t *testing.T) {
 	require.Empty(t, repoWebOf("https://github.com/acme/app").Commit(""))
 	require.Empty(t, repoWebOf("https://github.com/acme/app").PR(0))
 }
+
+// TestNewEventPageOfAPendingStart: a page's start lands on the new event,
+// or on its pipeline when the API answered pending (no number yet).
+func TestNewEventPageOfAPendingStart(t *testing.T) {
+	require.Equal(t, "/ui/pipelines/app/events/12", newEventPage(nil, []byte(`{"id":"app/12","pipeline":"app","number":12}`)))
+	require.Equal(t, "/ui/pipelines/app", newEventPage(nil, []byte(`{"pipeline":"app","admission":"adm-0123456789abcdef01234567","pending":true}`)))
+	require.Equal(t, "/ui/", newEventPage(nil, []byte(`not json`)))
+}

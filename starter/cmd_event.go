@@ -84,19 +84,7 @@ stderr and exits 1.`,
 			if err != nil {
 				return err
 			}
-			if err := a.printStarted(started); err != nil {
-				return err
-			}
-			if !wait {
-				return nil
-			}
-			id := started.ID
-			if started.Pending {
-				if id, err = a.waitNumber(ctx, started); err != nil {
-					return err
-				}
-			}
-			return a.waitEvent(ctx, id)
+			return a.startedThenWait(ctx, started, wait)
 		},
 	}
 	f := cmd.Flags()
@@ -159,49 +147,48 @@ func (a *app) printStarted(ev api.EventStarted) error {
 			_, _ = fmt.Fprintf(a.stderr, "sluice: warning: %s\n", w) // a notice: nowhere to report its failure
 		}
 	}
-	if ev.Pending {
-		// Admitted (it will start), not numbered within the API's wait.
-		return a.print(ev, func(w io.Writer) error {
-			_, err := fmt.Fprintf(w, "admitted as %s: pipeline %s is busy and has not numbered it yet; `sluice event list %s` shows it once it has\n", ev.Admission, ev.Pipeline, ev.Pipeline)
-			return err
-		})
-	}
 	return a.print(ev, func(w io.Writer) error {
 		_, err := fmt.Fprintln(w, ev.ID)
 		return err
 	})
 }
 
-// waitNumberFor bounds how long --wait waits for a busy pipeline to
+// waitNumberFor bounds how long the CLI waits for a busy pipeline to
 // number an admitted event (a pipeline remembers its last 1,000
 // admissions: one forgotten would otherwise be waited for for ever).
 const waitNumberFor = 10 * time.Minute
 
-// waitNumber polls an admitted start until its pipeline numbered it, and
-// returns the event's ID.
-func (a *app) waitNumber(ctx context.Context, started api.EventStarted) (string, error) {
-	c := a.client()
+// numberInterval is how often the CLI asks about a pending start: more often
+// than waitInterval, since the answer is usually a fraction of a second away.
+const numberInterval = 300 * time.Millisecond
+
+// numbered is started once its pipeline numbered it. The API answers a
+// start it could not number within SLUICE_ADMIT_WAIT as pending, with an
+// admission ID; the start is kept and will run, and the CLI asks until
+// the event has its number, so that it always prints the event's ID.
+func (a *app) numbered(ctx context.Context, started api.EventStarted) (api.EventStarted, error) {
+	if !started.Pending {
+		return started, nil
+	}
+	if a.output != "json" {
+		_, _ = fmt.Fprintf(a.stderr, "sluice: pipeline %s is busy: the start is admitted as %s; waiting for its number (an interrupt stops the waiting, not the start)\n", started.Pipeline, started.Admission) // a notice: nowhere to report its failure
+	}
 	wctx, cancel := context.WithTimeout(ctx, waitNumberFor)
 	defer cancel()
-	var ev api.EventStarted
-	err := poll(wctx, waitInterval, func(ctx context.Context) (bool, error) {
-		var err error
-		ev, err = c.Admission(ctx, started.Pipeline, started.Admission)
-		return err == nil && !ev.Pending, err
-	})
+	ev, err := a.client().Numbered(wctx, started, numberInterval)
 	switch {
 	case errors.Is(err, context.Canceled):
-		return "", interrupted(fmt.Sprintf("stopped waiting; the start admitted as %s goes on (sluice event list %s)", started.Admission, started.Pipeline))
+		return ev, interrupted(fmt.Sprintf("stopped waiting; the start admitted as %s goes on (sluice event list %s)", started.Admission, started.Pipeline))
 	case errors.Is(err, context.DeadlineExceeded):
-		return "", fmt.Errorf("pipeline %s has not numbered the start admitted as %s within %s; `sluice event list %s` shows it once it has",
+		return ev, fmt.Errorf("pipeline %s has not numbered the start admitted as %s within %s; `sluice event list %s` shows it once it has",
 			started.Pipeline, started.Admission, waitNumberFor, started.Pipeline)
 	case err != nil:
-		return "", err
+		return ev, err
 	}
 	if a.output != "json" {
 		_, _ = fmt.Fprintf(a.stderr, "sluice: admitted as %s, numbered %s\n", started.Admission, ev.ID) // a notice: nowhere to report its failure
 	}
-	return ev.ID, nil
+	return ev, nil
 }
 
 // waitEvent polls an event until it ends and turns its outcome into the
@@ -607,8 +594,13 @@ two failed parents of a join are re-run together and the join follows.`,
 	return cmd
 }
 
-// startedThenWait prints a started event and, with wait, waits for it.
+// startedThenWait prints a started event's ID (once numbered) and, with
+// wait, waits for it.
 func (a *app) startedThenWait(ctx context.Context, started api.EventStarted, wait bool) error {
+	started, err := a.numbered(ctx, started)
+	if err != nil {
+		return err
+	}
 	if err := a.printStarted(started); err != nil {
 		return err
 	}

@@ -29,8 +29,8 @@ import (
 // runs, the pipeline numbers the admitted events in the order they came,
 // a second signal of the same admission starts nothing, and the API
 // answers with the numbers (GET /pipelines/{name}/admissions/{id}).
-// `sluice event start --wait`, answered pending, waits for the number,
-// then for the event.
+// `sluice event start`, answered pending, waits for the number and prints
+// the event's ID (with --wait, then waits for the event).
 func TestAdmissionWhileThePipelineCannotAnswer(t *testing.T) {
 	t.Parallel()
 	e := server.NewEnv(t, testenv.Options{NoController: true})
@@ -73,7 +73,8 @@ func TestAdmissionWhileThePipelineCannotAnswer(t *testing.T) {
 	_, err = e.API.Admission(ctx, "ghost", admitted[0])
 	require.ErrorContains(t, err, "ghost")
 
-	// The CLI, answered pending, waits for the number, then for the event.
+	// The CLI, answered pending, waits for the number, prints the event's
+	// ID, then (--wait) waits for the event.
 	type result struct {
 		stdout, stderr string
 		code           int
@@ -126,7 +127,8 @@ func TestAdmissionWhileThePipelineCannotAnswer(t *testing.T) {
 		t.Fatal("sluice event start --wait did not end")
 	}
 	require.Zero(t, res.code, "stdout: %s\nstderr: %s", res.stdout, res.stderr)
-	require.Contains(t, res.stdout, "admitted as adm-", "the start's answer: pending")
+	require.Regexp(t, `^adm/4\n`, res.stdout, "the CLI prints the event's ID once numbered")
+	require.Regexp(t, `pipeline adm is busy: the start is admitted as adm-[0-9a-f]{24}; waiting for its number`, res.stderr)
 	require.Regexp(t, `admitted as adm-[0-9a-f]{24}, numbered adm/4`, res.stderr)
 
 	// A start now is numbered within the wait, after the four.

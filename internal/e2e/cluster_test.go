@@ -208,6 +208,8 @@ jobs:
 		for p := range pipelines {
 			ev, err := c.StartEvent(ctx, "p"+strconv.Itoa(p), api.StartEventRequest{Type: "commit", Branch: "main"})
 			require.NoError(t, err, "event %d of p%d", i, p)
+			ev, err = c.Numbered(ctx, ev, 100*time.Millisecond) // answered pending past SLUICE_ADMIT_WAIT under load
+			require.NoError(t, err, "event %d of p%d", i, p)
 			events = append(events, ev.ID)
 		}
 	}
@@ -331,6 +333,8 @@ jobs:
 	// The executors resolve through the first replica a secret set
 	// through the second.
 	ev, err := c.StartEvent(ctx, "sec", api.StartEventRequest{Type: "commit", Branch: "main"})
+	require.NoError(t, err)
+	ev, err = c.Numbered(ctx, ev, 100*time.Millisecond)
 	require.NoError(t, err)
 	var done api.Event
 	require.Eventually(t, func() bool {

@@ -72,6 +72,8 @@ func TestAPIReplicasServeFinishedLogsFromTheBlobStore(t *testing.T) {
 	require.NoError(t, err)
 	ev, err := a.StartEvent(ctx, "replicalogs", api.StartEventRequest{Type: "commit", Branch: "main"})
 	require.NoError(t, err)
+	ev, err = a.Numbered(ctx, ev, 100*time.Millisecond) // answered pending past SLUICE_ADMIT_WAIT under load
+	require.NoError(t, err)
 
 	// While the step runs, replica b (which receives nothing) serves its
 	// log from the chunks replica a flushes to the bucket every second.

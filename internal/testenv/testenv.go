@@ -149,6 +149,12 @@ func (s *Server) NewEnv(t testing.TB, opts Options) *Env {
 		"SLUICE_BUILD_HEARTBEAT_TIMEOUT": opts.BuildHeartbeat.String(),
 		"SLUICE_BUILD_MAX_ATTEMPTS":      strconv.Itoa(opts.MaxAttempts),
 		"SLUICE_EXECUTOR_RUNTIME":        "host",
+		// The tests look at what becomes of the events they start, by
+		// number; on a loaded test machine the default wait (200 ms) would
+		// answer some starts pending. How soon a start is answered has
+		// tests of its own (TestAdmissionWhileThePipelineCannotAnswer, the
+		// API's batch tests) and a bench figure (accept latency).
+		"SLUICE_ADMIT_WAIT": "10s",
 	}
 	if os.Geteuid() == 0 {
 		// The tests' builds are trusted: as root (CI), say so explicitly.
