@@ -24,7 +24,7 @@ const eventBatchTimeout = 2 * time.Minute
 // "pending"): far under a webhook sender's timeout (GitHub: 10 s), and
 // long enough for a pipeline that is not in a burst to answer with the
 // number (tens of milliseconds). The CLI waits on for the number.
-const DefaultAdmitWait = 200 * time.Millisecond
+const DefaultAdmitWait = 100 * time.Millisecond
 
 // eventBatcher admits event starts per pipeline (docs/performance.md,
 // "Admission"). Starts that arrive while one to the same pipeline is in
@@ -132,8 +132,12 @@ func (b *eventBatcher) admit(ctx context.Context, c client.Client, pipeline stri
 	}
 }
 
-// drain signals the lane's queued starts, at most MaxStartEvents per signal,
-// until none is left; each batch then waits for its numbers on its own.
+// drain sends the lane's queued starts, at most MaxStartEvents at a time,
+// until none is left: a batch first by UpdateStartEvents until its wait
+// runs out, then by SignalAdmitEvents. A batch that queued past its wait
+// (behind a slow update, in a burst) is signalled at once, beside the
+// batches after it, so that a burst of n starts is answered within about
+// one wait and one signal, not n/MaxStartEvents of them.
 func (b *eventBatcher) drain(ctx context.Context, c client.Client, pipeline string, lane *startLane) {
 	for {
 		b.mu.Lock()
@@ -146,17 +150,38 @@ func (b *eventBatcher) drain(ctx context.Context, c client.Client, pipeline stri
 		calls := lane.waiting[:n:n]
 		lane.waiting = lane.waiting[n:]
 		b.mu.Unlock()
+		if !time.Now().Before(earliestDeadline(calls)) {
+			go admitPending(ctx, c, pipeline, calls)
+			continue
+		}
 		if numberStarts(ctx, c, pipeline, calls) {
 			continue // answered by the pipeline within the wait
 		}
-		if !admitStarts(ctx, c, pipeline, calls) {
-			continue // every call has its answer (an error)
-		}
-		for _, call := range calls {
-			call.pending = true
-			close(call.done)
+		admitPending(ctx, c, pipeline, calls)
+	}
+}
+
+// admitPending admits calls by signal and answers them pending (or each
+// with the signal's error).
+func admitPending(ctx context.Context, c client.Client, pipeline string, calls []*startCall) {
+	if !admitStarts(ctx, c, pipeline, calls) {
+		return // every call has its answer (an error)
+	}
+	for _, call := range calls {
+		call.pending = true
+		close(call.done)
+	}
+}
+
+// earliestDeadline is when the first of calls stops waiting for a number.
+func earliestDeadline(calls []*startCall) time.Time {
+	d := calls[0].deadline
+	for _, call := range calls[1:] {
+		if call.deadline.Before(d) {
+			d = call.deadline
 		}
 	}
+	return d
 }
 
 // numberStarts asks the pipeline to number calls by one UpdateStartEvents,
@@ -166,13 +191,10 @@ func (b *eventBatcher) drain(ctx context.Context, c client.Client, pipeline stri
 // (the same admission IDs: the pipeline starts each once, whichever of the
 // update and the signal it handles first).
 func numberStarts(ctx context.Context, c client.Client, pipeline string, calls []*startCall) bool {
-	deadline := calls[0].deadline
+	deadline := earliestDeadline(calls)
 	req := workflows.StartEventsRequest{Requests: make([]workflows.StartEventRequest, len(calls))}
 	for i, call := range calls {
 		req.Requests[i] = call.req
-		if call.deadline.Before(deadline) {
-			deadline = call.deadline
-		}
 	}
 	if !time.Now().Before(deadline) {
 		return false // queued past its wait behind a slow update: admit at once

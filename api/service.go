@@ -83,6 +83,9 @@ type Service struct {
 	idx pipelineIndex
 	// batches coalesces concurrent event starts per pipeline (batch.go).
 	batches eventBatcher
+	// asks coalesces questions about pending starts per pipeline
+	// (admissions.go).
+	asks admissionAsker
 	// regRead caches the registry for event starts' warnings (waits.go).
 	regRead registryRead
 }

@@ -140,24 +140,14 @@ const admissionQueryFor = 2 * time.Second
 // number once numbered (Pending while not yet, and while the pipeline
 // cannot answer within admissionQueryFor).
 func (s *Service) Admission(ctx context.Context, pipeline, admission string) (EventStarted, error) {
-	qctx, cancel := context.WithTimeout(ctx, admissionQueryFor)
-	defer cancel()
-	v, err := s.Client.QueryWorkflow(qctx, workflows.PipelineWorkflowID(pipeline), "", workflows.QueryAdmissions, []string{admission})
+	// Shared with the other questions to the pipeline (admissions.go).
+	a, err := s.asks.ask(ctx, pipeline, admission, queryAdmissions(s.Client, pipeline))
 	var deadline *serviceerror.DeadlineExceeded
 	switch {
 	case err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.As(err, &deadline)):
 		return EventStarted{Pipeline: pipeline, Admission: admission, Pending: true}, nil
 	case err != nil:
 		return EventStarted{}, translate(err, "pipeline "+pipeline)
-	}
-	var seen []workflows.AdmissionSeen
-	if err := v.Get(&seen); err != nil {
-		return EventStarted{}, fmt.Errorf("admission %s of pipeline %s: %w", admission, pipeline, err)
-	}
-	if len(seen) != 1 {
-		return EventStarted{}, fmt.Errorf("admission %s of pipeline %s: %d answers for one", admission, pipeline, len(seen))
-	}
-	switch a := seen[0]; {
 	case a.Error != "":
 		return EventStarted{}, updateError(startRefused(a.Error), "pipeline "+pipeline)
 	case a.Event > 0:

@@ -40,7 +40,7 @@ func TestLoadDefaults(t *testing.T) {
 		ExecutorQueues:      []string{"default"},
 		ExecutorRuntime:     "auto",
 		HeartbeatTimeout:    20 * time.Second,
-		AdmitWait:           200 * time.Millisecond,
+		AdmitWait:           100 * time.Millisecond,
 		MaxAttempts:         3,
 		ScheduleCatchup:     5 * time.Minute,
 		LogRetention:        720 * time.Hour,

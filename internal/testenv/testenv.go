@@ -150,7 +150,7 @@ func (s *Server) NewEnv(t testing.TB, opts Options) *Env {
 		"SLUICE_BUILD_MAX_ATTEMPTS":      strconv.Itoa(opts.MaxAttempts),
 		"SLUICE_EXECUTOR_RUNTIME":        "host",
 		// The tests look at what becomes of the events they start, by
-		// number; on a loaded test machine the default wait (200 ms) would
+		// number; on a loaded test machine the default wait (100 ms) would
 		// answer some starts pending. How soon a start is answered has
 		// tests of its own (TestAdmissionWhileThePipelineCannotAnswer, the
 		// API's batch tests) and a bench figure (accept latency).

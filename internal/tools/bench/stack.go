@@ -51,9 +51,10 @@ type stack struct {
 	http     *http.Server
 
 	stopController func()
-	// pendingAnswers counts the polls for events the API answered
-	// pending (admitted, not numbered within its admit wait).
+	// pendingAnswers counts the events the API answered pending
+	// (admitted, not numbered within its admit wait).
 	pendingAnswers atomic.Int64
+	asks           admissionAsker
 	controller     *proc
 
 	mu    sync.Mutex

@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluice-ci/sluice/api"
@@ -112,6 +115,9 @@ type throughputRun struct {
 	pipelines []string
 
 	sluiceRuns, noopRuns, comparableRuns bursts
+	// pending counts the starts the API answered pending (past its admit
+	// wait), over the sluice bursts.
+	pending int64
 	// The last sluice burst, for -trace.
 	lastStart time.Time
 	lastIDs   []string
@@ -122,11 +128,13 @@ func (t *throughputRun) sluice(ctx context.Context, round int) error {
 	s, n := t.s, t.n
 	t.b.progress("%s: round %d: %d events at once over %d pipeline(s)", t.figure, round+1, n, len(t.pipelines))
 	self0, members0 := s.cpuParts()
+	pending0 := s.pendingAnswers.Load()
 	start := time.Now()
 	ids, accepted, took, err := s.startEventsOn(ctx, t.pipelines, n, n)
 	if err != nil {
 		return err
 	}
+	t.pending += s.pendingAnswers.Load() - pending0
 	res, err := waitEvents(ctx, s.Client, ids)
 	if err != nil {
 		return err
@@ -199,11 +207,11 @@ func (t *throughputRun) line() string {
 	accepts := t.sluiceRuns.accepts()
 	return fmt.Sprintf("%s builds_per_s=%.2f baseline_per_s=%.2f ratio=%.2f events=%d executors=2 slots=%d cpu_ms_per_build=%.1f baseline_cpu_ms_per_run=%.1f "+
 		"comparable_per_s=%.2f ratio_comparable=%.2f ratio_comparable_min=%.2f ratio_comparable_max=%.2f comparable_cpu_ms_per_run=%.1f cpu_ratio_comparable=%.2f "+
-		"accept_p50_ms=%.1f accept_p99_ms=%.1f pipelines=%d rounds=%d",
+		"accept_p50_ms=%.1f accept_p99_ms=%.1f accepted_pending=%d pipelines=%d rounds=%d",
 		t.figure, rate, base, round2(ratio(rate, base)), t.n, 2*t.b.plan.executorSlots, ms(t.sluiceRuns.cpuPerRun()), ms(t.noopRuns.cpuPerRun()),
 		comp, round2(ratio(rate, comp)), round2(lo), round2(hi), ms(t.comparableRuns.cpuPerRun()),
 		round2(durRatio(t.sluiceRuns.cpuPerRun(), t.comparableRuns.cpuPerRun())),
-		ms(percentile(accepts, 50)), ms(percentile(accepts, 99)), len(t.pipelines), len(t.sluiceRuns))
+		ms(percentile(accepts, 50)), ms(percentile(accepts, 99)), t.pending, len(t.pipelines), len(t.sluiceRuns))
 }
 
 // runEvents starts n commit events of a pipeline, width at a time through
@@ -328,31 +336,97 @@ func failedEvents(res map[string]workflows.EventState) string {
 }
 
 // numbered waits for the number of an event the API answered pending
-// (admitted, not numbered within its admit wait).
+// (admitted, not numbered within its admit wait). In a burst most starts
+// are; the harness asks each pipeline once per round about all its pending
+// admissions (admissionAsker), so that its asking does not load the busy
+// pipeline it measures.
 func (s *stack) numbered(ctx context.Context, ev api.EventStarted) (api.EventStarted, error) {
-	for ev.Pending {
-		s.pendingAnswers.Add(1)
-		select {
-		case <-ctx.Done():
-			return ev, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-		// The harness asks the pipeline itself (the API has no route for it).
-		v, err := s.Client.QueryWorkflow(ctx, workflows.PipelineWorkflowID(ev.Pipeline), "", workflows.QueryAdmissions, []string{ev.Admission})
-		if err != nil {
-			return ev, err
-		}
-		var seen []workflows.AdmissionSeen
-		if err := v.Get(&seen); err != nil {
-			return ev, err
-		}
-		switch {
-		case len(seen) == 1 && seen[0].Error != "":
-			return ev, fmt.Errorf("admission %s refused: %s", ev.Admission, seen[0].Error)
-		case len(seen) == 1 && seen[0].Event > 0:
-			ref := workflows.EventRef{Pipeline: ev.Pipeline, Number: seen[0].Event}
-			return api.EventStarted{ID: ref.String(), Pipeline: ev.Pipeline, Number: ref.Number}, nil
-		}
+	if !ev.Pending {
+		return ev, nil
 	}
-	return ev, nil
+	s.pendingAnswers.Add(1)
+	ch := make(chan admissionAnswer, 1)
+	s.asks.mu.Lock()
+	if s.asks.waiting == nil {
+		s.asks.waiting = map[string]map[string]chan admissionAnswer{}
+	}
+	w, asking := s.asks.waiting[ev.Pipeline]
+	if !asking {
+		w = map[string]chan admissionAnswer{}
+		s.asks.waiting[ev.Pipeline] = w
+	}
+	w[ev.Admission] = ch
+	s.asks.mu.Unlock()
+	if !asking {
+		go s.askAdmissions(context.WithoutCancel(ctx), ev.Pipeline)
+	}
+	select {
+	case <-ctx.Done():
+		return ev, ctx.Err()
+	case a := <-ch:
+		return a.ev, a.err
+	}
+}
+
+// admissionAnswer is what a pipeline made of one pending start.
+type admissionAnswer struct {
+	ev  api.EventStarted
+	err error
+}
+
+// admissionAsker holds, per pipeline, the pending starts the harness waits for.
+type admissionAsker struct {
+	mu      sync.Mutex
+	waiting map[string]map[string]chan admissionAnswer
+}
+
+// askAdmissionsEvery is how often the harness asks a pipeline about its
+// pending starts: seldom, since the harness needs the numbers only to wait
+// for the events (a figure's times come from the builds' own records), and
+// a query is work for the pipelines it measures.
+const askAdmissionsEvery = time.Second
+
+// askAdmissions asks pipeline about every start waiting on it, one query a
+// round, until none waits. A query that times out (a busy pipeline) is
+// asked again next round.
+func (s *stack) askAdmissions(ctx context.Context, pipeline string) {
+	for {
+		time.Sleep(askAdmissionsEvery)
+		s.asks.mu.Lock()
+		w := s.asks.waiting[pipeline]
+		if len(w) == 0 {
+			delete(s.asks.waiting, pipeline)
+			s.asks.mu.Unlock()
+			return
+		}
+		ids := slices.Sorted(maps.Keys(w))
+		s.asks.mu.Unlock()
+		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		v, err := s.Client.QueryWorkflow(qctx, workflows.PipelineWorkflowID(pipeline), "", workflows.QueryAdmissions, ids)
+		var seen []workflows.AdmissionSeen
+		if err == nil {
+			err = v.Get(&seen)
+		}
+		cancel()
+		if err != nil {
+			continue
+		}
+		s.asks.mu.Lock()
+		for _, a := range seen {
+			ch, ok := w[a.ID]
+			switch {
+			case !ok:
+				continue
+			case a.Error != "":
+				ch <- admissionAnswer{err: fmt.Errorf("admission %s refused: %s", a.ID, a.Error)}
+			case a.Event > 0:
+				ref := workflows.EventRef{Pipeline: pipeline, Number: a.Event}
+				ch <- admissionAnswer{ev: api.EventStarted{ID: ref.String(), Pipeline: pipeline, Number: ref.Number}}
+			default:
+				continue
+			}
+			delete(w, a.ID)
+		}
+		s.asks.mu.Unlock()
+	}
 }
