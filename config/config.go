@@ -156,7 +156,7 @@ type Config struct {
 	HeartbeatTimeout time.Duration `env:"SLUICE_BUILD_HEARTBEAT_TIMEOUT" envDefault:"20s" desc:"a running build whose executor is silent this long is dispatched again"`
 	// AdmitWait bounds how long the API waits for a pipeline to number an
 	// event it admitted (docs/performance.md, Admission).
-	AdmitWait time.Duration `env:"SLUICE_ADMIT_WAIT" envDefault:"100ms" desc:"an event start (API or webhook) waits at most this long for its pipeline to number it; past that it is admitted durably by a signal (the pipeline starts it once) and the answer is 202 with the admission ID"`
+	AdmitWait time.Duration `env:"SLUICE_ADMIT_WAIT" envDefault:"100ms" desc:"an event start (API or webhook) waits at most this long for its pipeline to number it; past that it is admitted durably by a signal (the pipeline starts it once) and the answer is 202 with the admission ID (the CLI then asks until the event is numbered)"`
 	// MaxAttempts bounds dispatches of one build after executor loss.
 	MaxAttempts int `env:"SLUICE_BUILD_MAX_ATTEMPTS" envDefault:"3" desc:"dispatch attempts per build before it fails for executor loss"`
 	// ScheduleCatchup bounds how late a periodic build may still start.
