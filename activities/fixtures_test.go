@@ -119,6 +119,9 @@ func setupRepoSpec(t *testing.T, spec string) repoFixture {
 // fakeClaimer accepts or refuses claims and records them.
 type fakeClaimer struct {
 	refuse error
+	// before, when set, runs before the claim is answered (as a round
+	// trip to the build would take its time).
+	before func()
 
 	mu     sync.Mutex
 	claims []string
@@ -126,6 +129,9 @@ type fakeClaimer struct {
 }
 
 func (c *fakeClaimer) Claim(_ context.Context, workflowID string, attempt, _ int, executor, credentialHash, _ string) error {
+	if c.before != nil {
+		c.before()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.claims = append(c.claims, fmt.Sprintf("%s#%d@%s", workflowID, attempt, executor))

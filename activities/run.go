@@ -131,7 +131,28 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 		return res, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("executor %s declined build %s: %v", name, in.BuildID, err), ErrTypeDeclined, nil)
 	}
+	dir := filepath.Join(a.WorkDir, filepath.FromSlash(in.BuildID), "attempt-"+strconv.Itoa(in.Attempt))
+	// The pipeline's own repository credentials go to git alone (its
+	// environment, for the fetch into the executor's mirror): never to the
+	// checkout's configuration nor to the steps.
+	doCheckout := func(ctx context.Context) error {
+		auth, err := a.checkoutAuth(ctx, in, credential)
+		var repo scm.Repo
+		if err == nil {
+			repo, err = openRepo(ctx, a.Repos, in.Repo, auth)
+		}
+		if err == nil {
+			err = a.checkout(ctx, repo, in, dir)
+		}
+		return err
+	}
+	// A repository that needs no credentials is checked out while the
+	// claim is on its way (the API hands credentials only to a claimed
+	// attempt): the two round trips overlap. Nothing of the build runs
+	// before the claim is accepted; a refused claim's checkout is removed.
+	early := a.earlyCheckout(ctx, in, dir, doCheckout)
 	if err := a.claim(ctx, in, name, credentialHash, stepHash); err != nil {
+		early.discard()
 		return res, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("build %s refused executor %s: %v", in.BuildID, name, err), ErrTypeSuperseded, nil)
 	}
@@ -158,9 +179,18 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 	// delivered only once they are complete.
 	late := &lateCloseSink{log: a.Logger, build: in.BuildID}
 
-	dir := filepath.Join(a.WorkDir, filepath.FromSlash(in.BuildID), "attempt-"+strconv.Itoa(in.Attempt))
-	if err := os.RemoveAll(dir); err != nil {
-		return fail(res, fmt.Sprintf("prepare workspace %s: %v", dir, err)), nil
+	if early != nil {
+		// The early checkout stops with the run (a cancelled build, a
+		// stopping worker).
+		stop := context.AfterFunc(runCtx, early.cancel)
+		defer stop()
+	}
+	if early == nil {
+		if err := os.RemoveAll(dir); err != nil {
+			return fail(res, fmt.Sprintf("prepare workspace %s: %v", dir, err)), nil
+		}
+	} else {
+		doCheckout = early.wait
 	}
 	if !a.KeepWorkspaces {
 		defer func() {
@@ -181,20 +211,6 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 		}
 	}()
 
-	// The pipeline's own repository credentials go to git alone (its
-	// environment, for the fetch into the executor's mirror): never to the
-	// checkout's configuration nor to the steps.
-	doCheckout := func(ctx context.Context) error {
-		auth, err := a.checkoutAuth(ctx, in, credential)
-		var repo scm.Repo
-		if err == nil {
-			repo, err = openRepo(ctx, a.Repos, in.Repo, auth)
-		}
-		if err == nil {
-			err = a.checkout(ctx, repo, in, dir)
-		}
-		return err
-	}
 	checkoutFailed := func(err error) (RunBuildResult, error) {
 		if runCtx.Err() != nil {
 			res.Status, res.Reason = runner.StatusAborted, "aborted during checkout"
@@ -583,6 +599,49 @@ func (a *Activities) checkoutAuth(ctx context.Context, in RunBuildInput, credent
 		return nil, fmt.Errorf("the pipeline's repository credentials: %w", err)
 	}
 	return RepoAuthFrom(in.Pipeline, in.Repo, values), nil
+}
+
+// pendingCheckout is a checkout begun before the claim's answer.
+type pendingCheckout struct {
+	cancel func()
+	done   chan struct{}
+	err    error
+	dir    string
+}
+
+// earlyCheckout begins checkout (of in's commit into dir, which it empties
+// first) in the background when in's repository needs no credentials; nil
+// otherwise, or when dir cannot be emptied (the caller reports that).
+func (a *Activities) earlyCheckout(ctx context.Context, in RunBuildInput, dir string, checkout func(context.Context) error) *pendingCheckout {
+	if in.RepoAuth || os.RemoveAll(dir) != nil {
+		return nil
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	p := &pendingCheckout{cancel: cancel, done: make(chan struct{}), dir: dir}
+	go func() {
+		defer close(p.done)
+		defer cancel()
+		p.err = checkout(cctx)
+	}()
+	return p
+}
+
+// wait is the checkout's outcome, once it is done; ctx is the caller's
+// (the checkout stops with the run: see RunBuild).
+func (p *pendingCheckout) wait(context.Context) error {
+	<-p.done
+	return p.err
+}
+
+// discard stops the checkout of a claim that was refused and removes what
+// it wrote.
+func (p *pendingCheckout) discard() {
+	if p == nil {
+		return
+	}
+	p.cancel()
+	<-p.done
+	_ = os.RemoveAll(p.dir)
 }
 
 // IsDeclined reports whether err is an executor's refusal to run a build.

@@ -3,6 +3,8 @@ package activities_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -289,14 +291,52 @@ func TestRunBuildRefusals(t *testing.T) {
 			begun, _ := h.executor.counts()
 			require.Zero(t, begun, "a refused build never counts as running")
 			require.NoFileExists(t, out+"/ran")
-			entries, err := os.ReadDir(h.acts.WorkDir)
-			require.NoError(t, err)
-			require.Empty(t, entries, "no workspace for a refused build")
+			// The checkout that overlapped the refused claim is gone
+			// (empty parent directories may stay, as after any build).
+			require.NoDirExists(t, workspace(h, buildInput(r)), "no workspace for a refused build")
+			require.NoError(t, filepath.WalkDir(h.acts.WorkDir, func(p string, d fs.DirEntry, err error) error {
+				if err == nil && !d.IsDir() {
+					return fmt.Errorf("a refused build left %s", p)
+				}
+				return err
+			}))
 			h.reporter.mu.Lock()
 			require.Empty(t, h.reporter.results)
 			h.reporter.mu.Unlock()
 		})
 	}
+}
+
+// TestRunBuildChecksOutWhileClaiming: a repository that needs no
+// credentials is checked out while the claim is on its way, and no step
+// runs before the claim is answered.
+func TestRunBuildChecksOutWhileClaiming(t *testing.T) {
+	t.Parallel()
+	r := setupRepo(t)
+	h := setup(t)
+	out := t.TempDir()
+	in := buildInput(r, step("after", "touch "+out+"/ran"))
+	checkedOut, ranEarly := false, false
+	h.claimer.before = func() {
+		// The claim's answer waits for the checkout (bounded).
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			if _, err := os.Stat(filepath.Join(workspace(h, in), "README")); err == nil {
+				checkedOut = true
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if _, err := os.Stat(out + "/ran"); !errors.Is(err, fs.ErrNotExist) {
+			ranEarly = true
+		}
+	}
+	res, err := h.runBuild(t, in)
+	require.NoError(t, err)
+	require.Equal(t, runner.StatusSuccess, res.Status, res.Reason)
+	require.True(t, checkedOut, "the commit was checked out while the claim was on its way")
+	require.False(t, ranEarly, "a step ran before the claim was answered")
+	require.FileExists(t, out+"/ran")
 }
 
 func TestRunBuildCheckoutFailures(t *testing.T) {
