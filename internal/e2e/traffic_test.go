@@ -87,10 +87,36 @@ func waitBuild(t *testing.T, e *testenv.Env, id string, timeout time.Duration, s
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for build %s to be %v: %s", timeout, id, statuses, seen())
+			t.Fatalf("timed out after %s waiting for build %s to be %v: %s; %s", timeout, id, statuses, seen(), eventOf(e, id))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// eventOf describes the event of build id and its pipeline's lanes, for a
+// test that timed out waiting for the build.
+func eventOf(e *testenv.Env, id string) string {
+	ref, err := workflows.ParseBuildRef(id)
+	if err != nil {
+		return err.Error()
+	}
+	out := "its event: "
+	if ev, err := e.API.GetEvent(e.Context(), ref.EventRef().String()); err != nil {
+		out += "read failed: " + err.Error()
+	} else {
+		out += fmt.Sprintf("%s (%s: %s), jobs %+v", ev.Status, ev.WaitCode, ev.Reason, ev.Jobs)
+	}
+	v, err := e.Client.QueryWorkflow(e.Context(), workflows.PipelineWorkflowID(ref.Pipeline), "", workflows.QueryPipeline)
+	var p struct {
+		Lanes json.RawMessage `json:"lanes"`
+	}
+	if err == nil {
+		err = v.Get(&p)
+	}
+	if err != nil {
+		return out + "; the pipeline's lanes: read failed: " + err.Error()
+	}
+	return out + "; the pipeline's lanes: " + string(p.Lanes)
 }
 
 // TestPullRequestRunsItsJobsOnly (defect 1): a pull request runs its ~pr
