@@ -312,10 +312,8 @@ func TestRunBuildRefusals(t *testing.T) {
 // runs before the claim is answered.
 func TestRunBuildChecksOutWhileClaiming(t *testing.T) {
 	t.Parallel()
-	r := setupRepo(t)
-	h := setup(t)
-	out := t.TempDir()
-	in := buildInput(r, step("after", "touch "+out+"/ran"))
+	h, out := setup(t), t.TempDir()
+	in := buildInput(setupRepo(t), step("after", "touch "+out+"/ran"))
 	checkedOut, ranEarly := false, false
 	h.claimer.before = func() {
 		// The claim's answer waits for the checkout (bounded).

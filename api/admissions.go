@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"slices"
-	"sync"
 
 	"go.temporal.io/sdk/client"
 
@@ -17,13 +16,7 @@ import (
 // the same pipeline is in flight go together in the next QueryAdmissions,
 // so a pipeline answers one query at a time however many callers wait.
 type admissionAsker struct {
-	mu    sync.Mutex
-	lanes map[string]*askLane
-}
-
-// askLane holds one pipeline's questions queued behind the query in flight.
-type askLane struct {
-	waiting []*askCall
+	queued callQueues[*askCall]
 }
 
 // askCall is one caller's question.
@@ -40,19 +33,8 @@ type askCall struct {
 // QueryAdmissions (with its own bound).
 func (a *admissionAsker) ask(ctx context.Context, pipeline, id string, query func(context.Context, []string) ([]workflows.AdmissionSeen, error)) (workflows.AdmissionSeen, error) {
 	call := &askCall{ctx: ctx, id: id, done: make(chan struct{})}
-	a.mu.Lock()
-	if a.lanes == nil {
-		a.lanes = map[string]*askLane{}
-	}
-	lane, busy := a.lanes[pipeline]
-	if !busy {
-		lane = &askLane{}
-		a.lanes[pipeline] = lane
-	}
-	lane.waiting = append(lane.waiting, call)
-	a.mu.Unlock()
-	if !busy {
-		go a.drain(context.WithoutCancel(ctx), pipeline, lane, query)
+	if a.queued.join(pipeline, call) {
+		go a.drain(context.WithoutCancel(ctx), pipeline, query)
 	}
 	select {
 	case <-call.done:
@@ -64,20 +46,13 @@ func (a *admissionAsker) ask(ctx context.Context, pipeline, id string, query fun
 
 // drain sends the lane's queued questions, at most maxAskedTogether per
 // query, until none is left. Callers that gave up meanwhile are left out.
-func (a *admissionAsker) drain(ctx context.Context, pipeline string, lane *askLane, query func(context.Context, []string) ([]workflows.AdmissionSeen, error)) {
+func (a *admissionAsker) drain(ctx context.Context, pipeline string, query func(context.Context, []string) ([]workflows.AdmissionSeen, error)) {
 	for {
-		a.mu.Lock()
-		lane.waiting = slices.DeleteFunc(lane.waiting, func(c *askCall) bool { return c.ctx.Err() != nil })
-		if len(lane.waiting) == 0 {
-			delete(a.lanes, pipeline)
-			a.mu.Unlock()
+		calls := a.queued.take(pipeline, maxAskedTogether, func(c *askCall) bool { return c.ctx.Err() == nil })
+		if calls == nil {
 			return
 		}
-		n := min(len(lane.waiting), maxAskedTogether)
-		calls := lane.waiting[:n:n]
-		lane.waiting = lane.waiting[n:]
-		a.mu.Unlock()
-		ids := make([]string, 0, n)
+		ids := make([]string, 0, len(calls))
 		for _, c := range calls {
 			if !slices.Contains(ids, c.id) {
 				ids = append(ids, c.id)

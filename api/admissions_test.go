@@ -66,11 +66,8 @@ func TestAdmissionAskerCoalesces(t *testing.T) {
 			answers[i] = answer{s, err}
 		})
 	}
-	require.Eventually(t, func() bool {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		return len(a.lanes["p"].waiting) == n
-	}, 5*time.Second, time.Millisecond, "the questions queue behind the query in flight")
+	require.Eventually(t, func() bool { return a.queued.waiting("p") == n }, 5*time.Second, time.Millisecond,
+		"the questions queue behind the query in flight")
 	close(release)
 	wg.Wait()
 	got := <-first

@@ -38,15 +38,11 @@ const DefaultAdmitWait = 100 * time.Millisecond
 // pipeline starts it once whichever it handles first (an update that timed
 // out for the client may still be applied).
 type eventBatcher struct {
-	mu    sync.Mutex
-	lanes map[string]*startLane
+	mu sync.Mutex
 	// admitWait bounds the wait for the number (0: DefaultAdmitWait).
 	admitWait time.Duration
-}
-
-// startLane holds one pipeline's starts queued behind the signal in flight.
-type startLane struct {
-	waiting []*startCall
+	// queued holds each pipeline's starts queued behind the one in flight.
+	queued callQueues[*startCall]
 }
 
 // startCall is one caller's event start.
@@ -105,21 +101,10 @@ func (b *eventBatcher) admit(ctx context.Context, c client.Client, pipeline stri
 		req.Admission = admissionID()
 	}
 	call := &startCall{req: req, done: make(chan struct{}), deadline: time.Now().Add(wait)}
-	b.mu.Lock()
-	if b.lanes == nil {
-		b.lanes = map[string]*startLane{}
-	}
-	lane, busy := b.lanes[pipeline]
-	if !busy {
-		lane = &startLane{}
-		b.lanes[pipeline] = lane
-	}
-	lane.waiting = append(lane.waiting, call)
-	b.mu.Unlock()
-	if !busy {
+	if b.queued.join(pipeline, call) {
 		// The first caller sends for everyone queued behind it, so the
 		// sending outlives its own request.
-		go b.drain(context.WithoutCancel(ctx), c, pipeline, lane)
+		go b.drain(context.WithoutCancel(ctx), c, pipeline)
 	}
 	select {
 	case <-call.done:
@@ -138,18 +123,12 @@ func (b *eventBatcher) admit(ctx context.Context, c client.Client, pipeline stri
 // (behind a slow update, in a burst) is signalled at once, beside the
 // batches after it, so that a burst of n starts is answered within about
 // one wait and one signal, not n/MaxStartEvents of them.
-func (b *eventBatcher) drain(ctx context.Context, c client.Client, pipeline string, lane *startLane) {
+func (b *eventBatcher) drain(ctx context.Context, c client.Client, pipeline string) {
 	for {
-		b.mu.Lock()
-		if len(lane.waiting) == 0 {
-			delete(b.lanes, pipeline)
-			b.mu.Unlock()
+		calls := b.queued.take(pipeline, workflows.MaxStartEvents, nil)
+		if calls == nil {
 			return
 		}
-		n := min(len(lane.waiting), workflows.MaxStartEvents)
-		calls := lane.waiting[:n:n]
-		lane.waiting = lane.waiting[n:]
-		b.mu.Unlock()
 		if !time.Now().Before(earliestDeadline(calls)) {
 			go admitPending(ctx, c, pipeline, calls)
 			continue

@@ -150,11 +150,7 @@ func burst(t *testing.T, b *eventBatcher, c client.Client, f *fakePipeline, firs
 	for _, sha := range rest {
 		start(sha)
 	}
-	require.Eventually(t, func() bool {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return len(b.lanes["app"].waiting) == len(rest)
-	}, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return b.queued.waiting("app") == len(rest) }, 5*time.Second, time.Millisecond)
 	close(f.hold)
 	wg.Wait()
 	return out
@@ -233,11 +229,7 @@ func TestEventStartCallerMayGiveUp(t *testing.T) {
 	require.ErrorIs(t, <-done, context.Canceled)
 	// The update it sent still completes; the lane empties.
 	close(f.hold)
-	require.Eventually(t, func() bool {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return len(b.lanes) == 0
-	}, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return b.queued.busy() == 0 }, 5*time.Second, time.Millisecond)
 }
 
 // encodedValue is a query answer as the SDK hands it back.
