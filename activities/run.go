@@ -181,16 +181,12 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 
 	if early != nil {
 		// The early checkout stops with the run (a cancelled build, a
-		// stopping worker).
+		// stopping worker); the steps wait for its outcome.
 		stop := context.AfterFunc(runCtx, early.cancel)
 		defer stop()
-	}
-	if early == nil {
-		if err := os.RemoveAll(dir); err != nil {
-			return fail(res, fmt.Sprintf("prepare workspace %s: %v", dir, err)), nil
-		}
-	} else {
 		doCheckout = early.wait
+	} else if err := os.RemoveAll(dir); err != nil {
+		return fail(res, fmt.Sprintf("prepare workspace %s: %v", dir, err)), nil
 	}
 	if !a.KeepWorkspaces {
 		defer func() {
