@@ -221,6 +221,7 @@ func embeddedOptions(cfg *config.Config, log *slog.Logger) devstack.Options {
 		Host: cfg.Host, FrontendPort: cfg.TemporalPort,
 		UIPort: cfg.UIPort, MetricsPort: cfg.MetricsPort, Namespace: cfg.TemporalNamespace,
 		Logger: log, ServerLogLevel: parseLevel(cfg.TemporalLogLevel),
+		SearchAttributes: workflows.SearchAttributes(),
 	}
 }
 

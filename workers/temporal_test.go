@@ -21,12 +21,24 @@ import (
 // every read: once RegisterSearchAttributes returns, a workflow can start with
 // every sluice attribute and visibility answers queries on them.
 func TestRegisterSearchAttributesWaitsUntilUsable(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	stack, err := devstack.Start(ctx, devstack.Options{
+	searchAttributesUsable(t, devstack.Options{
 		Namespace:     "prod-like",
 		DynamicConfig: map[string]any{"system.forceSearchAttributesCacheRefreshOnRead": false},
 	})
+}
+
+// TestPreRegisteredSearchAttributes: an embedded server whose namespace was
+// created with sluice's search attributes (sluice dev, sluice temporal)
+// caches them like a production server and uses them from its first
+// request.
+func TestPreRegisteredSearchAttributes(t *testing.T) {
+	searchAttributesUsable(t, devstack.Options{Namespace: "prod-like", SearchAttributes: workflows.SearchAttributes()})
+}
+
+func searchAttributesUsable(t *testing.T, opts devstack.Options) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	stack, err := devstack.Start(ctx, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = stack.Stop() })
 	cfg := &config.Config{TemporalNamespace: "prod-like"}
@@ -55,6 +67,13 @@ func TestRegisterSearchAttributesWaitsUntilUsable(t *testing.T) {
 		Namespace: "prod-like", Query: searchAttributesProbe(),
 	})
 	require.NoError(t, err)
+	// Visibility finds the probe by an attribute.
+	require.Eventually(t, func() bool {
+		res, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
+			Namespace: "prod-like", Query: workflows.SAPipeline.GetName() + " = 'p' AND " + workflows.SAPR.GetName() + " = 3",
+		})
+		return err == nil && res.GetCount() == 1
+	}, 30*time.Second, 100*time.Millisecond, "visibility indexes the probe's attributes")
 
 	// A second controller finds them registered and usable.
 	require.NoError(t, RegisterSearchAttributes(ctx, c, "prod-like"))

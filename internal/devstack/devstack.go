@@ -17,6 +17,7 @@ import (
 	uiserver "github.com/temporalio/ui-server/v2/server"
 	uiconfig "github.com/temporalio/ui-server/v2/server/config"
 	uioptions "github.com/temporalio/ui-server/v2/server/server_options"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
 	"go.temporal.io/server/common/dynamicconfig"
@@ -63,6 +64,13 @@ type Options struct {
 	ServerLogLevel slog.Level
 	// DynamicConfig overrides individual dynamic config keys.
 	DynamicConfig map[string]any
+	// SearchAttributes are registered with every namespace the stack
+	// creates, before the server starts: the server uses them from its
+	// first request, so it need not re-read its search attributes on every
+	// request (system.forceSearchAttributesCacheRefreshOnRead, ~4 % of the
+	// CPU of a busy embedded server; docs/performance.md). A namespace
+	// that already exists keeps what it has.
+	SearchAttributes map[string]enumspb.IndexedValueType
 }
 
 // Stack is a running embedded Temporal server and, optionally, its Web UI.
@@ -148,7 +156,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	// starts, so it exists (with our retention) before any client asks.
 	var nss []*sqliteschema.NamespaceConfig
 	for _, name := range append([]string{opts.Namespace}, opts.ExtraNamespaces...) {
-		ns, err := sqliteschema.NewNamespaceConfig("active", name, false, nil)
+		ns, err := sqliteschema.NewNamespaceConfig("active", name, false, opts.SearchAttributes)
 		if err != nil {
 			return nil, fmt.Errorf("devstack: namespace %q: %w", name, err)
 		}
@@ -164,7 +172,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	}
 	cfg := serverConfig(opts, ports, stores, frontend)
 	dc := dynamicconfig.StaticClient{}
-	for k, v := range defaultDynamicConfig(opts.Postgres != "") {
+	for k, v := range defaultDynamicConfig(opts.Postgres != "" || len(opts.SearchAttributes) > 0) {
 		dc[dynamicconfig.MakeKey(k)] = []dynamicconfig.ConstrainedValue{{Value: v}}
 	}
 	for k, v := range opts.DynamicConfig {
@@ -246,15 +254,17 @@ func displayHost(h string) string {
 	return h
 }
 
-// defaultDynamicConfig are the server settings sluice relies on. On
-// SQLite, the development and test server, search attributes are read from
-// the database on every use, so the ones a test registers in its fresh
-// namespace are usable at once; Temporal marks that as not for production,
-// so a PostgreSQL server caches them like any production one (sluice waits
-// for new ones to load, workers.RegisterSearchAttributes).
-func defaultDynamicConfig(production bool) map[string]any {
+// defaultDynamicConfig are the server settings sluice relies on. A server
+// whose namespaces were created with sluice's search attributes
+// (Options.SearchAttributes), or on PostgreSQL, caches its search
+// attributes like any production one (sluice waits for ones added later to
+// load, workers.RegisterSearchAttributes). Any other SQLite server, a test's,
+// reads them from the database on every use, so attributes registered
+// in its fresh namespaces are usable at once; Temporal marks that as not
+// for production, and it costs ~4 % of a busy server's CPU.
+func defaultDynamicConfig(cachedSearchAttributes bool) map[string]any {
 	return map[string]any{
-		"system.forceSearchAttributesCacheRefreshOnRead": !production,
+		"system.forceSearchAttributesCacheRefreshOnRead": !cachedSearchAttributes,
 		// Per-pipeline fairness keys on queue task queues (design.md §4).
 		"matching.enableFairness": true,
 		// One partition per task queue keeps backlog counts and ordering exact

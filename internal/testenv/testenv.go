@@ -56,7 +56,9 @@ func StartServer(ctx context.Context) (*Server, error) {
 	for i := range extra {
 		extra[i] = "sluice-test-" + strconv.Itoa(i+1)
 	}
-	stack, err := devstack.Start(ctx, devstack.Options{Namespace: "default", ExtraNamespaces: extra})
+	stack, err := devstack.Start(ctx, devstack.Options{
+		Namespace: "default", ExtraNamespaces: extra, SearchAttributes: workflows.SearchAttributes(),
+	})
 	if err != nil {
 		return nil, err
 	}

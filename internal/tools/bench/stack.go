@@ -98,6 +98,7 @@ func (b *bench) newStack(ctx context.Context, name string, opts stackOptions) (*
 	dopts := devstack.Options{
 		DBPath: filepath.Join(s.dir, "temporal.db"), FrontendPort: 0, Namespace: "default",
 		Logger: b.log.With("component", "temporal"), DynamicConfig: b.dynamicConfig,
+		SearchAttributes: workflows.SearchAttributes(),
 	}
 	if b.pg != nil {
 		// A database of its own per stack on the run's PostgreSQL server.
