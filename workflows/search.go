@@ -32,6 +32,11 @@ var (
 )
 
 // SearchAttributes maps every custom attribute to its type, for registration.
+// The embedded server creates its namespaces with them and caches them from
+// then on (internal/devstack): an attribute added here later reaches an
+// existing data directory through workers.RegisterSearchAttributes at the
+// next start, which waits until the server uses it (up to a minute, its
+// cache's refresh).
 func SearchAttributes() map[string]enumspb.IndexedValueType {
 	return map[string]enumspb.IndexedValueType{
 		SAPipeline.GetName():      enumspb.INDEXED_VALUE_TYPE_KEYWORD,
