@@ -42,11 +42,17 @@ type devProcess struct {
 // (where an outgoing connection of a parallel test could take a port
 // between its two uses, e.g. while a server is down to be restarted) and
 // below the 20000-32767 the embedded Temporal servers take for membership.
+// A port is handed out once per test binary: a port is free again as soon
+// as it is answered, so two answers in a row (one test's frontend and Web
+// UI ports, or two parallel tests') could otherwise be the same.
 func freePort(t *testing.T) int {
 	t.Helper()
 	start := rand.IntN(10000)
 	for i := range 10000 {
 		port := 10000 + (start+i)%10000
+		if _, taken := handedOut.LoadOrStore(port, true); taken {
+			continue
+		}
 		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 		if err != nil {
 			continue
@@ -56,6 +62,19 @@ func freePort(t *testing.T) int {
 	}
 	t.Fatal("no free port in 10000-19999 on 127.0.0.1")
 	return 0
+}
+
+// handedOut are the ports freePort answered.
+var handedOut sync.Map
+
+func TestFreePortsDistinct(t *testing.T) {
+	t.Parallel()
+	seen := map[int]bool{}
+	for range 200 {
+		p := freePort(t)
+		require.False(t, seen[p], "port %d answered twice", p)
+		seen[p] = true
+	}
 }
 
 type syncBuffer struct {
