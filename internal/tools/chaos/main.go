@@ -203,6 +203,9 @@ func (h *harness) setup(ctx context.Context, bin string) ([]string, error) {
 		return nil, err
 	}
 	ap, err := freePort(ctx)
+	for err == nil && ap == tp {
+		ap, err = freePort(ctx) // a port is free again once answered
+	}
 	if err != nil {
 		return nil, err
 	}
