@@ -80,7 +80,7 @@ tokens:
 	require.Contains(t, ev.Reason, `user "dana" may not use queue prod`)
 	require.Empty(t, ev.Builds, "no build starts")
 
-	started, err = e.API.StartEvent(ctx, "release", api.StartEventRequest{Type: "commit", Branch: "main"})
+	started, err = e.StartEvent(ctx, "release", api.StartEventRequest{Type: "commit", Branch: "main"})
 	require.NoError(t, err)
 	ev = e.WaitEvent(started.ID, time.Minute)
 	require.Equal(t, workflows.StatusSuccess, ev.Status, ev.Reason)

@@ -47,7 +47,7 @@ func runCacheScenario(t *testing.T, e *testenv.Env, s3 *fakes3.Server, name, ima
 		require.NoError(t, err)
 	}
 	event := func(pipeline string) api.Build {
-		ev, err := e.API.StartEvent(ctx, pipeline, api.StartEventRequest{Type: "commit", Branch: "main"})
+		ev, err := e.StartEvent(ctx, pipeline, api.StartEventRequest{Type: "commit", Branch: "main"})
 		require.NoError(t, err)
 		b := buildOf(t, e.WaitEvent(ev.ID, 2*time.Minute), "warm")
 		require.Equal(t, workflows.StatusSuccess, b.Status, b.Reason)
@@ -122,7 +122,7 @@ func TestCacheOutageDoesNotFailTheBuild(t *testing.T) {
 	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": fmt.Sprintf(cacheSpec, "\n    image: node:20")})
 	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "cachedown", Repo: repo.Dir})
 	require.NoError(t, err)
-	ev, err := e.API.StartEvent(ctx, "cachedown", api.StartEventRequest{Type: "commit", Branch: "main"})
+	ev, err := e.StartEvent(ctx, "cachedown", api.StartEventRequest{Type: "commit", Branch: "main"})
 	require.NoError(t, err)
 	b := buildOf(t, e.WaitEvent(ev.ID, 3*time.Minute), "warm")
 	require.Equal(t, workflows.StatusSuccess, b.Status, b.Reason)

@@ -35,7 +35,7 @@ jobs:
 `})
 	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "causes", Repo: repo.Dir})
 	require.NoError(t, err)
-	ev, err := e.API.StartEvent(ctx, "causes", api.StartEventRequest{Type: "commit", Branch: "main"})
+	ev, err := e.StartEvent(ctx, "causes", api.StartEventRequest{Type: "commit", Branch: "main"})
 	require.NoError(t, err)
 	n := strconv.Itoa(ev.Number)
 	e.WaitFor("the slow build to run", time.Minute, func() bool {

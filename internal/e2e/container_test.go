@@ -91,7 +91,7 @@ jobs:
 	require.NoError(t, err)
 	_, err = e.API.SetSecret(ctx, "ctr", "POD_SECRET", api.SetSecretRequest{Value: "pod-secret-value"})
 	require.NoError(t, err)
-	ev, err := e.API.StartEvent(ctx, "ctr", api.StartEventRequest{Type: "commit", Branch: "main"})
+	ev, err := e.StartEvent(ctx, "ctr", api.StartEventRequest{Type: "commit", Branch: "main"})
 	require.NoError(t, err)
 
 	final := e.WaitEvent(ev.ID, 2*time.Minute)
@@ -137,7 +137,7 @@ jobs:
 	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": spec})
 	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "ctrcancel", Repo: repo.Dir})
 	require.NoError(t, err)
-	ev, err := e.API.StartEvent(ctx, "ctrcancel", api.StartEventRequest{Type: "commit", Branch: "main"})
+	ev, err := e.StartEvent(ctx, "ctrcancel", api.StartEventRequest{Type: "commit", Branch: "main"})
 	require.NoError(t, err)
 	longID := "ctrcancel/long/" + strconv.Itoa(ev.Number)
 
@@ -179,7 +179,7 @@ func TestContainerOrphansRemovedOnRestart(t *testing.T) {
 	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": spec})
 	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "ctrorph", Repo: repo.Dir})
 	require.NoError(t, err)
-	ev, err := e.API.StartEvent(ctx, "ctrorph", api.StartEventRequest{Type: "commit", Branch: "main"})
+	ev, err := e.StartEvent(ctx, "ctrorph", api.StartEventRequest{Type: "commit", Branch: "main"})
 	require.NoError(t, err)
 	longID := "ctrorph/long/" + strconv.Itoa(ev.Number)
 	var first string
@@ -233,7 +233,7 @@ func TestContainerRemovedWhenItsExecutorDies(t *testing.T) {
 	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": spec})
 	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "ctrreap", Repo: repo.Dir})
 	require.NoError(t, err)
-	ev, err := e.API.StartEvent(ctx, "ctrreap", api.StartEventRequest{Type: "commit", Branch: "main"})
+	ev, err := e.StartEvent(ctx, "ctrreap", api.StartEventRequest{Type: "commit", Branch: "main"})
 	require.NoError(t, err)
 	longID := "ctrreap/long/" + strconv.Itoa(ev.Number)
 	var first string

@@ -53,7 +53,7 @@ func TestRepositoryCredentialsRedacted(t *testing.T) {
 	require.Equal(t, shown, p.Repo)
 	build := func() api.Event {
 		t.Helper()
-		started, err := e.API.StartEvent(ctx, "private", api.StartEventRequest{})
+		started, err := e.StartEvent(ctx, "private", api.StartEventRequest{})
 		require.NoError(t, err)
 		ev := e.WaitEvent(started.ID, time.Minute)
 		require.Equal(t, workflows.StatusSuccess, ev.Status, ev.Reason)

@@ -63,7 +63,7 @@ jobs:
 	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "joins", Repo: repo.Dir})
 	require.NoError(t, err)
 
-	started, err := e.API.StartEvent(ctx, "joins", api.StartEventRequest{Type: "commit", Branch: "main"})
+	started, err := e.StartEvent(ctx, "joins", api.StartEventRequest{Type: "commit", Branch: "main"})
 	require.NoError(t, err)
 	ev := e.WaitEvent(started.ID, 2*time.Minute)
 	require.Equal(t, workflows.StatusSuccess, ev.Status, "event: %+v", ev)
@@ -80,7 +80,7 @@ jobs:
 
 	// Now C fails: D must not run, and say why.
 	sha := repo.Commit(map[string]string{"screwdriver.yaml": spec(true)}, "make C fail")
-	started, err = e.API.StartEvent(ctx, "joins", api.StartEventRequest{Type: "commit", Branch: "main", SHA: sha})
+	started, err = e.StartEvent(ctx, "joins", api.StartEventRequest{Type: "commit", Branch: "main", SHA: sha})
 	require.NoError(t, err)
 	ev = e.WaitEvent(started.ID, 2*time.Minute)
 	require.Equal(t, workflows.StatusFailure, ev.Status)
@@ -132,7 +132,7 @@ jobs:
 	var wg sync.WaitGroup
 	for i, sha := range shas {
 		wg.Go(func() {
-			ev, err := e.API.StartEvent(ctx, "collapse", api.StartEventRequest{Type: "commit", Branch: "main", SHA: sha})
+			ev, err := e.StartEvent(ctx, "collapse", api.StartEventRequest{Type: "commit", Branch: "main", SHA: sha})
 			assert.NoError(t, err)
 			ids[i] = ev.ID
 		})
@@ -232,7 +232,7 @@ jobs:
 		require.NoError(t, err)
 	}
 
-	frozen, err := e.API.StartEvent(ctx, "freeze", api.StartEventRequest{Type: "commit", Branch: "main"})
+	frozen, err := e.StartEvent(ctx, "freeze", api.StartEventRequest{Type: "commit", Branch: "main"})
 	require.NoError(t, err)
 	var b api.Build
 	e.WaitFor("the build to be FROZEN", 30*time.Second, func() bool {
@@ -243,7 +243,7 @@ jobs:
 	require.Contains(t, b.Reason, window)
 
 	// A forced start runs through the window.
-	forced, err := e.API.StartEvent(ctx, "forced", api.StartEventRequest{Type: "commit", Branch: "main", Force: true})
+	forced, err := e.StartEvent(ctx, "forced", api.StartEventRequest{Type: "commit", Branch: "main", Force: true})
 	require.NoError(t, err)
 	fev := e.WaitEvent(forced.ID, time.Minute)
 	require.Equal(t, workflows.StatusSuccess, fev.Status)
@@ -283,7 +283,7 @@ jobs:
 `, holding, gate)})
 	_, err = e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "holder", Repo: holder.Dir})
 	require.NoError(t, err)
-	held, err := e.API.StartEvent(ctx, "holder", api.StartEventRequest{Type: "commit", Branch: "main"})
+	held, err := e.StartEvent(ctx, "holder", api.StartEventRequest{Type: "commit", Branch: "main"})
 	require.NoError(t, err)
 	e.WaitFor("the holder to take the slot", 30*time.Second, func() bool { _, err := os.Stat(holding); return err == nil })
 
@@ -306,7 +306,7 @@ jobs:
 	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": spec})
 	_, err = e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "cancel", Repo: repo.Dir})
 	require.NoError(t, err)
-	ev, err := e.API.StartEvent(ctx, "cancel", api.StartEventRequest{Type: "commit", Branch: "main"})
+	ev, err := e.StartEvent(ctx, "cancel", api.StartEventRequest{Type: "commit", Branch: "main"})
 	require.NoError(t, err)
 	queuedID := "cancel/queued/" + strconv.Itoa(ev.Number)
 	longID := "cancel/long/" + strconv.Itoa(ev.Number)

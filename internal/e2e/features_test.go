@@ -88,7 +88,7 @@ func TestRemoteTrigger(t *testing.T) {
 		return err == nil && len(p.Subscriptions) == 1 && p.Subscriptions[0] == "sd@upstream:publish"
 	})
 
-	ev, err := e.API.StartEvent(ctx, "upstream", api.StartEventRequest{Type: "commit", Branch: "main"})
+	ev, err := e.StartEvent(ctx, "upstream", api.StartEventRequest{Type: "commit", Branch: "main"})
 	require.NoError(t, err)
 	require.Equal(t, workflows.StatusSuccess, e.WaitEvent(ev.ID, time.Minute).Status)
 	var remote api.Event
@@ -125,7 +125,7 @@ func TestPriority(t *testing.T) {
 		repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": spec})
 		_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: name, Repo: repo.Dir})
 		require.NoError(t, err)
-		ev, err := e.API.StartEvent(ctx, name, api.StartEventRequest{Type: "commit", Branch: "main"})
+		ev, err := e.StartEvent(ctx, name, api.StartEventRequest{Type: "commit", Branch: "main"})
 		require.NoError(t, err)
 		return ev.ID
 	}

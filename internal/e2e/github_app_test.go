@@ -60,7 +60,7 @@ func TestPrivateRepositoryWithGitHubAppToken(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, gh.Mints(), 1, "the API's read at create")
 
-	started, err := e.API.StartEvent(ctx, "private", api.StartEventRequest{})
+	started, err := e.StartEvent(ctx, "private", api.StartEventRequest{})
 	require.NoError(t, err)
 	ev := e.WaitEvent(started.ID, 2*time.Minute)
 	require.Equal(t, workflows.StatusSuccess, ev.Status, ev.Reason)
@@ -114,7 +114,7 @@ func TestPrivateRepositoryWithGitHubAppToken(t *testing.T) {
 	_, err = e.API.SetSecret(ctx, "private", "SLUICE_GITHUB_TOKEN", api.SetSecretRequest{Value: own})
 	require.NoError(t, err)
 	before, seen := len(gh.Mints()), len(gh.GitRequests())
-	started, err = e.API.StartEvent(ctx, "private", api.StartEventRequest{})
+	started, err = e.StartEvent(ctx, "private", api.StartEventRequest{})
 	require.NoError(t, err)
 	ev = e.WaitEvent(started.ID, 2*time.Minute)
 	require.Equal(t, workflows.StatusSuccess, ev.Status, ev.Reason)

@@ -128,7 +128,7 @@ func runHandoff(t *testing.T, podman, onS3 bool) {
 	require.NoError(t, err)
 
 	// The first event: a parameter given at start, a cold cache.
-	started, err := e.API.StartEvent(ctx, name, api.StartEventRequest{Parameters: map[string]string{"target": "production"}})
+	started, err := e.StartEvent(ctx, name, api.StartEventRequest{Parameters: map[string]string{"target": "production"}})
 	require.NoError(t, err)
 	ev := e.WaitEvent(started.ID, 3*time.Minute)
 	require.Equal(t, workflows.StatusSuccess, ev.Status, ev.Reason)
@@ -165,7 +165,7 @@ func runHandoff(t *testing.T, podman, onS3 bool) {
 
 	// The second event restores the cache build filled (and takes the
 	// parameter's default).
-	started, err = e.API.StartEvent(ctx, name, api.StartEventRequest{})
+	started, err = e.StartEvent(ctx, name, api.StartEventRequest{})
 	require.NoError(t, err)
 	ev2 := e.WaitEvent(started.ID, 3*time.Minute)
 	require.Equal(t, workflows.StatusSuccess, ev2.Status, ev2.Reason)

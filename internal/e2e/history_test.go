@@ -65,7 +65,7 @@ jobs:
 	_, err = e.API.CreateQueue(ctx, api.QueueRequest{Name: "extra", Rules: []string{"run-on=executors,max-parallel=1,min-gap=1s"}})
 	require.NoError(t, err)
 
-	first, err := e.API.StartEvent(ctx, "replay", api.StartEventRequest{Type: "commit", Branch: "main"})
+	first, err := e.StartEvent(ctx, "replay", api.StartEventRequest{Type: "commit", Branch: "main"})
 	require.NoError(t, err)
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -87,7 +87,7 @@ jobs:
 	// that reaches the lanes while that build still waits (its delay)
 	// collapses it, and how far the second event got before its cancel is
 	// a matter of timing.
-	second, err := e.API.StartEvent(ctx, "replay", api.StartEventRequest{Type: "commit", Branch: "main"})
+	second, err := e.StartEvent(ctx, "replay", api.StartEventRequest{Type: "commit", Branch: "main"})
 	require.NoError(t, err)
 	require.NoError(t, e.API.CancelEvent(ctx, second.ID))
 	require.NoError(t, e.API.CancelBuild(ctx, fmt.Sprintf("replay/slow/%d", first.Number)))

@@ -57,7 +57,7 @@ jobs:
 `
 	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "metaapp", Repo: testenv.NewRepo(t, map[string]string{"screwdriver.yaml": spec}).Dir})
 	require.NoError(t, err)
-	started, err := e.API.StartEvent(ctx, "metaapp", api.StartEventRequest{Meta: map[string]string{"release.channel": "beta"}})
+	started, err := e.StartEvent(ctx, "metaapp", api.StartEventRequest{Meta: map[string]string{"release.channel": "beta"}})
 	require.NoError(t, err)
 	ev := e.WaitEvent(started.ID, 2*time.Minute)
 	require.Equal(t, workflows.StatusSuccess, ev.Status, ev.Reason)
@@ -126,7 +126,7 @@ jobs:
 `
 	_, err = e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "reader", Repo: testenv.NewRepo(t, map[string]string{"screwdriver.yaml": ext}).Dir})
 	require.NoError(t, err)
-	started, err = e.API.StartEvent(ctx, "reader", api.StartEventRequest{})
+	started, err = e.StartEvent(ctx, "reader", api.StartEventRequest{})
 	require.NoError(t, err)
 	ev3 := e.WaitEvent(started.ID, 2*time.Minute)
 	require.Equal(t, workflows.StatusSuccess, ev3.Status, ev3.Reason)
@@ -168,7 +168,7 @@ jobs:
 `, testenv.TestImage)
 	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "ctrmeta", Repo: testenv.NewRepo(t, map[string]string{"screwdriver.yaml": spec}).Dir})
 	require.NoError(t, err)
-	started, err := e.API.StartEvent(ctx, "ctrmeta", api.StartEventRequest{Type: "commit", Branch: "main"})
+	started, err := e.StartEvent(ctx, "ctrmeta", api.StartEventRequest{Type: "commit", Branch: "main"})
 	require.NoError(t, err)
 	ev := e.WaitEvent(started.ID, 3*time.Minute)
 	require.Equal(t, workflows.StatusSuccess, ev.Status, ev.Reason)

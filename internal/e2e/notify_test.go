@@ -154,7 +154,7 @@ jobs:
 	_, err = e.API.SetSecret(ctx, "notified", "SLUICE_SLACK_TOKEN", api.SetSecretRequest{Value: "xoxb-test-token"})
 	require.NoError(t, err)
 
-	started, err := e.API.StartEvent(ctx, "notified", api.StartEventRequest{})
+	started, err := e.StartEvent(ctx, "notified", api.StartEventRequest{})
 	require.NoError(t, err)
 	// The event ends while the mail server is down: no build waits for it.
 	ev := e.WaitEvent(started.ID, 2*time.Minute)

@@ -30,7 +30,7 @@ func TestEventNumbersSurviveRetention(t *testing.T) {
 	require.NoError(t, err)
 	var old []string
 	for range 3 {
-		ev, err := e.API.StartEvent(ctx, "again", api.StartEventRequest{Type: "commit", Branch: "main"})
+		ev, err := e.StartEvent(ctx, "again", api.StartEventRequest{Type: "commit", Branch: "main"})
 		require.NoError(t, err)
 		e.WaitEvent(ev.ID, time.Minute)
 		old = append(old, ev.ID)
@@ -68,7 +68,7 @@ func TestEventNumbersSurviveRetention(t *testing.T) {
 
 	_, err = e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "again", Repo: repo.Dir})
 	require.NoError(t, err)
-	ev, err := e.API.StartEvent(ctx, "again", api.StartEventRequest{Type: "commit", Branch: "main"})
+	ev, err := e.StartEvent(ctx, "again", api.StartEventRequest{Type: "commit", Branch: "main"})
 	require.NoError(t, err)
 	require.Equal(t, "again/4", ev.ID, "numbering continues after the old pipeline's last event")
 }

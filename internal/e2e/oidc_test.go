@@ -51,7 +51,7 @@ jobs:
 	require.NoError(t, err)
 	start := func() (event, build string) {
 		t.Helper()
-		started, err := e.API.StartEvent(ctx, "app", api.StartEventRequest{Type: "commit", Branch: "main"})
+		started, err := e.StartEvent(ctx, "app", api.StartEventRequest{Type: "commit", Branch: "main"})
 		require.NoError(t, err)
 		build = fmt.Sprintf("app/main/%d", started.Number)
 		e.WaitFor("main to run", time.Minute, func() bool {

@@ -63,7 +63,7 @@ jobs:
 	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": spec})
 	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: pipelineName, Repo: repo.Dir})
 	require.NoError(t, err)
-	_, err = e.API.StartEvent(ctx, pipelineName, api.StartEventRequest{Type: "commit", Branch: "main"})
+	_, err = e.StartEvent(ctx, pipelineName, api.StartEventRequest{Type: "commit", Branch: "main"})
 	require.NoError(t, err)
 	var pgid int
 	e.WaitFor("the step's sleeps", 30*time.Second, func() bool {

@@ -102,7 +102,7 @@ jobs:
 	_, stderr, code = sluice(t, cli, "event", "start", "params", "-p", "target")
 	require.NotZero(t, code)
 	require.Contains(t, stderr, `-p "target": want NAME=VALUE`)
-	_, err = e.API.StartEvent(ctx, "params", api.StartEventRequest{Parameters: map[string]string{"target": "qa"}})
+	_, err = e.StartEvent(ctx, "params", api.StartEventRequest{Parameters: map[string]string{"target": "qa"}})
 	require.ErrorContains(t, err, `"qa" is not one of the allowed values`)
 	evs, err := e.API.ListEvents(ctx, "params", 10)
 	require.NoError(t, err)
@@ -154,7 +154,7 @@ jobs:
 	require.Equal(t, ev.Parameters, rev.Parameters)
 
 	// A commit event (as a webhook starts) gets the defaults.
-	started, err := e.API.StartEvent(ctx, "params", api.StartEventRequest{Type: "commit", Branch: "main"})
+	started, err := e.StartEvent(ctx, "params", api.StartEventRequest{Type: "commit", Branch: "main"})
 	require.NoError(t, err)
 	cev := e.WaitEvent(started.ID, time.Minute)
 	require.Equal(t, workflows.StatusSuccess, cev.Status, cev.Reason)

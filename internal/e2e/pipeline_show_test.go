@@ -49,7 +49,7 @@ shared: {image: alpine}
 jobs:
   main: {requires: [~commit], steps: [{hello: echo hi}]}
 `}, "new spec")
-	started, err := e.API.StartEvent(ctx, "shown", api.StartEventRequest{Branch: "main"})
+	started, err := e.StartEvent(ctx, "shown", api.StartEventRequest{Branch: "main"})
 	require.NoError(t, err)
 	ev := e.WaitEvent(started.ID, 2*time.Minute)
 	require.Equal(t, workflows.StatusSuccess, ev.Status, ev.Reason)

@@ -59,7 +59,7 @@ func TestPrivateRepositoryWithPipelineToken(t *testing.T) {
 	require.NoError(t, err)
 
 	// No credentials: the event fails, naming the secret to set.
-	started, err := e.API.StartEvent(ctx, "private", api.StartEventRequest{})
+	started, err := e.StartEvent(ctx, "private", api.StartEventRequest{})
 	require.NoError(t, err)
 	ev := e.WaitEvent(started.ID, 2*time.Minute)
 	require.Equal(t, workflows.StatusFailure, ev.Status, ev.Reason)
@@ -75,7 +75,7 @@ func TestPrivateRepositoryWithPipelineToken(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, updated.Parameters, 1, "%+v", updated)
 	require.Equal(t, "target", updated.Parameters[0].Name)
-	started, err = e.API.StartEvent(ctx, "private", api.StartEventRequest{})
+	started, err = e.StartEvent(ctx, "private", api.StartEventRequest{})
 	require.NoError(t, err)
 	ev = e.WaitEvent(started.ID, 2*time.Minute)
 	require.Equal(t, workflows.StatusSuccess, ev.Status, ev.Reason)

@@ -33,7 +33,7 @@ func startParallel(t *testing.T, e *testenv.Env, name string, n int, q, rec, cmd
 	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": parallelSpec(n, q, rec, cmd)})
 	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: name, Repo: repo.Dir})
 	require.NoError(t, err)
-	ev, err := e.API.StartEvent(ctx, name, api.StartEventRequest{Type: "commit", Branch: "main"})
+	ev, err := e.StartEvent(ctx, name, api.StartEventRequest{Type: "commit", Branch: "main"})
 	require.NoError(t, err)
 	return ev
 }
@@ -354,7 +354,7 @@ jobs:
 `})
 	_, err = e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "reach", Repo: repo.Dir})
 	require.NoError(t, err)
-	ev, err := e.API.StartEvent(ctx, "reach", api.StartEventRequest{Type: "commit", Branch: "main"})
+	ev, err := e.StartEvent(ctx, "reach", api.StartEventRequest{Type: "commit", Branch: "main"})
 	require.NoError(t, err)
 	e.WaitFor("build to run", 30*time.Second, func() bool {
 		b, err := e.API.GetBuild(ctx, "reach/build/"+strconv.Itoa(ev.Number))

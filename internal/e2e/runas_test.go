@@ -73,7 +73,7 @@ jobs:
 	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": spec})
 	_, err = e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "isolated", Repo: repo.Dir})
 	require.NoError(t, err)
-	started, err := e.API.StartEvent(ctx, "isolated", api.StartEventRequest{})
+	started, err := e.StartEvent(ctx, "isolated", api.StartEventRequest{})
 	require.NoError(t, err)
 	ev := e.WaitEvent(started.ID, 2*time.Minute)
 	require.Equal(t, workflows.StatusSuccess, ev.Status, ev.Reason)

@@ -82,7 +82,7 @@ jobs:
 	require.True(t, secrets[1].AllowInPR)
 
 	// A push: both secrets; the log masks them.
-	ev, err := e.API.StartEvent(ctx, "sec", api.StartEventRequest{Type: "commit", Branch: "main"})
+	ev, err := e.StartEvent(ctx, "sec", api.StartEventRequest{Type: "commit", Branch: "main"})
 	require.NoError(t, err)
 	done := e.WaitEvent(ev.ID, 2*time.Minute)
 	deploy := buildOf(t, done, "deploy")
@@ -103,7 +103,7 @@ jobs:
 	require.Contains(t, ghostly.Reason, "is not set")
 
 	// A pull request: only the secret allowed in pull requests.
-	pr, err := e.API.StartEvent(ctx, "sec", api.StartEventRequest{Type: "pr", PR: 5, Branch: "main", SHA: repo.Head()})
+	pr, err := e.StartEvent(ctx, "sec", api.StartEventRequest{Type: "pr", PR: 5, Branch: "main", SHA: repo.Head()})
 	require.NoError(t, err)
 	prDone := e.WaitEvent(pr.ID, 2*time.Minute)
 	require.Equal(t, workflows.StatusSuccess, prDone.Status, "%+v", prDone.Builds)

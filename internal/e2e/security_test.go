@@ -266,7 +266,7 @@ jobs:
 		_, err := e.API.SetSecret(ctx, "scoped", name, api.SetSecretRequest{Value: "value-of-" + name})
 		require.NoError(t, err)
 	}
-	started, err := e.API.StartEvent(ctx, "scoped", api.StartEventRequest{Type: "commit", Branch: "main"})
+	started, err := e.StartEvent(ctx, "scoped", api.StartEventRequest{Type: "commit", Branch: "main"})
 	require.NoError(t, err)
 	build := "scoped/main/" + strings.TrimPrefix(started.ID, "scoped/")
 	e.WaitFor("the build to run", time.Minute, func() bool {
@@ -329,7 +329,7 @@ jobs:
 	require.NoError(t, err)
 	_, err = e.API.SetSecret(ctx, "cred", "LISTED", api.SetSecretRequest{Value: "value-of-LISTED"})
 	require.NoError(t, err)
-	started, err := e.API.StartEvent(ctx, "cred", api.StartEventRequest{Type: "commit", Branch: "main"})
+	started, err := e.StartEvent(ctx, "cred", api.StartEventRequest{Type: "commit", Branch: "main"})
 	require.NoError(t, err)
 	build := "cred/main/" + strings.TrimPrefix(started.ID, "cred/")
 	var b api.Build

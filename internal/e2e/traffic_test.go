@@ -57,7 +57,7 @@ func createPipeline(t *testing.T, e *testenv.Env, name, spec string) *testenv.Re
 
 func startEvent(t *testing.T, e *testenv.Env, pipeline string, req api.StartEventRequest) string {
 	t.Helper()
-	ev, err := e.API.StartEvent(e.Context(), pipeline, req)
+	ev, err := e.StartEvent(e.Context(), pipeline, req)
 	require.NoError(t, err)
 	return ev.ID
 }
@@ -406,7 +406,7 @@ jobs:
 			require.NoError(t, e.API.ScheduleAction(ctx, "ship", "nightly", "trigger"))
 			newEvent("the schedule's event")
 		}
-		lib, err := e.API.StartEvent(ctx, "lib", api.StartEventRequest{Type: "commit", Branch: "main"})
+		lib, err := e.StartEvent(ctx, "lib", api.StartEventRequest{Type: "commit", Branch: "main"})
 		require.NoError(t, err)
 		require.Equal(t, workflows.StatusSuccess, e.WaitEvent(lib.ID, time.Minute).Status)
 		newEvent("the remote trigger's event")
@@ -556,10 +556,10 @@ jobs:
 
 	paths := map[string]func() (api.EventStarted, error){
 		"start-from": func() (api.EventStarted, error) {
-			return e.API.StartEvent(e.Context(), "locked", api.StartEventRequest{StartFrom: "deploy"})
+			return e.StartEvent(e.Context(), "locked", api.StartEventRequest{StartFrom: "deploy"})
 		},
 		"start-from on a commit": func() (api.EventStarted, error) {
-			return e.API.StartEvent(e.Context(), "locked", api.StartEventRequest{Type: "commit", Branch: "main", StartFrom: "deploy"})
+			return e.StartEvent(e.Context(), "locked", api.StartEventRequest{Type: "commit", Branch: "main", StartFrom: "deploy"})
 		},
 		"restart": func() (api.EventStarted, error) {
 			return e.API.RestartEvent(e.Context(), first.ID, api.RestartEventRequest{From: api.JobList{"deploy"}})

@@ -41,7 +41,7 @@ func TestWaitNeverServedAndMaxWait(t *testing.T) {
 	}
 
 	// The warning at start: in the API's answer, and on the CLI's stderr.
-	viaAPI, err := e.API.StartEvent(ctx, "ns-api", api.StartEventRequest{Type: "commit", Branch: "main"})
+	viaAPI, err := e.StartEvent(ctx, "ns-api", api.StartEventRequest{Type: "commit", Branch: "main"})
 	require.NoError(t, err)
 	require.Len(t, viaAPI.Warnings, 1)
 	require.Contains(t, viaAPI.Warnings[0], "queue nowhere has never been served")
@@ -74,7 +74,7 @@ func TestWaitNeverServedAndMaxWait(t *testing.T) {
 	require.Contains(t, ev.Warnings, "job main waits on queue nowhere, which no executor has ever served (wait code never-served)")
 
 	// max-wait: nobody serves queue brief, so its build ends refused.
-	mw, err := e.API.StartEvent(ctx, "mw", api.StartEventRequest{Type: "commit", Branch: "main"})
+	mw, err := e.StartEvent(ctx, "mw", api.StartEventRequest{Type: "commit", Branch: "main"})
 	require.NoError(t, err)
 	final := e.WaitEvent(mw.ID, time.Minute)
 	require.Len(t, final.Builds, 1)

@@ -116,10 +116,10 @@ jobs:
 	featureSHA := repo.Commit(map[string]string{"feature.txt": "work\n"}, "feature work")
 	repo.Git("checkout", "-q", "main")
 
-	ev1, err := e.API.StartEvent(ctx, "app", api.StartEventRequest{Type: "commit", Branch: "main"})
+	ev1, err := e.StartEvent(ctx, "app", api.StartEventRequest{Type: "commit", Branch: "main"})
 	require.NoError(t, err)
 	e.WaitEvent(ev1.ID, 2*time.Minute)
-	ev2, err := e.API.StartEvent(ctx, "app", api.StartEventRequest{Type: "commit", Branch: "feature", SHA: featureSHA})
+	ev2, err := e.StartEvent(ctx, "app", api.StartEventRequest{Type: "commit", Branch: "feature", SHA: featureSHA})
 	require.NoError(t, err)
 	require.Equal(t, workflows.StatusFailure, e.WaitEvent(ev2.ID, 2*time.Minute).Status)
 	between := time.Now().UTC() // every build of ev1 and ev2 was created before, of ev3 and ev4 after

@@ -79,7 +79,7 @@ jobs:
 `, colour, bulk, follow)})
 	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "logs", Repo: repo.Dir})
 	require.NoError(t, err)
-	ev, err := e.API.StartEvent(ctx, "logs", api.StartEventRequest{Type: "commit", Branch: "main", SHA: repo.Head()})
+	ev, err := e.StartEvent(ctx, "logs", api.StartEventRequest{Type: "commit", Branch: "main", SHA: repo.Head()})
 	require.NoError(t, err)
 	buildID := fmt.Sprintf("logs/main/%d", ev.Number)
 	var logKey string

@@ -160,7 +160,7 @@ tokens:
 	require.NoError(t, err)
 	require.Equal(t, e.APIURL+"/ui/pipelines/web", loc, "signed in, back to the page asked for")
 
-	ev, err := e.API.StartEvent(ctx, "web", api.StartEventRequest{Type: "commit", Branch: "main", SHA: repo.Head()})
+	ev, err := e.StartEvent(ctx, "web", api.StartEventRequest{Type: "commit", Branch: "main", SHA: repo.Head()})
 	require.NoError(t, err)
 	mainID := fmt.Sprintf("web/main/%d", ev.Number)
 	e.WaitFor("main to run", time.Minute, func() bool {

@@ -306,6 +306,18 @@ func (e *Env) WaitFor(what string, timeout time.Duration, cond func() bool) {
 	}
 }
 
+// StartEvent starts an event through the API and, when the start is
+// answered pending (its pipeline was too busy to number it within
+// SLUICE_ADMIT_WAIT), waits for its number as the CLI does: the answer
+// always names the event, and a test's next start is numbered after it.
+func (e *Env) StartEvent(ctx context.Context, pipeline string, req api.StartEventRequest) (api.EventStarted, error) {
+	ev, err := e.API.StartEvent(ctx, pipeline, req)
+	if err != nil {
+		return ev, err
+	}
+	return e.API.Numbered(ctx, ev, 100*time.Millisecond)
+}
+
 // WaitEvent polls an event until its status is final and returns it.
 func (e *Env) WaitEvent(id string, timeout time.Duration) api.Event {
 	e.t.Helper()
