@@ -10,10 +10,13 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+
+	"github.com/sluice-ci/sluice/workers"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	workers.NameBinary()
 	args := os.Args[1:]
 	if filepath.Base(os.Args[0]) == "meta" {
 		// Inside a build, `meta` is this binary (busybox style).

@@ -19,10 +19,13 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/sluice-ci/sluice/workers"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	workers.NameBinary()
 	err := run(ctx, os.Args, os.Getenv)
 	stop()
 	if err != nil {
