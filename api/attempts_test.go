@@ -6,10 +6,8 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	workflowpb "go.temporal.io/api/workflow/v1"
-	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/mocks"
 
@@ -34,7 +32,7 @@ var attemptRef = workflows.BuildRef{Pipeline: "app", Job: "deploy", Event: 7}
 func attemptState(status workflows.Status, hash bool) workflows.BuildState {
 	st := workflows.BuildState{
 		ID: attemptRef.String(), Build: attemptRef, Status: status, Queue: "default",
-		Secrets: []string{"LISTED"}, SecretsListed: true,
+		Secrets: []string{"LISTED"}, SecretsListed: true, Branch: "main",
 		Attempts: []workflows.Attempt{
 			{Number: 1, Executor: "exec-old", Outcome: "lost: exec-old stopped heartbeating"},
 			{Number: 2, Executor: "exec-a"},
@@ -51,17 +49,11 @@ func attemptState(status workflows.Status, hash bool) workflows.BuildState {
 func serveBuild(t *testing.T, c *mocks.Client, st workflows.BuildState, times int) {
 	t.Helper()
 	wid := attemptRef.WorkflowID()
-	exec := enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
-	if st.Status.Final() {
-		exec = enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
-	}
-	c.On("DescribeWorkflowExecution", mock.Anything, wid, "").Return(&workflowservice.DescribeWorkflowExecutionResponse{
-		WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{Status: exec},
-	}, nil).Times(times)
-	if exec == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		c.On("QueryWorkflow", mock.Anything, wid, "", workflows.QueryBuild).Return(encode(t, st), nil).Times(times)
+	if !st.Status.Final() {
+		answerQuery(t, c, wid, workflows.QueryBuild, st, times)
 		return
 	}
+	refuseQuery(c, wid, workflows.QueryBuild, times)
 	run := mocks.NewWorkflowRun(t)
 	run.On("Get", mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
 		p, err := converter.GetDefaultDataConverter().ToPayload(st)
@@ -202,7 +194,9 @@ func TestLogWritesNeedTheAttemptCredential(t *testing.T) {
 	require.Contains(t, rec.Body.String(), `"data":"eAp4Cg=="`) // base64 of "x\nx\n"
 
 	// A build that does not exist has no logs to write.
-	c.On("DescribeWorkflowExecution", mock.Anything, "build/nope/a/1", "").Return(nil, serviceerror.NewNotFound("workflow not found")).Once()
+	c.On("QueryWorkflowWithOptions", mock.Anything, mock.MatchedBy(func(r *client.QueryWorkflowWithOptionsRequest) bool {
+		return r.WorkflowID == "build/nope/a/1"
+	})).Return(nil, serviceerror.NewNotFound("workflow not found")).Once()
 	status, body = post("/api/v1/builds/nope%2Fa%2F1%2F1/logs/x?offset=0", credential2)
 	require.Equal(t, http.StatusNotFound, status, body)
 	status, body = post("/api/v1/builds/nope%2Fa%2F1/logs/x?offset=0", credential2)

@@ -260,7 +260,7 @@ func TestEventAdmittedButNotStartedIsStarting(t *testing.T) {
 			t.Parallel()
 			c := mocks.NewClient(t)
 			ref := workflows.EventRef{Pipeline: "app", Number: tc.number}
-			c.On("DescribeWorkflowExecution", mock.Anything, ref.WorkflowID(), "").Return(nil, serviceerror.NewNotFound("workflow not found")).Once()
+			c.On("QueryWorkflowWithOptions", mock.Anything, mock.Anything).Return(nil, serviceerror.NewNotFound("workflow not found")).Once()
 			c.On("QueryWorkflow", mock.Anything, workflows.PipelineWorkflowID("app"), "", workflows.QueryPipeline).
 				Return(encodedValue{workflows.PipelineInfo{Events: 5}}, nil).Once()
 			s := &Service{Client: c, Namespace: "default"}

@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	querypb "go.temporal.io/api/query/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/mocks"
@@ -124,6 +126,26 @@ func (e encoded) HasValue() bool { return e.payloads != nil }
 
 func (e encoded) Get(ptr any) error {
 	return converter.GetDefaultDataConverter().FromPayloads(e.payloads, ptr)
+}
+
+// answerQuery makes c answer query on the running workflow id with v,
+// times times, 0 for any number (the API asks with QueryWorkflowWithOptions,
+// refused when the workflow has closed).
+func answerQuery(t *testing.T, c *mocks.Client, id, query string, v any, times int) {
+	t.Helper()
+	c.On("QueryWorkflowWithOptions", mock.Anything, mock.MatchedBy(func(r *client.QueryWorkflowWithOptionsRequest) bool {
+		return r.WorkflowID == id && r.QueryType == query && r.QueryRejectCondition == enumspb.QUERY_REJECT_CONDITION_NOT_OPEN
+	})).Return(&client.QueryWorkflowWithOptionsResponse{QueryResult: encode(t, v)}, nil).Times(times)
+}
+
+// refuseQuery makes c refuse query on the closed workflow id, times times
+// (0: any number).
+func refuseQuery(c *mocks.Client, id, query string, times int) {
+	c.On("QueryWorkflowWithOptions", mock.Anything, mock.MatchedBy(func(r *client.QueryWorkflowWithOptionsRequest) bool {
+		return r.WorkflowID == id && r.QueryType == query
+	})).Return(&client.QueryWorkflowWithOptionsResponse{
+		QueryRejected: &querypb.QueryRejected{Status: enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED},
+	}, nil).Times(times)
 }
 
 // updateHandle returns an update handle whose Get runs result: it fills the

@@ -7,9 +7,6 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
-	workflowpb "go.temporal.io/api/workflow/v1"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/mocks"
 
 	"github.com/sluice-ci/sluice/api"
@@ -34,9 +31,7 @@ func TestRestartAndRerunActForTheCaller(t *testing.T) {
 		t.Run(path, func(t *testing.T) {
 			t.Parallel()
 			tc := newMockClient(t)
-			tc.On("DescribeWorkflowExecution", mock.Anything, ended.Event.WorkflowID(), "").Return(&workflowservice.DescribeWorkflowExecutionResponse{
-				WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{Status: enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED},
-			}, nil)
+			refuseQuery(tc, ended.Event.WorkflowID(), workflows.QueryEvent, 0)
 			run := mocks.NewWorkflowRun(t)
 			run.On("Get", mock.Anything, mock.Anything).Return(func(_ context.Context, ptr any) error {
 				*ptr.(*workflows.EventState) = ended

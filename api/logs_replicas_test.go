@@ -9,11 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
-	workflowpb "go.temporal.io/api/workflow/v1"
-	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/sluice-ci/sluice/api"
 	"github.com/sluice-ci/sluice/blobstore"
@@ -48,10 +44,7 @@ func TestRunningBuildLogReadThroughTheOtherReplica(t *testing.T) {
 	// Build app/deploy/7 runs attempt 2 (credential2) on exec-a.
 	c := newMockClient(t)
 	wid := attemptRef.WorkflowID()
-	c.On("DescribeWorkflowExecution", mock.Anything, wid, "").Return(&workflowservice.DescribeWorkflowExecutionResponse{
-		WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{Status: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING},
-	}, nil)
-	c.On("QueryWorkflow", mock.Anything, wid, "", workflows.QueryBuild).Return(encode(t, attemptState(workflows.StatusRunning, true)), nil)
+	answerQuery(t, c, wid, workflows.QueryBuild, attemptState(workflows.StatusRunning, true), 0)
 	a := httptest.NewServer(newHandler(t, api.Deps{Service: newService(t, c), Logs: storeA, Authenticate: readSecretsOnly}))
 	t.Cleanup(a.Close)
 	b := httptest.NewServer(newHandler(t, api.Deps{Logs: storeB, Authenticate: readSecretsOnly}))

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
@@ -200,6 +201,27 @@ func (s *Service) count(ctx context.Context, query string) (int, error) {
 		return 0, fmt.Errorf("count workflows (%s): %w", query, err)
 	}
 	return int(resp.GetCount()), nil
+}
+
+// queryOpen asks workflow id's query and decodes its answer into v. It
+// reports false, leaving v alone, when the workflow has closed: the server
+// refuses the query then rather than have a worker replay the history, and
+// the caller reads the result instead. One round trip for a running
+// workflow, where a describe and then a query took two.
+func (s *Service) queryOpen(ctx context.Context, id, query string, v any) (bool, error) {
+	res, err := s.Client.QueryWorkflowWithOptions(ctx, &client.QueryWorkflowWithOptionsRequest{
+		WorkflowID: id, QueryType: query, QueryRejectCondition: enumspb.QUERY_REJECT_CONDITION_NOT_OPEN,
+	})
+	if err != nil {
+		return false, err
+	}
+	if res.QueryRejected != nil {
+		return false, nil
+	}
+	if err := res.QueryResult.Get(v); err != nil {
+		return false, fmt.Errorf("decode %s of %s: %w", query, id, err)
+	}
+	return true, nil
 }
 
 func saString(sa *commonpb.SearchAttributes, key string) string {

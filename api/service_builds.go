@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/converter"
@@ -161,23 +160,29 @@ func (s *Service) GetBuild(ctx context.Context, ref workflows.BuildRef) (Build, 
 // buildRecord is GetBuild without the live wait picture: what the
 // executors' paths (secrets, logs) check, at no extra cost.
 func (s *Service) buildRecord(ctx context.Context, ref workflows.BuildRef) (Build, error) {
-	desc, err := s.Client.DescribeWorkflowExecution(ctx, ref.WorkflowID(), "")
+	var st workflows.BuildState
+	open, err := s.queryOpen(ctx, ref.WorkflowID(), workflows.QueryBuild, &st)
 	if err != nil {
 		return Build{}, translate(err, "build "+ref.String())
 	}
-	var st workflows.BuildState
-	if desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		v, err := s.Client.QueryWorkflow(ctx, ref.WorkflowID(), "", workflows.QueryBuild)
+	if !open {
+		if err := s.Client.GetWorkflow(ctx, ref.WorkflowID(), "").Get(ctx, &st); err != nil {
+			desc, derr := s.Client.DescribeWorkflowExecution(ctx, ref.WorkflowID(), "")
+			if derr != nil {
+				return Build{}, translate(derr, "build "+ref.String())
+			}
+			b, _ := buildFromVisibility(desc.GetWorkflowExecutionInfo())
+			b.Status, b.Reason = workflows.StatusAborted, "build workflow ended without a result: "+err.Error()
+			return b, nil
+		}
+	}
+	if st.Branch == "" {
+		// A build started before its state recorded the branch.
+		desc, err := s.Client.DescribeWorkflowExecution(ctx, ref.WorkflowID(), "")
 		if err != nil {
 			return Build{}, translate(err, "build "+ref.String())
 		}
-		if err := v.Get(&st); err != nil {
-			return Build{}, fmt.Errorf("decode build %s: %w", ref, err)
-		}
-	} else if err := s.Client.GetWorkflow(ctx, ref.WorkflowID(), "").Get(ctx, &st); err != nil {
-		b, _ := buildFromVisibility(desc.GetWorkflowExecutionInfo())
-		b.Status, b.Reason = workflows.StatusAborted, "build workflow ended without a result: "+err.Error()
-		return b, nil
+		st.Branch = saString(desc.GetWorkflowExecutionInfo().GetSearchAttributes(), workflows.SABranch.GetName())
 	}
 	b := Build{
 		ID: st.ID, Pipeline: ref.Pipeline, Job: ref.Job, Event: ref.EventRef().String(), PR: ref.PR, Status: st.Status,
@@ -185,7 +190,7 @@ func (s *Service) buildRecord(ctx context.Context, ref workflows.BuildRef) (Buil
 		Attempts: len(st.Attempts), CreateTime: st.CreateTime, QueuedTime: st.QueuedTime, StartTime: st.StartTime,
 		EndTime: st.EndTime, WaitUntil: st.WaitUntil, CollapsedInto: st.CollapsedInto, AttemptList: st.Attempts, Steps: st.Steps,
 		Fork: st.Fork, Secrets: st.Secrets, SecretsListed: st.SecretsListed, Cause: st.Cause, CauseInfo: st.CauseInfo,
-		Upstream: st.Upstream, Branch: saString(desc.GetWorkflowExecutionInfo().GetSearchAttributes(), workflows.SABranch.GetName()),
+		Upstream: st.Upstream, Branch: st.Branch,
 	}
 	// The attempts' credential hashes stay in the API (attempt credentials).
 	for i := range b.AttemptList {

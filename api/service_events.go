@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"golang.org/x/sync/errgroup"
 
@@ -175,7 +174,7 @@ func inherited(st workflows.EventState) []string {
 // eventState reads a running event's progress or a closed event's result.
 func (s *Service) eventState(ctx context.Context, ref workflows.EventRef) (workflows.EventState, error) {
 	var st workflows.EventState
-	desc, err := s.Client.DescribeWorkflowExecution(ctx, ref.WorkflowID(), "")
+	open, err := s.queryOpen(ctx, ref.WorkflowID(), workflows.QueryEvent, &st)
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) && s.eventNumbered(ctx, ref) {
 		// Admitted in a burst (UpdateStartEvents): numbered, workflow not
@@ -185,12 +184,8 @@ func (s *Service) eventState(ctx context.Context, ref workflows.EventRef) (workf
 	if err != nil {
 		return st, translate(err, "event "+ref.String())
 	}
-	if desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		v, err := s.Client.QueryWorkflow(ctx, ref.WorkflowID(), "", workflows.QueryEvent)
-		if err != nil {
-			return st, translate(err, "event "+ref.String())
-		}
-		return st, v.Get(&st)
+	if open {
+		return st, nil
 	}
 	if err := s.Client.GetWorkflow(ctx, ref.WorkflowID(), "").Get(ctx, &st); err != nil {
 		st = workflows.EventState{Event: ref, Status: workflows.StatusAborted, Reason: "event workflow ended without a result: " + err.Error()}

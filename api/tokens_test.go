@@ -12,11 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
-	workflowpb "go.temporal.io/api/workflow/v1"
-	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/sluice-ci/sluice/activities"
 	"github.com/sluice-ci/sluice/api"
@@ -164,13 +160,10 @@ func TestTokensGuardTheAPI(t *testing.T) {
 	require.NoError(t, err)
 	// Build app/test/1 runs its attempt 1 on the executor holding "cred".
 	c := newMockClient(t)
-	c.On("DescribeWorkflowExecution", mock.Anything, "build/app/test/1", "").Return(&workflowservice.DescribeWorkflowExecutionResponse{
-		WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{Status: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING},
-	}, nil).Once()
-	c.On("QueryWorkflow", mock.Anything, "build/app/test/1", "", workflows.QueryBuild).Return(encode(t, workflows.BuildState{
-		ID: "app/test/1", Status: workflows.StatusRunning,
+	answerQuery(t, c, "build/app/test/1", workflows.QueryBuild, workflows.BuildState{
+		ID: "app/test/1", Status: workflows.StatusRunning, Branch: "main",
 		Attempts: []workflows.Attempt{{Number: 1, Executor: "exec", CredentialHash: activities.CredentialHash("cred")}},
-	}), nil).Once()
+	}, 1)
 	srv := httptest.NewServer(newHandler(t, api.Deps{Service: newService(t, c), Logs: store, Authenticate: testTokens(t).Authenticate}))
 	defer srv.Close()
 

@@ -105,7 +105,7 @@ func BuildWorkflow(ctx workflow.Context, in BuildInput) (BuildState, error) {
 	b := &build{in: in, state: BuildState{
 		ID: in.Build.String(), Build: in.Build, Status: StatusCreated, Queue: in.Queue,
 		Priority: in.Priority, SHA: in.SHA, CreateTime: workflow.Now(ctx), Fork: in.Trigger.Fork && in.Build.PR > 0,
-		Secrets: in.Secrets, SecretsListed: true, Upstream: in.Upstream,
+		Secrets: in.Secrets, SecretsListed: true, Upstream: in.Upstream, Branch: in.Branch,
 	}}
 	if in.Lean && !in.DispatchedAt.IsZero() && in.DispatchedAt.Before(b.state.CreateTime) {
 		// Its event created it, granted, a moment before its workflow ran.

@@ -607,6 +607,10 @@ type BuildState struct {
 	// Upstream is BuildInput.Upstream: the jobs whose builds' metadata the
 	// build starts with.
 	Upstream []string `json:"upstream,omitempty"`
+	// Branch is BuildInput.Branch (also the SluiceBranch search
+	// attribute), so that one query answers for the whole record. Empty on
+	// builds started before it was recorded.
+	Branch string `json:"branch,omitempty"`
 }
 
 // CancelledBy names the person who cancelled a build.
