@@ -1,22 +1,52 @@
 package workers
 
 import (
-	"runtime/debug"
+	"encoding/binary"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
-func TestBinaryName(t *testing.T) {
-	rev := debug.BuildSetting{Key: "vcs.revision", Value: "0123456789abcdef0123456789abcdef01234567"}
-	clean := debug.BuildSetting{Key: "vcs.modified", Value: "false"}
-	dirty := debug.BuildSetting{Key: "vcs.modified", Value: "true"}
+// The build ID read from the binary is the one the Go toolchain reports.
+func TestGoBuildIDOfThisBinary(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("Go build ID notes are read from ELF binaries (Linux); elsewhere the SDK's hash names the binary")
+	}
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	got, err := goBuildID(exe)
+	require.NoError(t, err)
+	out, err := exec.CommandContext(t.Context(), "go", "tool", "buildid", exe).Output()
+	require.NoError(t, err)
+	assert.Equal(t, strings.TrimSpace(string(out)), got)
+}
 
-	assert.Equal(t, "sluice@0123456789abcdef0123456789abcdef01234567", binaryName([]debug.BuildSetting{rev, clean}),
-		"a clean build is named by its commit")
-	assert.Empty(t, binaryName([]debug.BuildSetting{rev, dirty}),
-		"a build from a modified tree keeps the SDK's hash: two such builds of one commit differ")
-	assert.Empty(t, binaryName([]debug.BuildSetting{rev}), "no vcs.modified stamp: not known to be clean")
-	assert.Empty(t, binaryName([]debug.BuildSetting{clean}), "no commit stamp (a test binary)")
-	assert.Empty(t, binaryName(nil))
+func TestParseBuildIDNote(t *testing.T) {
+	t.Parallel()
+	note := func(nameSize, descSize, typ uint32, name, desc string) []byte {
+		b := binary.LittleEndian.AppendUint32(nil, nameSize)
+		b = binary.LittleEndian.AppendUint32(b, descSize)
+		b = binary.LittleEndian.AppendUint32(b, typ)
+		return append(append(b, name...), desc...)
+	}
+	id, err := parseBuildIDNote(binary.LittleEndian, note(4, 7, 4, "Go\x00\x00", "abc/def"))
+	require.NoError(t, err)
+	assert.Equal(t, "abc/def", id)
+
+	for name, bad := range map[string][]byte{
+		"too short":       []byte("Go"),
+		"other note type": note(4, 7, 3, "Go\x00\x00", "abc/def"),
+		"other owner":     note(4, 7, 4, "GNU\x00", "abc/def"),
+		"cut short":       note(4, 70, 4, "Go\x00\x00", "abc/def"),
+		"empty ID":        note(4, 0, 4, "Go\x00\x00", ""),
+	} {
+		_, err := parseBuildIDNote(binary.LittleEndian, bad)
+		assert.Error(t, err, name)
+	}
 }
