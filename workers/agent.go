@@ -380,6 +380,12 @@ func (ag *Agent) startWorker(name, taskQueue string, slots worker.SlotSupplier) 
 		Identity:                         ag.Name(),
 		Tuner:                            tuner,
 		MaxConcurrentActivityTaskPollers: 1,
+		// Builds are activities: without this the SDK also keeps two
+		// workflow-task long polls on the queue's task queue (which carries
+		// no workflows) for every worker of every executor, each one a
+		// poller the server's matching service holds and a task queue it
+		// keeps loaded.
+		DisableWorkflowWorker: true,
 		// A stopping executor interrupts its builds at once; this is how
 		// long it waits for them to kill their processes (SIGTERM, then
 		// SIGKILL after the kill grace), remove their containers and hand

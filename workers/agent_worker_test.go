@@ -30,6 +30,16 @@ type frontend struct {
 	active map[string]int // task queue → polls in flight
 	total  map[string]int // task queue → polls ever made
 	ids    map[string]bool
+	// workflowPolls counts workflow-task polls, of any task queue.
+	workflowPolls int
+}
+
+func (f *frontend) PollWorkflowTaskQueue(ctx context.Context, _ *workflowservice.PollWorkflowTaskQueueRequest) (*workflowservice.PollWorkflowTaskQueueResponse, error) {
+	f.mu.Lock()
+	f.workflowPolls++
+	f.mu.Unlock()
+	<-ctx.Done()
+	return &workflowservice.PollWorkflowTaskQueueResponse{}, nil
 }
 
 func (f *frontend) GetSystemInfo(context.Context, *workflowservice.GetSystemInfoRequest) (*workflowservice.GetSystemInfoResponse, error) {
@@ -108,6 +118,11 @@ func TestAgentApplyStartsAndStopsQueueWorkers(t *testing.T) {
 	ok, why := ag.Accepting("gpu", false)
 	require.False(t, ok)
 	require.Equal(t, "exec-a is not in queue gpu's active rule: rule 2 is active", why)
+	// The worker has stopped (its pollers joined): it never polled for
+	// workflow tasks, which its task queue does not carry.
+	f.mu.Lock()
+	require.Zero(t, f.workflowPolls, "an executor's queue worker polls no workflow tasks")
+	f.mu.Unlock()
 }
 
 // waitPolls waits until exactly n polls of tq are in flight. A queue

@@ -37,6 +37,7 @@ func (ag *Agent) applyDeletedQueues(names []string) error {
 				Identity:                           ag.Name(),
 				MaxConcurrentActivityExecutionSize: 10,
 				MaxConcurrentActivityTaskPollers:   1,
+				DisableWorkflowWorker:              true, // builds are activities
 			})
 			w.RegisterActivityWithOptions(refuseDeleted(ag.opts.Client, name), activity.RegisterOptions{Name: "RunBuild"})
 			if err := w.Start(); err != nil {
