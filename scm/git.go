@@ -27,6 +27,16 @@ import (
 // merge request heads GitHub, Gitea and GitLab publish, so that the head sha
 // of a pull request from a fork can be resolved. --prune removes what the
 // remote deleted within these namespaces only.
+// fetchConfig goes before every fetch into a mirror. Reads of the mirror
+// take no lock (a cat-file of the commit an event names, an executor's
+// checkout), so a fetch must not show them half of what it brings: git
+// writes a fetch of fewer than fetch.unpackLimit (100) objects as loose
+// objects one by one, commits first, and a reader could find a commit whose
+// tree was not written yet — "screwdriver.yaml not found" at a commit that
+// has it. Kept as a pack, the objects appear together when its index is
+// renamed into place. (maintain repacks the small packs this leaves.)
+var fetchConfig = []string{"-c", "maintenance.auto=false", "-c", "fetch.unpackLimit=1"}
+
 var mirrorRefspecs = []string{
 	"+refs/heads/*:refs/heads/*",
 	"+refs/tags/*:refs/tags/*",
@@ -194,7 +204,7 @@ func (r *gitRepo) clone(ctx context.Context) error {
 func (r *gitRepo) fetchInto(ctx context.Context, dir string) error {
 	start := time.Now()
 	r.fetches.Add(1)
-	args := append([]string{"-c", "maintenance.auto=false", "fetch", "--quiet", "--prune", "--no-write-fetch-head", r.remote}, mirrorRefspecs...)
+	args := append(append(slices.Clone(fetchConfig), "fetch", "--quiet", "--prune", "--no-write-fetch-head", r.remote), mirrorRefspecs...)
 	if _, err := r.remoteGit(ctx, dir, args...); err != nil {
 		return err
 	}
@@ -269,7 +279,7 @@ func (r *gitRepo) fetchOne(ctx context.Context, src, ref string) error {
 		return err
 	}
 	defer func() { _ = lock.Unlock() }()
-	_, err = r.remoteGit(ctx, r.mirror, "-c", "maintenance.auto=false", "fetch", "--quiet", "--no-write-fetch-head", r.remote, "+"+src+":"+ref)
+	_, err = r.remoteGit(ctx, r.mirror, append(slices.Clone(fetchConfig), "fetch", "--quiet", "--no-write-fetch-head", r.remote, "+"+src+":"+ref)...)
 	if err == nil {
 		maintain(ctx, r.mirror, time.Now())
 	}

@@ -431,3 +431,31 @@ func TestMirrorName(t *testing.T) {
 		})
 	}
 }
+
+// A fetch into the mirror brings its objects as a pack, never loose: reads
+// of the mirror take no lock, and loose objects appear one by one, a
+// commit before its tree (an event then found its commit but not its
+// screwdriver.yaml). A pack appears whole when its index is renamed in.
+func TestMirrorFetchesArriveWhole(t *testing.T) {
+	t.Parallel()
+	h := newHistory(t)
+	r := openRepo(t, h.dir)
+	ctx := context.Background()
+	_, err := r.Resolve(ctx, "main")
+	require.NoError(t, err)
+
+	// Two small commits (a handful of objects, well under git's default
+	// unpack limit of 100), fetched once by sha and once by the branch.
+	c5 := h.commit("fifth", map[string]string{"five.txt": "5\n"})
+	data, err := r.ReadFile(ctx, c5, "five.txt")
+	require.NoError(t, err)
+	require.Equal(t, "5\n", string(data))
+	c6 := h.commit("sixth", map[string]string{"six.txt": "6\n"})
+	got, err := r.Resolve(ctx, "main")
+	require.NoError(t, err)
+	require.Equal(t, c6, got)
+
+	mirror := r.(*gitRepo).mirror
+	count := gitIn(t, mirror, "count-objects", "-v")
+	require.Contains(t, strings.Split(count, "\n"), "count: 0", "no loose objects in the mirror after its fetches:\n%s", count)
+}
