@@ -3,6 +3,7 @@ package workers
 import (
 	"bytes"
 	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -49,7 +50,7 @@ func goBuildID(path string) (string, error) {
 // parseBuildIDNote takes the build ID out of the Go linker's ELF note:
 // name size, description size and type (4, 4 bytes each), the name
 // "Go\x00\x00", then the build ID.
-func parseBuildIDNote(order interface{ Uint32([]byte) uint32 }, note []byte) (string, error) {
+func parseBuildIDNote(order binary.ByteOrder, note []byte) (string, error) {
 	const goNoteType = 4
 	if len(note) < 16 {
 		return "", fmt.Errorf("build ID note of %d bytes", len(note))
@@ -59,7 +60,7 @@ func parseBuildIDNote(order interface{ Uint32([]byte) uint32 }, note []byte) (st
 		return "", errors.New("not a Go build ID note")
 	}
 	desc := note[16:]
-	if descSize == 0 || descSize > uint32(min(len(desc), 1<<16)) { //nolint:gosec // bounded by min
+	if descSize == 0 || int64(descSize) > int64(len(desc)) {
 		return "", fmt.Errorf("build ID note cut short: %d bytes for a %d-byte ID", len(desc), descSize)
 	}
 	return string(desc[:descSize]), nil
