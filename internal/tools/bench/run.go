@@ -38,6 +38,11 @@ var figures = []figure{
 	// postgresql, started for the run).
 	{"latency_pg", func(p plan) time.Duration { return time.Minute + latencyBound(p) }, onPostgres("latency_pg", runLatency)},
 	{"scale_pg", func(p plan) time.Duration { return 6*time.Minute + time.Duration(p.scaleBuilds())*time.Second }, onPostgres("scale_pg", runScale)},
+	// Option B modelled in bare Temporal: what folding the build workflow
+	// into the event would save.
+	{"model_b", func(p plan) time.Duration {
+		return 3*time.Minute + time.Duration(4*p.modelLatencyRuns()+4*p.rounds*p.modelEvents())*time.Second
+	}, runModelB},
 	{"registry", func(p plan) time.Duration { return 3*time.Minute + p.registryFor }, runRegistry},
 }
 
