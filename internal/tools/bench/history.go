@@ -13,13 +13,15 @@ import (
 // historyCase is what one case of the history figure measured.
 type historyCase struct {
 	builds int
-	// build, event and pipeline are history events summed over every run
-	// of those workflows (the pipeline's counted from before the first event).
-	build, event, pipeline int
+	// build, event and pipeline are the costs summed over every run of
+	// those workflows (the pipeline's counted from before the first event).
+	build, event, pipeline historyCost
 }
 
+func (h historyCase) total() historyCost { return h.build.plus(h.event).plus(h.pipeline) }
+
 func (h historyCase) perBuild() float64 {
-	return float64(h.build+h.event+h.pipeline) / float64(h.builds)
+	return float64(h.total().events) / float64(h.builds)
 }
 
 // runHistory: Temporal history events per build, summed over every
@@ -48,13 +50,17 @@ func runHistory(ctx context.Context, b *bench) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	total := historyCase{builds: one.builds + ch.builds, build: one.build + ch.build, event: one.event + ch.event, pipeline: one.pipeline + ch.pipeline}
-	f := func(n, builds int) float64 { return round1(float64(n) / float64(builds)) }
+	total := historyCase{builds: one.builds + ch.builds, build: one.build.plus(ch.build), event: one.event.plus(ch.event), pipeline: one.pipeline.plus(ch.pipeline)}
+	f := func(h historyCost, builds int) float64 { return round1(float64(h.events) / float64(builds)) }
+	_, oneTasks, oneVis := one.total().per(one.builds)
+	_, chTasks, chVis := ch.total().per(ch.builds)
 	return fmt.Sprintf("history events_per_build=%.1f one_job=%.1f chain%d=%.1f "+
-		"one_job_build=%.1f one_job_event=%.1f one_job_pipeline=%.1f chain_build=%.1f chain_event=%.1f chain_pipeline=%.1f events=%d",
+		"one_job_build=%.1f one_job_event=%.1f one_job_pipeline=%.1f chain_build=%.1f chain_event=%.1f chain_pipeline=%.1f events=%d "+
+		"one_job_tasks=%.1f chain_tasks=%.1f one_job_visibility=%.1f chain_visibility=%.1f",
 		total.perBuild(), one.perBuild(), b.plan.chainJobs, ch.perBuild(),
 		f(one.build, one.builds), f(one.event, one.builds), f(one.pipeline, one.builds),
-		f(ch.build, ch.builds), f(ch.event, ch.builds), f(ch.pipeline, ch.builds), b.plan.historyEvents), nil
+		f(ch.build, ch.builds), f(ch.event, ch.builds), f(ch.pipeline, ch.builds), b.plan.historyEvents,
+		oneTasks, chTasks, oneVis, chVis), nil
 }
 
 // historyCase runs events sequential events of a fresh pipeline and counts
@@ -88,7 +94,7 @@ func (s *stack) historyCase(ctx context.Context, name string, jobs []job, events
 	if err != nil {
 		return h, err
 	}
-	h.pipeline = after - before
+	h.pipeline = after.minus(before)
 	sa := workflows.SAPipeline.GetName()
 	var runs int
 	h.build, _, runs, err = historyTotals(ctx, s.Client, fmt.Sprintf("WorkflowType = 'BuildWorkflow' AND %s = '%s'", sa, name))
@@ -126,15 +132,16 @@ func (s *stack) historyCase(ctx context.Context, name string, jobs []job, events
 // settledHistory is the total history of the executions query matches once
 // it stopped growing for a second (the last build's done signal has been
 // handled).
-func settledHistory(ctx context.Context, s *stack, query string) (int, error) {
+func settledHistory(ctx context.Context, s *stack, query string) (historyCost, error) {
 	last, stable := -1, 0
-	var total int
+	var total historyCost
 	err := waitFor(ctx, "history to settle ("+query+")", time.Minute, func() (bool, error) {
-		n, _, _, err := historyTotals(ctx, s.Client, query)
+		h, _, _, err := historyTotals(ctx, s.Client, query)
 		if err != nil {
 			return false, err
 		}
-		total = n
+		total = h
+		n := h.events
 		if n == last {
 			stable++
 		} else {

@@ -313,25 +313,14 @@ func runModelB(ctx context.Context, b *bench) (string, error) {
 		}
 		compDispatch = append(compDispatch, d)
 	}
-	hist := map[modelShape]int{}
+	one, chain := map[modelShape]historyCost{}, map[modelShape]historyCost{}
 	for _, sh := range modelShapes {
-		id := fmt.Sprintf("model-lat-%s-0", sh)
-		n, err := historyLength(ctx, s.Client, id, "")
+		h, err := m.eventCost(ctx, sh, fmt.Sprintf("model-lat-%s-0", sh), 1)
 		if err != nil {
 			return "", err
 		}
-		if sh != activityShape {
-			nb, err := historyLength(ctx, s.Client, id+"-build", "")
-			if err != nil {
-				return "", err
-			}
-			n += nb
-		}
-		hist[sh] = n
-	}
-	// A chain of the history figure's length, per shape: history per build.
-	chain := map[modelShape]float64{}
-	for _, sh := range modelShapes {
+		one[sh] = h
+		// A chain of the history figure's length: the cost per build.
 		id := "model-chain-" + sh.String()
 		run, err := m.s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: modelWorkflowQueue},
 			ModelEventWorkflow, ModelInput{Shape: sh, Build: id, Jobs: b.plan.chainJobs})
@@ -341,25 +330,9 @@ func runModelB(ctx context.Context, b *bench) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("model chain %s: %w", id, err)
 		}
-		n, err := historyLength(ctx, s.Client, id, "")
-		if err != nil {
+		if chain[sh], err = m.eventCost(ctx, sh, id, b.plan.chainJobs); err != nil {
 			return "", err
 		}
-		for j := range b.plan.chainJobs {
-			if sh == activityShape {
-				break
-			}
-			bid := id
-			if j > 0 {
-				bid = fmt.Sprintf("%s/%d", id, j)
-			}
-			nb, err := historyLength(ctx, s.Client, bid+"-build", "")
-			if err != nil {
-				return "", err
-			}
-			n += nb
-		}
-		chain[sh] = float64(n) / float64(b.plan.chainJobs)
 	}
 	// Throughput: bursts of n at once, the arms interleaved round by round.
 	arms := []func(context.Context, int) error{
@@ -381,19 +354,50 @@ func runModelB(ctx context.Context, b *bench) (string, error) {
 	}
 	child, act, started := *m.runs[childShape], *m.runs[activityShape], *m.runs[startedShape]
 	compCPU := m.comp.cpuPerRun()
+	perChained := func(sh modelShape) (events, tasks, visibility float64) { return chain[sh].per(b.plan.chainJobs) }
+	cE, cT, cV := perChained(childShape)
+	aE, aT, aV := perChained(activityShape)
+	sE, sT, sV := perChained(startedShape)
 	return fmt.Sprintf("model_b runs=%d child_history=%d activity_history=%d history_saved=%d "+
 		"child_dispatch_p50_ms=%.1f activity_dispatch_p50_ms=%.1f comparable_dispatch_p50_ms=%.1f "+
 		"child_cpu_ms_per_build=%.1f activity_cpu_ms_per_build=%.1f cpu_saved_ms_per_build=%.1f comparable_cpu_ms_per_run=%.1f "+
 		"child_cpu_ratio_comparable=%.2f activity_cpu_ratio_comparable=%.2f child_per_s=%.2f activity_per_s=%.2f comparable_per_s=%.2f rounds=%d "+
 		"started_history=%d started_dispatch_p50_ms=%.1f started_cpu_ms_per_build=%.1f started_per_s=%.2f "+
-		"chain_child_per_build=%.1f chain_activity_per_build=%.1f chain_started_per_build=%.1f",
-		b.plan.modelEvents(), hist[childShape], hist[activityShape], hist[childShape]-hist[activityShape],
+		"chain_child_per_build=%.1f chain_activity_per_build=%.1f chain_started_per_build=%.1f "+
+		"child_tasks=%d activity_tasks=%d started_tasks=%d child_visibility=%d activity_visibility=%d started_visibility=%d "+
+		"chain_child_tasks=%.1f chain_activity_tasks=%.1f chain_started_tasks=%.1f "+
+		"chain_child_visibility=%.1f chain_activity_visibility=%.1f chain_started_visibility=%.1f",
+		b.plan.modelEvents(), one[childShape].events, one[activityShape].events, one[childShape].events-one[activityShape].events,
 		ms(percentile(dispatch[childShape], 50)), ms(percentile(dispatch[activityShape], 50)), ms(percentile(compDispatch, 50)),
 		ms(child.cpuPerRun()), ms(act.cpuPerRun()), ms(child.cpuPerRun()-act.cpuPerRun()), ms(compCPU),
 		round2(durRatio(child.cpuPerRun(), compCPU)), round2(durRatio(act.cpuPerRun(), compCPU)),
 		child.rate(), act.rate(), m.comp.rate(), b.plan.rounds,
-		hist[startedShape], ms(percentile(dispatch[startedShape], 50)), ms(started.cpuPerRun()), started.rate(),
-		chain[childShape], chain[activityShape], chain[startedShape]), nil
+		one[startedShape].events, ms(percentile(dispatch[startedShape], 50)), ms(started.cpuPerRun()), started.rate(),
+		cE, aE, sE,
+		one[childShape].tasks, one[activityShape].tasks, one[startedShape].tasks,
+		one[childShape].visibility, one[activityShape].visibility, one[startedShape].visibility,
+		cT, aT, sT, cV, aV, sV), nil
+}
+
+// eventCost sums the history cost of model event id and, in the shapes
+// with build workflows, of its builds' workflows (jobs of them).
+func (m *modelRun) eventCost(ctx context.Context, sh modelShape, id string, jobs int) (historyCost, error) {
+	h, err := runHistoryCost(ctx, m.s.Client, id, "")
+	if err != nil || sh == activityShape {
+		return h, err
+	}
+	for j := range jobs {
+		bid := id
+		if j > 0 {
+			bid = fmt.Sprintf("%s/%d", id, j)
+		}
+		hb, err := runHistoryCost(ctx, m.s.Client, bid+"-build", "")
+		if err != nil {
+			return h, err
+		}
+		h = h.plus(hb)
+	}
+	return h, nil
 }
 
 // start runs the model's workflow worker and two activity workers of the

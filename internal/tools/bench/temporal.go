@@ -156,25 +156,83 @@ func closedSpan(ctx context.Context, c client.Client, query string, want int) (f
 	return first, last, err
 }
 
-// historyLength counts the events of one run's history.
-func historyLength(ctx context.Context, c client.Client, workflowID, runID string) (int, error) {
-	it := c.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	n := 0
-	for it.HasNext() {
-		if _, err := it.Next(); err != nil {
-			return 0, fmt.Errorf("history of %s/%s: %w", workflowID, runID, err)
-		}
-		n++
-	}
-	return n, nil
+// historyCost is what one run's history (or a sum of them) says the server
+// did: its events, its workflow tasks (each a persistence write when it
+// starts and one when it completes, and a round trip through matching) and
+// its visibility writes — its start, its close, and every search-attribute
+// or memo upsert of a workflow task that did not also close it (the server
+// skips the upserts of a run that has closed by the time their task runs).
+// The last two are the CPU's main drivers in the profiles and, unlike CPU,
+// do not move with the machine.
+type historyCost struct {
+	events, tasks, visibility int
 }
 
-// historyTotals sums history events over every run of every execution the
-// query matches, and returns the largest single run too.
-func historyTotals(ctx context.Context, c client.Client, query string) (total, largest, runs int, err error) {
+func (h historyCost) plus(o historyCost) historyCost {
+	return historyCost{events: h.events + o.events, tasks: h.tasks + o.tasks, visibility: h.visibility + o.visibility}
+}
+
+func (h historyCost) minus(o historyCost) historyCost {
+	return historyCost{events: h.events - o.events, tasks: h.tasks - o.tasks, visibility: h.visibility - o.visibility}
+}
+
+// per divides each count by n, to one decimal.
+func (h historyCost) per(n int) (events, tasks, visibility float64) {
+	if n == 0 {
+		return 0, 0, 0
+	}
+	f := func(x int) float64 { return round1(float64(x) / float64(n)) }
+	return f(h.events), f(h.tasks), f(h.visibility)
+}
+
+// runHistoryCost reads one run's history and counts its cost.
+func runHistoryCost(ctx context.Context, c client.Client, workflowID, runID string) (historyCost, error) {
+	it := c.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var types []enumspb.EventType
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return historyCost{}, fmt.Errorf("history of %s/%s: %w", workflowID, runID, err)
+		}
+		types = append(types, ev.GetEventType())
+	}
+	return costOf(types), nil
+}
+
+// costOf counts the cost of one run's history, given its events' types in
+// order.
+func costOf(types []enumspb.EventType) historyCost {
+	h := historyCost{events: len(types)}
+	upserts := 0 // of the workflow task whose commands are being read
+	for _, t := range types {
+		switch t {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+			h.visibility++
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			h.tasks++
+			h.visibility += upserts
+			upserts = 0
+		case enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES, enumspb.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED:
+			upserts++
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
+			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+			h.visibility++ // the close; the closing task's upserts are skipped
+			upserts = 0
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT:
+			h.visibility += 1 + upserts // closed from outside, after its last task's upserts ran
+			upserts = 0
+		}
+	}
+	h.visibility += upserts // still running
+	return h
+}
+
+// historyTotals sums the cost of every run of every execution the query
+// matches, and returns the most events of a single run too.
+func historyTotals(ctx context.Context, c client.Client, query string) (total historyCost, largest, runs int, err error) {
 	execs, err := listWorkflows(ctx, c, query)
 	if err != nil {
-		return 0, 0, 0, err
+		return historyCost{}, 0, 0, err
 	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -183,7 +241,7 @@ func historyTotals(ctx context.Context, c client.Client, query string) (total, l
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			n, herr := historyLength(ctx, c, ex.GetExecution().GetWorkflowId(), ex.GetExecution().GetRunId())
+			h, herr := runHistoryCost(ctx, c, ex.GetExecution().GetWorkflowId(), ex.GetExecution().GetRunId())
 			mu.Lock()
 			defer mu.Unlock()
 			if herr != nil {
@@ -192,8 +250,8 @@ func historyTotals(ctx context.Context, c client.Client, query string) (total, l
 				}
 				return
 			}
-			total += n
-			largest = max(largest, n)
+			total = total.plus(h)
+			largest = max(largest, h.events)
 			runs++
 		})
 	}
