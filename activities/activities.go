@@ -123,13 +123,28 @@ type Scheduler interface {
 	SyncSchedules(ctx context.Context, pipeline string, periodic map[string]string, previous []string) error
 }
 
-// Claimer asks a build workflow to let this executor run the given attempt
-// of the given dispatch; credentialHash is the hash of the attempt's
-// credential (CredentialHash), which the build records. An error means the
-// build no longer wants to run here. stepHash is the hash of the steps'
-// own credential (SD_BUILD_CREDENTIAL), which the build records too.
+// Claimer asks the workflow that owns a build to let this executor run the
+// given attempt of the given dispatch. An error means the build no longer
+// wants to run here.
 type Claimer interface {
-	Claim(ctx context.Context, workflowID string, attempt, dispatch int, executor, credentialHash, stepHash string) error
+	Claim(ctx context.Context, c Claim) error
+}
+
+// Claim is what an executor claims.
+type Claim struct {
+	// WorkflowID is the workflow that owns the build and takes the claim
+	// (RunBuildInput.WorkflowID: the build's own workflow).
+	WorkflowID string
+	// Build names the build (RunBuildInput.BuildID): a build workflow
+	// refuses a claim that names another build, and a workflow that owns
+	// many builds (docs/option-b.md) tells them apart by it.
+	Build             string
+	Attempt, Dispatch int
+	Executor          string
+	// CredentialHash is the hash of the attempt's credential, which the
+	// build records; StepHash the hash of the steps' own credential
+	// (SD_BUILD_CREDENTIAL), which it records too.
+	CredentialHash, StepHash string
 }
 
 // Executor is the local executor runtime: who we are and whether we may

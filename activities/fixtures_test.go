@@ -126,17 +126,25 @@ type fakeClaimer struct {
 	mu     sync.Mutex
 	claims []string
 	hashes []string // the credential hash of each claim
+	builds []string // the build each claim names
 }
 
-func (c *fakeClaimer) Claim(_ context.Context, workflowID string, attempt, _ int, executor, credentialHash, _ string) error {
+func (c *fakeClaimer) Claim(_ context.Context, cl activities.Claim) error {
 	if c.before != nil {
 		c.before()
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.claims = append(c.claims, fmt.Sprintf("%s#%d@%s", workflowID, attempt, executor))
-	c.hashes = append(c.hashes, credentialHash)
+	c.claims = append(c.claims, fmt.Sprintf("%s#%d@%s", cl.WorkflowID, cl.Attempt, cl.Executor))
+	c.hashes = append(c.hashes, cl.CredentialHash)
+	c.builds = append(c.builds, cl.Build)
 	return c.refuse
+}
+
+func (c *fakeClaimer) gotBuilds() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.builds...)
 }
 
 func (c *fakeClaimer) gotHashes() []string {

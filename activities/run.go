@@ -465,7 +465,10 @@ func (a *Activities) claim(ctx context.Context, in RunBuildInput, executor, cred
 			activity.RecordHeartbeat(ctx, Progress{Executor: executor, Step: "claiming"})
 		})()
 	}
-	return a.Claimer.Claim(ctx, in.WorkflowID, in.Attempt, in.Dispatch, executor, credentialHash, stepHash)
+	return a.Claimer.Claim(ctx, Claim{
+		WorkflowID: in.WorkflowID, Build: in.BuildID, Attempt: in.Attempt, Dispatch: in.Dispatch,
+		Executor: executor, CredentialHash: credentialHash, StepHash: stepHash,
+	})
 }
 
 // finish ends an attempt that ran (or tried to): an interrupted attempt is

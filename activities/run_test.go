@@ -111,6 +111,7 @@ func TestRunBuildRunsStepsInACheckout(t *testing.T) {
 
 	// The build claimed its attempt, counted as running, then ended.
 	require.Equal(t, []string{"build/app/main/7#1@exec-t"}, h.claimer.got())
+	require.Equal(t, []string{"app/main/7"}, h.claimer.gotBuilds(), "the claim names its build")
 	begun, running := h.executor.counts()
 	require.Equal(t, 1, begun)
 	require.Zero(t, running)

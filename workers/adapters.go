@@ -37,24 +37,30 @@ var (
 	_ activities.Scheduler     = Temporal{}
 )
 
-// Claim sends the claim update to a build workflow, with the hash of the
-// attempt's credential (never the credential).
-func (t Temporal) Claim(ctx context.Context, workflowID string, attempt, dispatch int, executor, credentialHash, stepHash string) error {
+// Claim sends the claim update to the workflow that owns the build, with
+// the hash of the attempt's credential (never the credential).
+func (t Temporal) Claim(ctx context.Context, c activities.Claim) error {
 	h, err := t.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: workflowID,
-		UpdateName: workflows.UpdateClaim,
-		Args: []any{workflows.ClaimRequest{
-			Attempt: attempt, Executor: executor, Dispatch: dispatch, CredentialHash: credentialHash, StepCredentialHash: stepHash,
-		}},
+		WorkflowID:   c.WorkflowID,
+		UpdateName:   workflows.UpdateClaim,
+		Args:         []any{claimRequest(c)},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err != nil {
-		return fmt.Errorf("claim %s: %w", workflowID, err)
+		return fmt.Errorf("claim %s: %w", c.WorkflowID, err)
 	}
 	if err := h.Get(ctx, nil); err != nil {
-		return fmt.Errorf("claim %s: %w", workflowID, err)
+		return fmt.Errorf("claim %s: %w", c.WorkflowID, err)
 	}
 	return nil
+}
+
+// claimRequest is the claim update's argument for c.
+func claimRequest(c activities.Claim) workflows.ClaimRequest {
+	return workflows.ClaimRequest{
+		Build: c.Build, Attempt: c.Attempt, Executor: c.Executor, Dispatch: c.Dispatch,
+		CredentialHash: c.CredentialHash, StepCredentialHash: c.StepHash,
+	}
 }
 
 // ListQueues reads the queue definitions from the registry.

@@ -21,6 +21,11 @@ const UpdateClaim = "claim"
 
 // ClaimRequest is UpdateClaim's argument.
 type ClaimRequest struct {
+	// Build names the build claimed (its ID, "<pipeline>/<job>/<event>");
+	// a build workflow refuses a claim naming another build. "" (older
+	// executors) skips the check. Executors send it ahead of builds owned
+	// by their event (docs/option-b.md), which will need it.
+	Build    string `json:"build,omitempty"`
 	Attempt  int    `json:"attempt"`
 	Executor string `json:"executor"`
 	// Dispatch is the dispatch the executor's task came from
@@ -477,6 +482,8 @@ func (b *build) nextAttempt(ctx workflow.Context) {
 
 func (b *build) validateClaim(_ workflow.Context, req ClaimRequest) error {
 	switch {
+	case req.Build != "" && req.Build != b.state.ID:
+		return fmt.Errorf("the claim is for build %s, not %s", req.Build, b.state.ID)
 	case b.state.Status.Final():
 		return fmt.Errorf("build %s already ended %s", b.state.ID, b.state.Status)
 	case b.cancel:

@@ -20,6 +20,9 @@ func TestValidateClaimRefusals(t *testing.T) {
 	}
 	ok := ClaimRequest{Attempt: 1, Executor: "exec-a", Dispatch: 2}
 	require.NoError(t, ready().validateClaim(nil, ok), "a claim of the current attempt and dispatch is accepted")
+	named := ok
+	named.Build = "app/test/7"
+	require.NoError(t, ready().validateClaim(nil, named), "a claim naming the build is accepted")
 
 	tests := []struct {
 		name  string
@@ -37,6 +40,7 @@ func TestValidateClaimRefusals(t *testing.T) {
 		{"a stale attempt", nil, ClaimRequest{Attempt: 0, Executor: "exec-a", Dispatch: 2}, "build app/test/7 is on attempt 1, not 0"},
 		{"an earlier dispatch", nil, ClaimRequest{Attempt: 1, Executor: "exec-a", Dispatch: 1}, "build app/test/7 was dispatched again (dispatch 2, not 1)"},
 		{"no executor named", nil, ClaimRequest{Attempt: 1, Dispatch: 2}, "claim names no executor"},
+		{"another build named", nil, ClaimRequest{Build: "app/test/8", Attempt: 1, Executor: "exec-a", Dispatch: 2}, "the claim is for build app/test/8, not app/test/7"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
