@@ -89,6 +89,9 @@ type build struct {
 	// until avoidUntil (RunBuildInput.Avoid).
 	avoid      string
 	avoidUntil time.Time
+	// host is the workflow the build runs in (its own BuildWorkflow:
+	// ownWorkflow).
+	host buildHost
 	// byCh carries who cancels the build (SignalCancelledBy, sent by the
 	// API right before it cancels the workflow); read when it ends.
 	byCh workflow.ReceiveChannel
@@ -107,7 +110,7 @@ type build struct {
 // lost, and records the outcome.
 func BuildWorkflow(ctx workflow.Context, in BuildInput) (BuildState, error) {
 	in.Dispatch = in.Dispatch.orDefault()
-	b := &build{in: in, state: BuildState{
+	b := &build{in: in, host: ownWorkflow{}, state: BuildState{
 		ID: in.Build.String(), Build: in.Build, Status: StatusCreated, Queue: in.Queue,
 		Priority: in.Priority, SHA: in.SHA, CreateTime: workflow.Now(ctx), Fork: in.Trigger.Fork && in.Build.PR > 0,
 		Secrets: in.Secrets, SecretsListed: true, Upstream: in.Upstream, Branch: in.Branch,
@@ -125,8 +128,8 @@ func BuildWorkflow(ctx workflow.Context, in BuildInput) (BuildState, error) {
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateClaim, b.claim, workflow.UpdateHandlerOptions{Validator: b.validateClaim}); err != nil {
 		return b.state, fmt.Errorf("register claim update: %w", err)
 	}
-	laneCh := workflow.GetSignalChannel(ctx, SignalLane)
-	b.byCh = workflow.GetSignalChannel(ctx, SignalCancelledBy)
+	laneCh := b.host.laneMessages(ctx)
+	b.byCh = b.host.cancelledBy(ctx)
 
 	if in.Virtual {
 		now := workflow.Now(ctx)
@@ -199,7 +202,7 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 		b.state.QueuedTime = in.DispatchedAt
 	} else {
 		b.state.QueuedTime = workflow.Now(ctx)
-		_ = workflow.UpsertTypedSearchAttributes(ctx, SADispatchedAt.ValueSet(b.state.QueuedTime))
+		b.host.upsert(ctx, SADispatchedAt.ValueSet(b.state.QueuedTime))
 	}
 	// The queue's max-wait: a build still unclaimed when it expires ends
 	// refused (builds started before queues had one carry 0: no timer).
@@ -369,7 +372,7 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 		b.count(ctx, "sluice_executor_losses", reason)
 		if b.claimed && b.state.Executor != "" && (b.in.Lean || workflow.GetVersion(ctx, changeReportLoss, workflow.DefaultVersion, 1) != workflow.DefaultVersion) {
 			// The registry drains an executor that keeps losing builds.
-			_ = workflow.SignalExternalWorkflow(ctx, RegistryID, "", SignalBuildLost, BuildLost{Member: b.state.Executor, Build: b.state.ID})
+			b.host.lost(ctx, BuildLost{Member: b.state.Executor, Build: b.state.ID})
 		}
 		b.lost++
 		if b.claimed && b.state.Executor != "" {
@@ -403,7 +406,7 @@ func (b *build) onLaneMessage(ctx workflow.Context, msg LaneMessage) bool {
 			return true
 		}
 		if b.claimed && !b.legacy {
-			_ = workflow.SignalExternalWorkflow(ctx, PipelineWorkflowID(b.in.Build.Pipeline), "", SignalBuildStarted, BuildStarted{Build: b.in.Build})
+			b.host.started(ctx, BuildStarted{Build: b.in.Build})
 		}
 	case LaneCancel:
 		if b.supersede == "" && !b.cancel && b.collapse == "" {
@@ -477,7 +480,7 @@ func (b *build) nextAttempt(ctx workflow.Context) {
 	}
 	b.claimed = false
 	b.state.Executor = ""
-	_ = workflow.UpsertTypedSearchAttributes(ctx, SAExecutor.ValueUnset())
+	b.host.upsert(ctx, SAExecutor.ValueUnset())
 }
 
 func (b *build) validateClaim(_ workflow.Context, req ClaimRequest) error {
@@ -540,7 +543,7 @@ func (b *build) claim(ctx workflow.Context, req ClaimRequest) error {
 		b.setStatusWith(ctx, StatusRunning, "", running, time.Time{}, SAExecutor.ValueSet(req.Executor))
 		return nil
 	}
-	_ = workflow.UpsertTypedSearchAttributes(ctx, SAExecutor.ValueSet(req.Executor))
+	b.host.upsert(ctx, SAExecutor.ValueSet(req.Executor))
 	b.setStatus(ctx, StatusRunning, "", running, time.Time{})
 	return nil
 }
@@ -595,10 +598,10 @@ func (b *build) setStatusWith(ctx workflow.Context, s Status, code WaitCode, rea
 			// In the same upsert as the final status: no extra command.
 			updates = append(updates, SACause.ValueSet(string(b.state.Cause)))
 		}
-		_ = workflow.UpsertTypedSearchAttributes(ctx, updates...)
+		b.host.upsert(ctx, updates...)
 	}
 	// The memo lets list views show reasons and times from one visibility call.
-	_ = workflow.UpsertMemo(ctx, map[string]any{MemoBuild: b.summary()})
+	b.host.summarize(ctx, b.summary())
 	b.commitStatus(ctx)
 }
 
@@ -643,9 +646,7 @@ func (b *build) finish(ctx workflow.Context, s Status, reason string, cause Caus
 	}
 	if b.inLane {
 		b.inLane = false
-		err := workflow.SignalExternalWorkflow(dctx, PipelineWorkflowID(b.in.Build.Pipeline), "", SignalBuildDone,
-			BuildDone{Build: b.in.Build, Status: s}).Get(dctx, nil)
-		if err != nil {
+		if err := b.host.leaveLane(dctx, BuildDone{Build: b.in.Build, Status: s}); err != nil {
 			workflow.GetLogger(ctx).Warn("lane_release_failed", "build", b.state.ID, "error", err)
 		}
 	}
