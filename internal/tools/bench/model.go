@@ -19,10 +19,10 @@ import (
 )
 
 // The model_b figure measures, in bare Temporal on the same server, what
-// folding the build workflow into the event would save (option B of
-// docs/performance.md), before sluice is rebuilt around it. Two shapes of
-// one 1-job event, each doing the Temporal work sluice's event and build do
-// for it today, with stand-ins for sluice's own code:
+// folding the build workflow into the event would save (option B,
+// docs/option-b.md), before sluice is rebuilt around it. One 1-job event in
+// three shapes, each doing the Temporal work sluice's event and build do for
+// it today, with stand-ins for sluice's own code:
 //
 //   - child (today): the event workflow reads its spec and asks the lanes
 //     (two local activities: two markers), upserts its commit and queues
@@ -34,8 +34,10 @@ import (
 //     ends;
 //   - activity (option B): the same event runs the build's activity itself,
 //     with the upsert option B needs to keep a waiting build findable (the
-//     event's list of waiting builds) before it, and takes the claim as an
-//     update naming the build (a status upsert and a memo, as the build did).
+//     event's list of waiting builds) before it, takes the claim as an
+//     update naming the build (a status upsert and a memo, as the build did),
+//     and upserts its list and memo again when the build ends;
+//   - started: the build is a workflow of its own but not a child.
 //
 // The activity is the comparable baseline's work (checkout + `sh -c true`)
 // after the claim. The difference between the shapes, per build, is what
