@@ -18,10 +18,10 @@ type historyCase struct {
 	build, event, pipeline historyCost
 }
 
-func (h historyCase) total() historyCost { return h.build.plus(h.event).plus(h.pipeline) }
+func (h historyCase) total() historyCost { return h.build.Plus(h.event).Plus(h.pipeline) }
 
 func (h historyCase) perBuild() float64 {
-	return float64(h.total().events) / float64(h.builds)
+	return float64(h.total().Events) / float64(h.builds)
 }
 
 // runHistory: Temporal history events per build, summed over every
@@ -50,10 +50,10 @@ func runHistory(ctx context.Context, b *bench) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	total := historyCase{builds: one.builds + ch.builds, build: one.build.plus(ch.build), event: one.event.plus(ch.event), pipeline: one.pipeline.plus(ch.pipeline)}
-	f := func(h historyCost, builds int) float64 { return round1(float64(h.events) / float64(builds)) }
-	_, oneTasks, oneVis := one.total().per(one.builds)
-	_, chTasks, chVis := ch.total().per(ch.builds)
+	total := historyCase{builds: one.builds + ch.builds, build: one.build.Plus(ch.build), event: one.event.Plus(ch.event), pipeline: one.pipeline.Plus(ch.pipeline)}
+	f := func(h historyCost, builds int) float64 { return round1(float64(h.Events) / float64(builds)) }
+	_, oneTasks, oneVis := per(one.total(), one.builds)
+	_, chTasks, chVis := per(ch.total(), ch.builds)
 	return fmt.Sprintf("history events_per_build=%.1f one_job=%.1f chain%d=%.1f "+
 		"one_job_build=%.1f one_job_event=%.1f one_job_pipeline=%.1f chain_build=%.1f chain_event=%.1f chain_pipeline=%.1f events=%d "+
 		"one_job_tasks=%.1f chain_tasks=%.1f one_job_visibility=%.1f chain_visibility=%.1f",
@@ -94,7 +94,7 @@ func (s *stack) historyCase(ctx context.Context, name string, jobs []job, events
 	if err != nil {
 		return h, err
 	}
-	h.pipeline = after.minus(before)
+	h.pipeline = after.Minus(before)
 	sa := workflows.SAPipeline.GetName()
 	var runs int
 	h.build, _, runs, err = historyTotals(ctx, s.Client, fmt.Sprintf("WorkflowType = 'BuildWorkflow' AND %s = '%s'", sa, name))
@@ -141,7 +141,7 @@ func settledHistory(ctx context.Context, s *stack, query string) (historyCost, e
 			return false, err
 		}
 		total = h
-		n := h.events
+		n := h.Events
 		if n == last {
 			stable++
 		} else {

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/sluice-ci/sluice/internal/histcost"
 	"github.com/sluice-ci/sluice/workflows"
 )
 
@@ -356,7 +357,7 @@ func runModelB(ctx context.Context, b *bench) (string, error) {
 	}
 	child, act, started := *m.runs[childShape], *m.runs[activityShape], *m.runs[startedShape]
 	compCPU := m.comp.cpuPerRun()
-	perChained := func(sh modelShape) (events, tasks, visibility float64) { return chain[sh].per(b.plan.chainJobs) }
+	perChained := func(sh modelShape) (events, tasks, visibility float64) { return per(chain[sh], b.plan.chainJobs) }
 	cE, cT, cV := perChained(childShape)
 	aE, aT, aV := perChained(activityShape)
 	sE, sT, sV := perChained(startedShape)
@@ -369,22 +370,22 @@ func runModelB(ctx context.Context, b *bench) (string, error) {
 		"child_tasks=%d activity_tasks=%d started_tasks=%d child_visibility=%d activity_visibility=%d started_visibility=%d "+
 		"chain_child_tasks=%.1f chain_activity_tasks=%.1f chain_started_tasks=%.1f "+
 		"chain_child_visibility=%.1f chain_activity_visibility=%.1f chain_started_visibility=%.1f",
-		b.plan.modelEvents(), one[childShape].events, one[activityShape].events, one[childShape].events-one[activityShape].events,
+		b.plan.modelEvents(), one[childShape].Events, one[activityShape].Events, one[childShape].Events-one[activityShape].Events,
 		ms(percentile(dispatch[childShape], 50)), ms(percentile(dispatch[activityShape], 50)), ms(percentile(compDispatch, 50)),
 		ms(child.cpuPerRun()), ms(act.cpuPerRun()), ms(child.cpuPerRun()-act.cpuPerRun()), ms(compCPU),
 		round2(durRatio(child.cpuPerRun(), compCPU)), round2(durRatio(act.cpuPerRun(), compCPU)),
 		child.rate(), act.rate(), m.comp.rate(), b.plan.rounds,
-		one[startedShape].events, ms(percentile(dispatch[startedShape], 50)), ms(started.cpuPerRun()), started.rate(),
+		one[startedShape].Events, ms(percentile(dispatch[startedShape], 50)), ms(started.cpuPerRun()), started.rate(),
 		cE, aE, sE,
-		one[childShape].tasks, one[activityShape].tasks, one[startedShape].tasks,
-		one[childShape].visibility, one[activityShape].visibility, one[startedShape].visibility,
+		one[childShape].Tasks, one[activityShape].Tasks, one[startedShape].Tasks,
+		one[childShape].Visibility, one[activityShape].Visibility, one[startedShape].Visibility,
 		cT, aT, sT, cV, aV, sV), nil
 }
 
 // eventCost sums the history cost of model event id and, in the shapes
 // with build workflows, of its builds' workflows (jobs of them).
 func (m *modelRun) eventCost(ctx context.Context, sh modelShape, id string, jobs int) (historyCost, error) {
-	h, err := runHistoryCost(ctx, m.s.Client, id, "")
+	h, err := histcost.Run(ctx, m.s.Client, id, "")
 	if err != nil || sh == activityShape {
 		return h, err
 	}
@@ -393,11 +394,11 @@ func (m *modelRun) eventCost(ctx context.Context, sh modelShape, id string, jobs
 		if j > 0 {
 			bid = fmt.Sprintf("%s/%d", id, j)
 		}
-		hb, err := runHistoryCost(ctx, m.s.Client, bid+"-build", "")
+		hb, err := histcost.Run(ctx, m.s.Client, bid+"-build", "")
 		if err != nil {
 			return h, err
 		}
-		h = h.plus(hb)
+		h = h.Plus(hb)
 	}
 	return h, nil
 }

@@ -7,12 +7,12 @@ import (
 	"sync"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/sluice-ci/sluice/internal/histcost"
 	"github.com/sluice-ci/sluice/workflows"
 )
 
@@ -156,75 +156,17 @@ func closedSpan(ctx context.Context, c client.Client, query string, want int) (f
 	return first, last, err
 }
 
-// historyCost is what one run's history (or a sum of them) says the server
-// did: its events, its workflow tasks (each a persistence write when it
-// starts and one when it completes, and a round trip through matching) and
-// its visibility writes — its start, its close, and every search-attribute
-// or memo upsert of a workflow task that did not also close it (the server
-// skips the upserts of a run that has closed by the time their task runs).
-// The last two are the CPU's main drivers in the profiles and, unlike CPU,
-// do not move with the machine.
-type historyCost struct {
-	events, tasks, visibility int
-}
+// historyCost is a history's cost in events, workflow tasks and visibility
+// writes (histcost.Cost).
+type historyCost = histcost.Cost
 
-func (h historyCost) plus(o historyCost) historyCost {
-	return historyCost{events: h.events + o.events, tasks: h.tasks + o.tasks, visibility: h.visibility + o.visibility}
-}
-
-func (h historyCost) minus(o historyCost) historyCost {
-	return historyCost{events: h.events - o.events, tasks: h.tasks - o.tasks, visibility: h.visibility - o.visibility}
-}
-
-// per divides each count by n, to one decimal.
-func (h historyCost) per(n int) (events, tasks, visibility float64) {
+// per divides each of h's counts by n, to one decimal.
+func per(h historyCost, n int) (events, tasks, visibility float64) {
 	if n == 0 {
 		return 0, 0, 0
 	}
 	f := func(x int) float64 { return round1(float64(x) / float64(n)) }
-	return f(h.events), f(h.tasks), f(h.visibility)
-}
-
-// runHistoryCost reads one run's history and counts its cost.
-func runHistoryCost(ctx context.Context, c client.Client, workflowID, runID string) (historyCost, error) {
-	it := c.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	var types []enumspb.EventType
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			return historyCost{}, fmt.Errorf("history of %s/%s: %w", workflowID, runID, err)
-		}
-		types = append(types, ev.GetEventType())
-	}
-	return costOf(types), nil
-}
-
-// costOf counts the cost of one run's history, given its events' types in
-// order.
-func costOf(types []enumspb.EventType) historyCost {
-	h := historyCost{events: len(types)}
-	upserts := 0 // of the workflow task whose commands are being read
-	for _, t := range types {
-		switch t {
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
-			h.visibility++
-		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-			h.tasks++
-			h.visibility += upserts
-			upserts = 0
-		case enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES, enumspb.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED:
-			upserts++
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
-			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
-			h.visibility++ // the close; the closing task's upserts are skipped
-			upserts = 0
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT:
-			h.visibility += 1 + upserts // closed from outside, after its last task's upserts ran
-			upserts = 0
-		}
-	}
-	h.visibility += upserts // still running
-	return h
+	return f(h.Events), f(h.Tasks), f(h.Visibility)
 }
 
 // historyTotals sums the cost of every run of every execution the query
@@ -241,7 +183,7 @@ func historyTotals(ctx context.Context, c client.Client, query string) (total hi
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			h, herr := runHistoryCost(ctx, c, ex.GetExecution().GetWorkflowId(), ex.GetExecution().GetRunId())
+			h, herr := histcost.Run(ctx, c, ex.GetExecution().GetWorkflowId(), ex.GetExecution().GetRunId())
 			mu.Lock()
 			defer mu.Unlock()
 			if herr != nil {
@@ -250,8 +192,8 @@ func historyTotals(ctx context.Context, c client.Client, query string) (total hi
 				}
 				return
 			}
-			total = total.plus(h)
-			largest = max(largest, h.events)
+			total = total.Plus(h)
+			largest = max(largest, h.Events)
 			runs++
 		})
 	}
