@@ -64,3 +64,47 @@ jobs:
 		require.LessOrEqual(t, build.Visibility, 4, "visibility writes of the build workflow")
 	}
 }
+
+// TestChainedBuildCostBudget is TestOneJobEventCostBudget for the builds of
+// a chain (a → b → c): each build workflow keeps its budget, and each build
+// after the first adds to the event's only its child start (the initiated
+// and started events and their workflow task), its end (the completed event
+// and its workflow task), the marker of the lanes' batch that starts it and
+// that of the remote triggers of the job before it: 11 history events, 2
+// workflow tasks and no visibility write.
+func TestChainedBuildCostBudget(t *testing.T) {
+	t.Parallel()
+	e := server.NewEnv(t, testenv.Options{LocalExecutor: true})
+	ctx := e.Context()
+	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": `
+shared: {image: alpine}
+jobs:
+  a: {requires: [~commit], steps: [{run: 'true'}]}
+  b: {requires: [a], steps: [{run: 'true'}]}
+  c: {requires: [b], steps: [{run: 'true'}]}
+`})
+	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "chain", Repo: repo.Dir})
+	require.NoError(t, err)
+	started, err := e.StartEvent(ctx, "chain", api.StartEventRequest{Type: "commit", Branch: "main"})
+	require.NoError(t, err)
+	ev := e.WaitEvent(started.ID, time.Minute)
+	require.Equal(t, workflows.StatusSuccess, ev.Status, "event %s: %s", ev.ID, ev.Reason)
+
+	ref, err := workflows.ParseEventRef(started.ID)
+	require.NoError(t, err)
+	event, err := histcost.Run(ctx, e.Client, ref.WorkflowID(), "")
+	require.NoError(t, err)
+	t.Logf("event %s: event workflow %+v", ref, event)
+	for _, job := range []string{"a", "b", "c"} {
+		build, err := histcost.Run(ctx, e.Client, workflows.BuildRef{Pipeline: "chain", Job: job, Event: ref.Number}.WorkflowID(), "")
+		require.NoError(t, err)
+		t.Logf("build %s: %+v", job, build)
+		require.LessOrEqual(t, build.Events, 20, "history events of build %s", job)
+		require.LessOrEqual(t, build.Tasks, 3, "workflow tasks of build %s", job)
+		require.LessOrEqual(t, build.Visibility, 4, "visibility writes of build %s", job)
+	}
+	const more = 2 // builds after the first
+	require.LessOrEqual(t, event.Events, 20+11*more, "history events of the event workflow")
+	require.LessOrEqual(t, event.Tasks, 3+2*more, "workflow tasks of the event workflow")
+	require.LessOrEqual(t, event.Visibility, 4, "visibility writes of the event workflow")
+}
