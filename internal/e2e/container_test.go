@@ -173,11 +173,17 @@ func TestContainerOrphansRemovedOnRestart(t *testing.T) {
 	e := server.NewEnv(t, testenv.Options{})
 	ctx := e.Context()
 	podEnv := []string{"SLUICE_EXECUTOR_RUNTIME=podman"}
-	exec1 := e.StartExecutor(testenv.ExecutorOptions{Name: "podorph-1", Env: podEnv})
+	// A queue of executors only: when the restarted executor's lost build
+	// comes back to it before the registry has it up again, the build waits
+	// for it instead of falling back to the controller (the default queue's
+	// last rule), which runs builds on its host, not in podman.
+	_, err := e.API.CreateQueue(ctx, api.QueueRequest{Name: "pods", Rules: []string{"run-on=executors,max-parallel=2"}})
+	require.NoError(t, err)
+	exec1 := e.StartExecutor(testenv.ExecutorOptions{Name: "podorph-1", Env: podEnv, Queues: []string{"pods"}})
 	e.WaitExecutorLive("podorph-1")
-	spec := fmt.Sprintf("shared: {image: %s}\njobs:\n  long:\n    requires: [~commit]\n    steps:\n      - wait: sleep 600\n", testenv.TestImage)
+	spec := fmt.Sprintf("shared: {image: %s}\njobs:\n  long:\n    requires: [~commit]\n    annotations: {screwdriver.cd/executor: pods}\n    steps:\n      - wait: sleep 600\n", testenv.TestImage)
 	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": spec})
-	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "ctrorph", Repo: repo.Dir})
+	_, err = e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "ctrorph", Repo: repo.Dir})
 	require.NoError(t, err)
 	ev, err := e.StartEvent(ctx, "ctrorph", api.StartEventRequest{Type: "commit", Branch: "main"})
 	require.NoError(t, err)
@@ -200,7 +206,7 @@ func TestContainerOrphansRemovedOnRestart(t *testing.T) {
 	exec1.Kill()
 	require.Contains(t, containersOf(t, longID), first, "a SIGKILLed executor with no reaper leaves its container behind")
 
-	exec2 := e.StartExecutor(testenv.ExecutorOptions{Name: "podorph-1", Env: podEnv})
+	exec2 := e.StartExecutor(testenv.ExecutorOptions{Name: "podorph-1", Env: podEnv, Queues: []string{"pods"}})
 	e.WaitFor("the orphan container to be removed", 20*time.Second, func() bool {
 		for _, id := range containersOf(t, longID) {
 			if strings.HasPrefix(first, id) || strings.HasPrefix(id, first) {
