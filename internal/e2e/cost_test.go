@@ -35,33 +35,18 @@ jobs:
 	require.NoError(t, err)
 
 	for range 2 { // the second event: nothing of the pipeline's first start left in it
-		started, err := e.StartEvent(ctx, "cost", api.StartEventRequest{Type: "commit", Branch: "main"})
-		require.NoError(t, err)
-		ev := e.WaitEvent(started.ID, time.Minute)
-		require.Equal(t, workflows.StatusSuccess, ev.Status, "event %s: %s", ev.ID, ev.Reason)
-
-		ref, err := workflows.ParseEventRef(started.ID)
-		require.NoError(t, err)
-		event, err := histcost.Run(ctx, e.Client, ref.WorkflowID(), "")
-		require.NoError(t, err)
-		build, err := histcost.Run(ctx, e.Client, workflows.BuildRef{Pipeline: "cost", Job: "main", Event: ref.Number}.WorkflowID(), "")
-		require.NoError(t, err)
-		t.Logf("event %s: event workflow %+v, build workflow %+v", ref, event, build)
-
+		event, builds := costedEvent(t, e, "cost", "main")
+		build := builds[0]
 		// The event: its start; a workflow task that reads the commit and
 		// spec and asks the lanes (two markers), upserts its commit and
 		// queues and its commit statuses' memo, and starts the build; one
 		// for the build's start; one for its end, with the remote triggers'
 		// marker and the final status.
-		require.LessOrEqual(t, event.Events, 20, "history events of the event workflow")
-		require.LessOrEqual(t, event.Tasks, 3, "workflow tasks of the event workflow")
-		require.LessOrEqual(t, event.Visibility, 4, "visibility writes of the event workflow")
+		requireWithin(t, event, histcost.Cost{Events: 20, Tasks: 3, Visibility: 4}, "the event workflow")
 		// The build: its start (dispatched), the run's activity, the
 		// executor's claim (an update: status, executor and memo), the
 		// activity's result and its end.
-		require.LessOrEqual(t, build.Events, 20, "history events of the build workflow")
-		require.LessOrEqual(t, build.Tasks, 3, "workflow tasks of the build workflow")
-		require.LessOrEqual(t, build.Visibility, 4, "visibility writes of the build workflow")
+		requireWithin(t, build, histcost.Cost{Events: 20, Tasks: 3, Visibility: 4}, "the build workflow")
 	}
 }
 
@@ -85,26 +70,42 @@ jobs:
 `})
 	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "chain", Repo: repo.Dir})
 	require.NoError(t, err)
-	started, err := e.StartEvent(ctx, "chain", api.StartEventRequest{Type: "commit", Branch: "main"})
+	jobs := []string{"a", "b", "c"}
+	event, builds := costedEvent(t, e, "chain", jobs...)
+	for i, build := range builds {
+		requireWithin(t, build, histcost.Cost{Events: 20, Tasks: 3, Visibility: 4}, "build "+jobs[i])
+	}
+	const more = 2 // builds after the first
+	requireWithin(t, event, histcost.Cost{Events: 20 + 11*more, Tasks: 3 + 2*more, Visibility: 4}, "the event workflow")
+}
+
+// costedEvent starts a commit event of pipeline, waits for its success and
+// returns the cost of its event workflow and of its jobs' build workflows.
+func costedEvent(t *testing.T, e *testenv.Env, pipeline string, jobs ...string) (histcost.Cost, []histcost.Cost) {
+	t.Helper()
+	ctx := e.Context()
+	started, err := e.StartEvent(ctx, pipeline, api.StartEventRequest{Type: "commit", Branch: "main"})
 	require.NoError(t, err)
 	ev := e.WaitEvent(started.ID, time.Minute)
 	require.Equal(t, workflows.StatusSuccess, ev.Status, "event %s: %s", ev.ID, ev.Reason)
-
 	ref, err := workflows.ParseEventRef(started.ID)
 	require.NoError(t, err)
 	event, err := histcost.Run(ctx, e.Client, ref.WorkflowID(), "")
 	require.NoError(t, err)
 	t.Logf("event %s: event workflow %+v", ref, event)
-	for _, job := range []string{"a", "b", "c"} {
-		build, err := histcost.Run(ctx, e.Client, workflows.BuildRef{Pipeline: "chain", Job: job, Event: ref.Number}.WorkflowID(), "")
+	builds := make([]histcost.Cost, len(jobs))
+	for i, job := range jobs {
+		builds[i], err = histcost.Run(ctx, e.Client, workflows.BuildRef{Pipeline: pipeline, Job: job, Event: ref.Number}.WorkflowID(), "")
 		require.NoError(t, err)
-		t.Logf("build %s: %+v", job, build)
-		require.LessOrEqual(t, build.Events, 20, "history events of build %s", job)
-		require.LessOrEqual(t, build.Tasks, 3, "workflow tasks of build %s", job)
-		require.LessOrEqual(t, build.Visibility, 4, "visibility writes of build %s", job)
+		t.Logf("build %s: %+v", job, builds[i])
 	}
-	const more = 2 // builds after the first
-	require.LessOrEqual(t, event.Events, 20+11*more, "history events of the event workflow")
-	require.LessOrEqual(t, event.Tasks, 3+2*more, "workflow tasks of the event workflow")
-	require.LessOrEqual(t, event.Visibility, 4, "visibility writes of the event workflow")
+	return event, builds
+}
+
+// requireWithin fails unless got is within budget, count by count.
+func requireWithin(t *testing.T, got, budget histcost.Cost, what string) {
+	t.Helper()
+	require.LessOrEqual(t, got.Events, budget.Events, "history events of %s", what)
+	require.LessOrEqual(t, got.Tasks, budget.Tasks, "workflow tasks of %s", what)
+	require.LessOrEqual(t, got.Visibility, budget.Visibility, "visibility writes of %s", what)
 }
