@@ -56,6 +56,7 @@ func searchAttributesUsable(t *testing.T, opts devstack.Options) {
 		workflows.SAQueue.ValueSet("default"), workflows.SAExecutor.ValueSet("local"), workflows.SAPriority.ValueSet(1),
 		workflows.SADispatchedAt.ValueSet(time.Now()), workflows.SASubscriptions.ValueSet([]string{"a"}),
 		workflows.SAPR.ValueSet(3), workflows.SAQueues.ValueSet([]string{"default"}), workflows.SACause.ValueSet("succeeded"),
+		workflows.SAOpenBuilds.ValueSet([]string{"QUEUED@default"}),
 	)
 	require.Equal(t, len(workflows.SearchAttributes()), sa.Size(), "the test sets every sluice search attribute")
 	_, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{

@@ -109,16 +109,7 @@ type build struct {
 // an executor claims and runs it, dispatches it again if that executor is
 // lost, and records the outcome.
 func BuildWorkflow(ctx workflow.Context, in BuildInput) (BuildState, error) {
-	in.Dispatch = in.Dispatch.orDefault()
-	b := &build{in: in, host: ownWorkflow{}, state: BuildState{
-		ID: in.Build.String(), Build: in.Build, Status: StatusCreated, Queue: in.Queue,
-		Priority: in.Priority, SHA: in.SHA, CreateTime: workflow.Now(ctx), Fork: in.Trigger.Fork && in.Build.PR > 0,
-		Secrets: in.Secrets, SecretsListed: true, Upstream: in.Upstream, Branch: in.Branch,
-	}}
-	if in.Lean && !in.DispatchedAt.IsZero() && in.DispatchedAt.Before(b.state.CreateTime) {
-		// Its event created it, granted, a moment before its workflow ran.
-		b.state.CreateTime = in.DispatchedAt
-	}
+	b := newBuild(ctx, in, ownWorkflow{})
 	if !in.Lean {
 		b.legacy = workflow.GetVersion(ctx, changeLaneOrder, workflow.DefaultVersion, 1) == workflow.DefaultVersion
 	}
@@ -128,13 +119,35 @@ func BuildWorkflow(ctx workflow.Context, in BuildInput) (BuildState, error) {
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateClaim, b.claim, workflow.UpdateHandlerOptions{Validator: b.validateClaim}); err != nil {
 		return b.state, fmt.Errorf("register claim update: %w", err)
 	}
+	return b.run(ctx), nil
+}
+
+// newBuild is a build's state before it runs, hosted by host.
+func newBuild(ctx workflow.Context, in BuildInput, host buildHost) *build {
+	in.Dispatch = in.Dispatch.orDefault()
+	b := &build{in: in, host: host, state: BuildState{
+		ID: in.Build.String(), Build: in.Build, Status: StatusCreated, Queue: in.Queue,
+		Priority: in.Priority, SHA: in.SHA, CreateTime: workflow.Now(ctx), Fork: in.Trigger.Fork && in.Build.PR > 0,
+		Secrets: in.Secrets, SecretsListed: true, Upstream: in.Upstream, Branch: in.Branch,
+	}}
+	if in.Lean && !in.DispatchedAt.IsZero() && in.DispatchedAt.Before(b.state.CreateTime) {
+		// Its event created it, granted, a moment before its workflow ran.
+		b.state.CreateTime = in.DispatchedAt
+	}
+	return b
+}
+
+// run runs the build to its end: it waits for its lane's grant, then
+// dispatches it until an attempt ends it.
+func (b *build) run(ctx workflow.Context) BuildState {
+	in := b.in
 	laneCh := b.host.laneMessages(ctx)
 	b.byCh = b.host.cancelledBy(ctx)
 
 	if in.Virtual {
 		now := workflow.Now(ctx)
 		b.state.StartTime, b.state.QueuedTime = now, now
-		return b.finish(ctx, StatusSuccess, "virtual job: nothing to run", CauseSucceeded, nil), nil
+		return b.finish(ctx, StatusSuccess, "virtual job: nothing to run", CauseSucceeded, nil)
 	}
 
 	// 1. Wait for the lane's grant. The event hands the build to its
@@ -160,7 +173,7 @@ func BuildWorkflow(ctx workflow.Context, in BuildInput) (BuildState, error) {
 			sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) { b.cancel = true })
 			sel.Select(ctx)
 			if b.cancel {
-				return b.finish(ctx, StatusAborted, "cancelled while "+strings.ToLower(string(b.state.Status)), CauseCancelled, b.cancelledBy()), nil
+				return b.finish(ctx, StatusAborted, "cancelled while "+strings.ToLower(string(b.state.Status)), CauseCancelled, b.cancelledBy())
 			}
 		}
 		switch msg.Kind {
@@ -175,21 +188,21 @@ func BuildWorkflow(ctx workflow.Context, in BuildInput) (BuildState, error) {
 		case LaneCollapse:
 			b.inLane = false // the lane already dropped it
 			b.state.CollapsedInto = msg.Into
-			return b.finish(ctx, StatusCollapsed, msg.Reason, CauseSuperseded, &CauseInfo{Build: msg.Into}), nil
+			return b.finish(ctx, StatusCollapsed, msg.Reason, CauseSuperseded, &CauseInfo{Build: msg.Into})
 		case LaneAbort:
 			b.inLane = false
-			return b.finish(ctx, StatusAborted, msg.Reason, CauseCancelled, nil), nil
+			return b.finish(ctx, StatusAborted, msg.Reason, CauseCancelled, nil)
 		case LaneCancel:
 			// Granted, then superseded before it dispatched: the lane holds
 			// it until it hears of its end.
-			return b.finish(ctx, StatusCollapsed, msg.Reason, CauseSuperseded, nil), nil
+			return b.finish(ctx, StatusCollapsed, msg.Reason, CauseSuperseded, nil)
 		case LaneFail:
-			return b.finish(ctx, StatusFailure, msg.Reason, CauseRefused, nil), nil
+			return b.finish(ctx, StatusFailure, msg.Reason, CauseRefused, nil)
 		}
 	}
 
 	// 2. Dispatch until an attempt ends the build.
-	return b.dispatch(ctx, laneCh), nil
+	return b.dispatch(ctx, laneCh)
 }
 
 func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) BuildState {
@@ -229,6 +242,7 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 		}
 		actCtx, cancelAct := workflow.WithCancel(ctx)
 		actCtx = workflow.WithActivityOptions(actCtx, workflow.ActivityOptions{
+			ActivityID:          b.host.activityID(b.state.ID, b.dispatchN),
 			TaskQueue:           b.taskQueue(ctx),
 			StartToCloseTimeout: in.Timeout + 10*time.Minute,
 			HeartbeatTimeout:    in.Dispatch.HeartbeatTimeout,
@@ -238,7 +252,7 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 			Summary:             fmt.Sprintf("build %s attempt %d on queue %s", b.state.ID, b.attempt, in.Queue),
 		})
 		runIn := activities.RunBuildInput{
-			WorkflowID: in.Build.WorkflowID(), BuildID: b.state.ID, Pipeline: in.Build.Pipeline, Job: in.Build.Job,
+			WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, BuildID: b.state.ID, Pipeline: in.Build.Pipeline, Job: in.Build.Job,
 			EventID: in.Build.EventRef().String(), Attempt: b.attempt, Repo: in.Repo, SHA: in.SHA, Branch: in.Branch,
 			PR: in.Trigger.PR, Trigger: string(in.Trigger.Kind), Image: in.Image, Steps: in.Steps, Secrets: in.Secrets,
 			Environment: in.Environment, Timeout: in.Timeout, CPU: in.CPU, RAM: in.RAM, Fork: b.state.Fork,
@@ -653,8 +667,7 @@ func (b *build) finish(ctx workflow.Context, s Status, reason string, cause Caus
 	for _, f := range b.statusSent {
 		_ = f.Get(dctx, nil) // a reporter that already ended is fine
 	}
-	// Let an executor's claim that raced the end see a final state.
-	_ = workflow.Await(dctx, func() bool { return workflow.AllHandlersFinished(dctx) })
+	b.host.settle(dctx)
 	return b.state
 }
 

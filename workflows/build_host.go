@@ -9,8 +9,8 @@ import (
 // in: where the lanes' messages and the canceller's name arrive, where its
 // search attributes and memo go, and how it tells the pipeline and the
 // registry. Today that is always the build's own BuildWorkflow
-// (ownWorkflow); an event that runs its builds itself would host many
-// (docs/option-b.md). The calls keep BuildWorkflow's commands exactly as
+// (ownWorkflow), or the event that owns it (ownedHost, EventInput.OwnsBuilds:
+// docs/option-b.md). The calls keep BuildWorkflow's commands exactly as
 // they were, so recorded histories replay.
 type buildHost interface {
 	// laneMessages carries the lanes' messages to the build (SignalLane).
@@ -29,6 +29,12 @@ type buildHost interface {
 	started(ctx workflow.Context, s BuildStarted)
 	// lost tells the registry an executor lost the build (SignalBuildLost).
 	lost(ctx workflow.Context, l BuildLost)
+	// activityID names a dispatch's RunBuild activity ("": the SDK's
+	// sequence number).
+	activityID(build string, dispatch int) string
+	// settle returns once a claim that raced the build's end has seen its
+	// final state.
+	settle(ctx workflow.Context)
 }
 
 // ownWorkflow hosts a build in its own BuildWorkflow.
@@ -62,4 +68,11 @@ func (ownWorkflow) started(ctx workflow.Context, s BuildStarted) {
 
 func (ownWorkflow) lost(ctx workflow.Context, l BuildLost) {
 	_ = workflow.SignalExternalWorkflow(ctx, RegistryID, "", SignalBuildLost, l)
+}
+
+func (ownWorkflow) activityID(string, int) string { return "" }
+
+func (ownWorkflow) settle(ctx workflow.Context) {
+	// Let an executor's claim that raced the end see a final state.
+	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 }

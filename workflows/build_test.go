@@ -48,6 +48,9 @@ type attemptPlan struct {
 	err    error
 	// block keeps the attempt running until the workflow cancels it.
 	block bool
+	// until keeps the attempt running until it holds (polled; the
+	// workflow runs meanwhile).
+	until func(h *buildHarness) bool
 }
 
 // claimRecord is one claim the test sent and how the build answered.
@@ -62,6 +65,9 @@ type buildHarness struct {
 	env   *testsuite.TestWorkflowEnvironment
 	rec   *recorder
 	plans []attemptPlan
+	host  hostKind
+	// result is ownedBuildHost's (host eventHost).
+	result ownedHostResult
 
 	mu        sync.Mutex
 	started   int
@@ -71,13 +77,14 @@ type buildHarness struct {
 	cancelCh  map[string]chan struct{}
 	cancelled int
 	claims    []claimRecord
+	// build is the build run (testBuild until run).
+	build BuildRef
 }
 
-func newBuildHarness(t *testing.T, plans ...attemptPlan) *buildHarness {
+func newBuildHarness(t *testing.T, host hostKind, plans ...attemptPlan) *buildHarness {
 	t.Helper()
-	env, rec := newEnv(t)
-	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: testBuild.WorkflowID()})
-	h := &buildHarness{t: t, env: env, rec: rec, plans: plans, cancelCh: map[string]chan struct{}{}}
+	env, rec := newEnv(t, func(env *testsuite.TestWorkflowEnvironment) { env.RegisterWorkflow(ownedBuildHost) })
+	h := &buildHarness{t: t, env: env, rec: rec, plans: plans, host: host, build: testBuild, cancelCh: map[string]chan struct{}{}}
 	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
 		if info.ActivityType.Name != "RunBuild" {
 			return
@@ -116,6 +123,11 @@ func newBuildHarness(t *testing.T, plans ...attemptPlan) *buildHarness {
 			ch := h.cancelCh[id]
 			h.mu.Unlock()
 			p := h.plan(i)
+			for deadline := time.Now().Add(10 * time.Second); p.until != nil && !p.until(h); time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					return activities.RunBuildResult{}, errors.New("test: the attempt's condition never held")
+				}
+			}
 			if p.block {
 				if ch == nil {
 					return activities.RunBuildResult{}, errors.New("attempt was cancelled before it ran")
@@ -148,6 +160,15 @@ func (h *buildHarness) claim(attempt int, executor string) {
 // claimDispatch claims as executor for the given attempt and dispatch.
 func (h *buildHarness) claimDispatch(attempt, dispatch int, executor string) {
 	rec := claimRecord{Attempt: attempt, Executor: executor}
+	h.sendClaim(rec, ClaimRequest{Attempt: attempt, Executor: executor, Dispatch: dispatch})
+}
+
+// sendClaim sends a claim and records how the build answered. An event
+// that owns the build takes claims naming it (older executors name none).
+func (h *buildHarness) sendClaim(rec claimRecord, req ClaimRequest) {
+	if h.host == eventHost {
+		req.Build = h.ref().String()
+	}
 	h.env.UpdateWorkflow(UpdateClaim, "", &testsuite.TestUpdateCallback{
 		OnReject: func(err error) {
 			rec.Err = err
@@ -157,7 +178,7 @@ func (h *buildHarness) claimDispatch(attempt, dispatch int, executor string) {
 			rec.Err = err
 			h.addClaim(rec)
 		},
-	}, ClaimRequest{Attempt: attempt, Executor: executor, Dispatch: dispatch})
+	}, req)
 }
 
 func (h *buildHarness) addClaim(c claimRecord) {
@@ -168,17 +189,38 @@ func (h *buildHarness) addClaim(c claimRecord) {
 
 func (h *buildHarness) run(in BuildInput) BuildState {
 	h.t.Helper()
-	h.env.ExecuteWorkflow(BuildWorkflow, in)
+	h.mu.Lock()
+	h.build = in.Build
+	h.mu.Unlock()
+	h.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: h.workflowID()})
+	if h.host == eventHost {
+		h.env.ExecuteWorkflow(ownedBuildHost, in)
+	} else {
+		h.env.ExecuteWorkflow(BuildWorkflow, in)
+	}
 	require.True(h.t, h.env.IsWorkflowCompleted())
 	require.NoError(h.t, h.env.GetWorkflowError())
+	if h.host == eventHost {
+		require.NoError(h.t, h.env.GetWorkflowResult(&h.result))
+		return h.result.State
+	}
 	var st BuildState
 	require.NoError(h.t, h.env.GetWorkflowResult(&st))
 	return st
 }
 
-// doneSignals are the BuildDone signals the build sent its pipeline.
+// doneSignals are the BuildDone signals the build sent its pipeline: an
+// event that owns the build gives its place back with its next batch
+// (EnqueueBatch.Done), as the build's end.
 func (h *buildHarness) doneSignals() []BuildDone {
 	var out []BuildDone
+	if h.host == eventHost {
+		for _, b := range h.result.Done {
+			out = append(out, BuildDone{Build: b, Status: h.result.State.Status})
+		}
+		require.Empty(h.t, h.rec.signalsTo(PipelineWorkflowID(testBuild.Pipeline), SignalBuildDone), "an owned build sends no build-done")
+		return out
+	}
 	for _, s := range h.rec.signalsTo(PipelineWorkflowID(testBuild.Pipeline), SignalBuildDone) {
 		out = append(out, s.(BuildDone))
 	}
@@ -196,11 +238,11 @@ func claimAttempt(attempt int, executor string) buildStep {
 }
 
 func laneSignal(msg LaneMessage) buildStep {
-	return func(h *buildHarness, _ activities.RunBuildInput) { h.env.SignalWorkflow(SignalLane, msg) }
+	return func(h *buildHarness, _ activities.RunBuildInput) { h.lane(msg) }
 }
 
 func cancelBuild() buildStep {
-	return func(h *buildHarness, _ activities.RunBuildInput) { h.env.CancelWorkflow() }
+	return func(h *buildHarness, _ activities.RunBuildInput) { h.cancel("") }
 }
 
 var (
@@ -216,29 +258,35 @@ func heartbeatLost() error { return temporal.NewTimeoutError(enumspb.TIMEOUT_TYP
 
 // grantAt signals the lane's grant d after the start.
 func grantAt(h *buildHarness, d time.Duration) {
-	at(h.env, d, func() { h.env.SignalWorkflow(SignalLane, grantMsg) })
+	at(h.env, d, func() { h.lane(grantMsg) })
 }
 
 func TestBuildWorkflowRunsOnItsQueue(t *testing.T) {
 	t.Parallel()
-	for _, lean := range []bool{true, false} {
-		t.Run(fmt.Sprintf("lean=%v", lean), func(t *testing.T) {
-			t.Parallel()
-			testBuildRunsOnItsQueue(t, lean)
-		})
-	}
+	eachHost(t, func(t *testing.T, host hostKind) {
+		leans := []bool{true, false}
+		if host == eventHost {
+			leans = leans[:1] // an event that owns its builds is lean
+		}
+		for _, lean := range leans {
+			t.Run(fmt.Sprintf("lean=%v", lean), func(t *testing.T) {
+				t.Parallel()
+				testBuildRunsOnItsQueue(t, host, lean)
+			})
+		}
+	})
 }
 
 // testBuildRunsOnItsQueue: a lean build (started QUEUED by its event) and
 // one recorded before Lean behave alike.
-func testBuildRunsOnItsQueue(t *testing.T, lean bool) {
+func testBuildRunsOnItsQueue(t *testing.T, host hostKind, lean bool) {
 	steps := []activities.StepResult{{Name: "test", ExitCode: 0, Start: wfT0, End: wfT0.Add(time.Minute)}}
 	dispatched := func(h *buildHarness, _ activities.RunBuildInput) {
-		st := query[BuildState](t, h.env, QueryBuild)
+		st := h.state(t)
 		require.Equal(t, StatusQueued, st.Status)
 		require.Equal(t, WaitSlotBusy, st.WaitCode, "dispatched to its queue, it waits for a slot")
 	}
-	h := newBuildHarness(t, attemptPlan{
+	h := newBuildHarness(t, host, attemptPlan{
 		steps:  []buildStep{dispatched, claimAs("exec-a")},
 		result: activities.RunBuildResult{Executor: "exec-a", Status: runner.StatusSuccess, Steps: steps},
 	})
@@ -246,22 +294,22 @@ func testBuildRunsOnItsQueue(t *testing.T, lean bool) {
 	in.Lean = lean
 	until := wfT0.Add(time.Hour)
 	at(h.env, time.Minute, func() {
-		st := query[BuildState](t, h.env, QueryBuild)
+		st := h.state(t)
 		require.Equal(t, StatusQueued, st.Status)
 		require.Equal(t, "waiting for its turn in the job's lane", st.Reason)
 		require.Equal(t, WaitLaneOrder, st.WaitCode)
 		// A message from a lane recorded before wait codes carries none.
-		h.env.SignalWorkflow(SignalLane, LaneMessage{Kind: LaneStatus, Status: StatusBlocked, Reason: "blocked by build app/test/6 of the same job"})
+		h.lane(LaneMessage{Kind: LaneStatus, Status: StatusBlocked, Reason: "blocked by build app/test/6 of the same job"})
 	})
 	at(h.env, 2*time.Minute, func() {
-		st := query[BuildState](t, h.env, QueryBuild)
+		st := h.state(t)
 		require.Equal(t, StatusBlocked, st.Status)
 		require.Equal(t, "blocked by build app/test/6 of the same job", st.Reason)
 		require.Equal(t, WaitBlockedBy, st.WaitCode)
-		h.env.SignalWorkflow(SignalLane, LaneMessage{Kind: LaneStatus, Status: StatusFrozen, Reason: "frozen until ...", Code: WaitFrozen, Until: until})
+		h.lane(LaneMessage{Kind: LaneStatus, Status: StatusFrozen, Reason: "frozen until ...", Code: WaitFrozen, Until: until})
 	})
 	at(h.env, 3*time.Minute, func() {
-		st := query[BuildState](t, h.env, QueryBuild)
+		st := h.state(t)
 		require.Equal(t, StatusFrozen, st.Status)
 		require.Equal(t, WaitFrozen, st.WaitCode)
 		require.True(t, until.Equal(st.WaitUntil), "WaitUntil = %s", st.WaitUntil)
@@ -276,7 +324,7 @@ func testBuildRunsOnItsQueue(t *testing.T, lean bool) {
 	require.Len(t, h.inputs, 1)
 	got := h.inputs[0]
 	require.Equal(t, activities.RunBuildInput{
-		WorkflowID: "build/app/test/7", BuildID: "app/test/7", Pipeline: "app", Job: "test", EventID: "app/7",
+		WorkflowID: h.workflowID(), BuildID: "app/test/7", Pipeline: "app", Job: "test", EventID: "app/7",
 		Attempt: 1, Repo: in.Repo, SHA: in.SHA, Branch: "main", Trigger: "commit", Image: in.Image,
 		Steps: in.Steps, Environment: in.Environment, Timeout: in.Timeout, Dispatch: 1,
 	}, got)
@@ -313,462 +361,493 @@ func testBuildRunsOnItsQueue(t *testing.T, lean bool) {
 
 func TestBuildWorkflowResults(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name       string
-		result     activities.RunBuildResult
-		wantStatus Status
-	}{
-		{"success", activities.RunBuildResult{Executor: "exec-a", Status: runner.StatusSuccess}, StatusSuccess},
-		{"failure", activities.RunBuildResult{Executor: "exec-a", Status: runner.StatusFailure, Reason: "step test exited 1"}, StatusFailure},
-		{"timeout is a failure", activities.RunBuildResult{Executor: "exec-a", Status: runner.StatusTimeout, Reason: "timed out after 30m"}, StatusFailure},
-		{"aborted", activities.RunBuildResult{Executor: "exec-a", Status: runner.StatusAborted, Reason: "killed"}, StatusAborted},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			h := newBuildHarness(t, attemptPlan{steps: []buildStep{claimAs("exec-a")}, result: tc.result})
-			grantAt(h, time.Minute)
-			st := h.run(buildInput())
-			require.Equal(t, tc.wantStatus, st.Status)
-			require.Equal(t, tc.result.Reason, st.Reason)
-			require.Equal(t, []BuildDone{{Build: testBuild, Status: tc.wantStatus}}, h.doneSignals())
-		})
-	}
+	eachHost(t, func(t *testing.T, host hostKind) {
+		tests := []struct {
+			name       string
+			result     activities.RunBuildResult
+			wantStatus Status
+		}{
+			{"success", activities.RunBuildResult{Executor: "exec-a", Status: runner.StatusSuccess}, StatusSuccess},
+			{"failure", activities.RunBuildResult{Executor: "exec-a", Status: runner.StatusFailure, Reason: "step test exited 1"}, StatusFailure},
+			{"timeout is a failure", activities.RunBuildResult{Executor: "exec-a", Status: runner.StatusTimeout, Reason: "timed out after 30m"}, StatusFailure},
+			{"aborted", activities.RunBuildResult{Executor: "exec-a", Status: runner.StatusAborted, Reason: "killed"}, StatusAborted},
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				h := newBuildHarness(t, host, attemptPlan{steps: []buildStep{claimAs("exec-a")}, result: tc.result})
+				grantAt(h, time.Minute)
+				st := h.run(buildInput())
+				require.Equal(t, tc.wantStatus, st.Status)
+				require.Equal(t, tc.result.Reason, st.Reason)
+				require.Equal(t, []BuildDone{{Build: testBuild, Status: tc.wantStatus}}, h.doneSignals())
+			})
+		}
+	})
 }
 
 func TestBuildWorkflowLaneEndsWait(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name          string
-		msg           LaneMessage
-		wantStatus    Status
-		wantReason    string
-		wantCollapsed string
-	}{
-		{
-			name: "collapse while waiting", msg: collapseMsg,
-			wantStatus: StatusCollapsed, wantReason: "collapsed into build app/test/8", wantCollapsed: "app/test/8",
-		},
-		{
-			name:       "abort while waiting",
-			msg:        LaneMessage{Kind: LaneAbort, Status: StatusAborted, Reason: "pipeline app was deleted"},
-			wantStatus: StatusAborted, wantReason: "pipeline app was deleted",
-		},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			h := newBuildHarness(t)
-			at(h.env, time.Minute, func() {
-				h.env.SignalWorkflow(SignalLane, LaneMessage{Kind: LaneStatus, Status: StatusBlocked, Reason: "blocked"})
+	eachHost(t, func(t *testing.T, host hostKind) {
+		tests := []struct {
+			name          string
+			msg           LaneMessage
+			wantStatus    Status
+			wantReason    string
+			wantCollapsed string
+		}{
+			{
+				name: "collapse while waiting", msg: collapseMsg,
+				wantStatus: StatusCollapsed, wantReason: "collapsed into build app/test/8", wantCollapsed: "app/test/8",
+			},
+			{
+				name:       "abort while waiting",
+				msg:        LaneMessage{Kind: LaneAbort, Status: StatusAborted, Reason: "pipeline app was deleted"},
+				wantStatus: StatusAborted, wantReason: "pipeline app was deleted",
+			},
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				h := newBuildHarness(t, host)
+				at(h.env, time.Minute, func() {
+					h.lane(LaneMessage{Kind: LaneStatus, Status: StatusBlocked, Reason: "blocked"})
+				})
+				at(h.env, 2*time.Minute, func() { h.lane(tc.msg) })
+				st := h.run(buildInput())
+				require.Equal(t, tc.wantStatus, st.Status)
+				require.Equal(t, tc.wantReason, st.Reason)
+				require.Equal(t, tc.wantCollapsed, st.CollapsedInto)
+				require.Equal(t, wfT0.Add(2*time.Minute), st.EndTime)
+				// The lane already dropped the build: no done signal, no dispatch.
+				require.Empty(t, h.doneSignals())
+				require.Zero(t, h.started)
 			})
-			at(h.env, 2*time.Minute, func() { h.env.SignalWorkflow(SignalLane, tc.msg) })
-			st := h.run(buildInput())
-			require.Equal(t, tc.wantStatus, st.Status)
-			require.Equal(t, tc.wantReason, st.Reason)
-			require.Equal(t, tc.wantCollapsed, st.CollapsedInto)
-			require.Equal(t, wfT0.Add(2*time.Minute), st.EndTime)
-			// The lane already dropped the build: no done signal, no dispatch.
-			require.Empty(t, h.doneSignals())
-			require.Zero(t, h.started)
-		})
-	}
+		}
+	})
 }
 
 func TestBuildWorkflowCollapseAfterGrant(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name          string
-		plan          attemptPlan
-		wantStatus    Status
-		wantReason    string
-		wantCollapsed string
-		wantCancelled int
-		wantAttempts  int
-	}{
-		{
-			name:       "before the claim the attempt is cancelled and the build collapses",
-			plan:       attemptPlan{steps: []buildStep{laneSignal(collapseMsg)}, block: true},
-			wantStatus: StatusCollapsed, wantReason: "collapsed into build app/test/8", wantCollapsed: "app/test/8",
-			wantCancelled: 1,
-		},
-		{
-			name: "after the claim the collapse is ignored and the build finishes",
-			plan: attemptPlan{
-				steps:  []buildStep{claimAs("exec-a"), laneSignal(collapseMsg)},
-				result: succeeded("exec-a"),
+	eachHost(t, func(t *testing.T, host hostKind) {
+		tests := []struct {
+			name          string
+			plan          attemptPlan
+			wantStatus    Status
+			wantReason    string
+			wantCollapsed string
+			wantCancelled int
+			wantAttempts  int
+		}{
+			{
+				name:       "before the claim the attempt is cancelled and the build collapses",
+				plan:       attemptPlan{steps: []buildStep{laneSignal(collapseMsg)}, block: true},
+				wantStatus: StatusCollapsed, wantReason: "collapsed into build app/test/8", wantCollapsed: "app/test/8",
+				wantCancelled: 1,
 			},
-			wantStatus: StatusSuccess, wantAttempts: 1,
-		},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			h := newBuildHarness(t, tc.plan)
-			grantAt(h, time.Minute)
-			st := h.run(buildInput())
-			require.Equal(t, tc.wantStatus, st.Status)
-			require.Equal(t, tc.wantReason, st.Reason)
-			require.Equal(t, tc.wantCollapsed, st.CollapsedInto)
-			require.Equal(t, tc.wantCancelled, h.cancelled)
-			require.Len(t, st.Attempts, tc.wantAttempts)
-			// The lane held the granted build: it is told the build left.
-			require.Equal(t, []BuildDone{{Build: testBuild, Status: tc.wantStatus}}, h.doneSignals())
-		})
-	}
+			{
+				name: "after the claim the collapse is ignored and the build finishes",
+				plan: attemptPlan{
+					steps:  []buildStep{claimAs("exec-a"), laneSignal(collapseMsg)},
+					result: succeeded("exec-a"),
+				},
+				wantStatus: StatusSuccess, wantAttempts: 1,
+			},
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				h := newBuildHarness(t, host, tc.plan)
+				grantAt(h, time.Minute)
+				st := h.run(buildInput())
+				require.Equal(t, tc.wantStatus, st.Status)
+				require.Equal(t, tc.wantReason, st.Reason)
+				require.Equal(t, tc.wantCollapsed, st.CollapsedInto)
+				require.Equal(t, tc.wantCancelled, h.cancelled)
+				require.Len(t, st.Attempts, tc.wantAttempts)
+				// The lane held the granted build: it is told the build left.
+				require.Equal(t, []BuildDone{{Build: testBuild, Status: tc.wantStatus}}, h.doneSignals())
+			})
+		}
+	})
 }
 
 func TestBuildWorkflowCancel(t *testing.T) {
 	t.Parallel()
-	t.Run("while waiting in the lane", func(t *testing.T) {
-		t.Parallel()
-		h := newBuildHarness(t)
-		at(h.env, time.Minute, func() {
-			h.env.SignalWorkflow(SignalLane, LaneMessage{Kind: LaneStatus, Status: StatusBlocked, Reason: "blocked"})
+	eachHost(t, func(t *testing.T, host hostKind) {
+		t.Run("while waiting in the lane", func(t *testing.T) {
+			t.Parallel()
+			h := newBuildHarness(t, host)
+			at(h.env, time.Minute, func() {
+				h.lane(LaneMessage{Kind: LaneStatus, Status: StatusBlocked, Reason: "blocked"})
+			})
+			at(h.env, 2*time.Minute, func() { h.cancel("") })
+			st := h.run(buildInput())
+			require.Equal(t, StatusAborted, st.Status)
+			require.Equal(t, "cancelled while blocked", st.Reason)
+			require.Zero(t, h.started)
+			require.Equal(t, []BuildDone{{Build: testBuild, Status: StatusAborted}}, h.doneSignals())
 		})
-		at(h.env, 2*time.Minute, func() { h.env.CancelWorkflow() })
-		st := h.run(buildInput())
-		require.Equal(t, StatusAborted, st.Status)
-		require.Equal(t, "cancelled while blocked", st.Reason)
-		require.Zero(t, h.started)
-		require.Equal(t, []BuildDone{{Build: testBuild, Status: StatusAborted}}, h.doneSignals())
-	})
-	t.Run("while queued on the task queue", func(t *testing.T) {
-		t.Parallel()
-		h := newBuildHarness(t, attemptPlan{steps: []buildStep{cancelBuild()}, block: true})
-		grantAt(h, time.Minute)
-		st := h.run(buildInput())
-		require.Equal(t, StatusAborted, st.Status)
-		require.Equal(t, "cancelled while queued on gpu", st.Reason)
-		require.Equal(t, 1, h.cancelled)
-		require.Empty(t, st.Attempts)
-		require.Equal(t, []BuildDone{{Build: testBuild, Status: StatusAborted}}, h.doneSignals())
-	})
-	t.Run("while running", func(t *testing.T) {
-		t.Parallel()
-		h := newBuildHarness(t, attemptPlan{steps: []buildStep{claimAs("exec-a"), cancelBuild()}, block: true})
-		grantAt(h, time.Minute)
-		st := h.run(buildInput())
-		require.Equal(t, StatusAborted, st.Status)
-		require.Equal(t, "cancelled while running on exec-a", st.Reason)
-		require.Equal(t, 1, h.cancelled)
-		require.Len(t, st.Attempts, 1)
-		require.Equal(t, "aborted", st.Attempts[0].Outcome)
-		require.Equal(t, "exec-a", st.Attempts[0].Executor)
-		require.Equal(t, []BuildDone{{Build: testBuild, Status: StatusAborted}}, h.doneSignals())
+		t.Run("while queued on the task queue", func(t *testing.T) {
+			t.Parallel()
+			h := newBuildHarness(t, host, attemptPlan{steps: []buildStep{cancelBuild()}, block: true})
+			grantAt(h, time.Minute)
+			st := h.run(buildInput())
+			require.Equal(t, StatusAborted, st.Status)
+			require.Equal(t, "cancelled while queued on gpu", st.Reason)
+			require.Equal(t, 1, h.cancelled)
+			require.Empty(t, st.Attempts)
+			require.Equal(t, []BuildDone{{Build: testBuild, Status: StatusAborted}}, h.doneSignals())
+		})
+		t.Run("while running", func(t *testing.T) {
+			t.Parallel()
+			h := newBuildHarness(t, host, attemptPlan{steps: []buildStep{claimAs("exec-a"), cancelBuild()}, block: true})
+			grantAt(h, time.Minute)
+			st := h.run(buildInput())
+			require.Equal(t, StatusAborted, st.Status)
+			require.Equal(t, "cancelled while running on exec-a", st.Reason)
+			require.Equal(t, 1, h.cancelled)
+			require.Len(t, st.Attempts, 1)
+			require.Equal(t, "aborted", st.Attempts[0].Outcome)
+			require.Equal(t, "exec-a", st.Attempts[0].Executor)
+			require.Equal(t, []BuildDone{{Build: testBuild, Status: StatusAborted}}, h.doneSignals())
+		})
 	})
 }
 
 func TestBuildWorkflowRedispatch(t *testing.T) {
 	t.Parallel()
-	declined := temporal.NewNonRetryableApplicationError("executor exec-x declined build app/test/7: draining", activities.ErrTypeDeclined, nil)
-	stopped := temporal.NewApplicationError("executor exec-a stopped during build app/test/7", activities.ErrTypeExecutorStopped)
-	lost := func(exec string) string { return "lost: " + exec + " stopped heartbeating (timeout 30s)" }
-	tests := []struct {
-		name         string
-		maxAttempts  int
-		plans        []attemptPlan
-		wantStatus   Status
-		wantReason   string
-		wantInputs   []int // RunBuildInput.Attempt of each dispatch
-		wantAttempts []attemptWant
-	}{
-		{
-			name:        "lost executors exhaust the attempts",
-			maxAttempts: 3,
-			plans: []attemptPlan{
-				{steps: []buildStep{claimAs("exec-a")}, err: heartbeatLost()},
-				{steps: []buildStep{claimAs("exec-b")}, err: heartbeatLost()},
-				{steps: []buildStep{claimAs("exec-c")}, err: heartbeatLost()},
+	eachHost(t, func(t *testing.T, host hostKind) {
+		declined := temporal.NewNonRetryableApplicationError("executor exec-x declined build app/test/7: draining", activities.ErrTypeDeclined, nil)
+		stopped := temporal.NewApplicationError("executor exec-a stopped during build app/test/7", activities.ErrTypeExecutorStopped)
+		lost := func(exec string) string { return "lost: " + exec + " stopped heartbeating (timeout 30s)" }
+		tests := []struct {
+			name         string
+			maxAttempts  int
+			plans        []attemptPlan
+			wantStatus   Status
+			wantReason   string
+			wantInputs   []int // RunBuildInput.Attempt of each dispatch
+			wantAttempts []attemptWant
+		}{
+			{
+				name:        "lost executors exhaust the attempts",
+				maxAttempts: 3,
+				plans: []attemptPlan{
+					{steps: []buildStep{claimAs("exec-a")}, err: heartbeatLost()},
+					{steps: []buildStep{claimAs("exec-b")}, err: heartbeatLost()},
+					{steps: []buildStep{claimAs("exec-c")}, err: heartbeatLost()},
+				},
+				wantStatus: StatusFailure,
+				wantReason: "gave up after 3 attempts: #1 on exec-a " + lost("exec-a") + "; #2 on exec-b " + lost("exec-b") +
+					"; #3 on exec-c " + lost("exec-c"),
+				wantInputs: []int{1, 2, 3},
+				wantAttempts: []attemptWant{
+					{1, "exec-a", lost("exec-a")}, {2, "exec-b", lost("exec-b")}, {3, "exec-c", lost("exec-c")},
+				},
 			},
-			wantStatus: StatusFailure,
-			wantReason: "gave up after 3 attempts: #1 on exec-a " + lost("exec-a") + "; #2 on exec-b " + lost("exec-b") +
-				"; #3 on exec-c " + lost("exec-c"),
-			wantInputs: []int{1, 2, 3},
-			wantAttempts: []attemptWant{
-				{1, "exec-a", lost("exec-a")}, {2, "exec-b", lost("exec-b")}, {3, "exec-c", lost("exec-c")},
+			{
+				name:        "a lost executor, then success on another",
+				maxAttempts: 3,
+				plans: []attemptPlan{
+					{steps: []buildStep{claimAs("exec-a")}, err: heartbeatLost()},
+					{steps: []buildStep{claimAs("exec-b")}, result: succeeded("exec-b")},
+				},
+				wantStatus:   StatusSuccess,
+				wantInputs:   []int{1, 2},
+				wantAttempts: []attemptWant{{1, "exec-a", lost("exec-a")}, {2, "exec-b", "success"}},
 			},
-		},
-		{
-			name:        "a lost executor, then success on another",
-			maxAttempts: 3,
-			plans: []attemptPlan{
-				{steps: []buildStep{claimAs("exec-a")}, err: heartbeatLost()},
-				{steps: []buildStep{claimAs("exec-b")}, result: succeeded("exec-b")},
+			{
+				name:        "declined dispatches do not count as attempts",
+				maxAttempts: 1,
+				plans: []attemptPlan{
+					{err: declined},
+					{err: declined},
+					{steps: []buildStep{claimAs("exec-b")}, result: succeeded("exec-b")},
+				},
+				wantStatus:   StatusSuccess,
+				wantInputs:   []int{1, 1, 1},
+				wantAttempts: []attemptWant{{1, "exec-b", "success"}},
 			},
-			wantStatus:   StatusSuccess,
-			wantInputs:   []int{1, 2},
-			wantAttempts: []attemptWant{{1, "exec-a", lost("exec-a")}, {2, "exec-b", "success"}},
-		},
-		{
-			name:        "declined dispatches do not count as attempts",
-			maxAttempts: 1,
-			plans: []attemptPlan{
-				{err: declined},
-				{err: declined},
-				{steps: []buildStep{claimAs("exec-b")}, result: succeeded("exec-b")},
+			{
+				name:        "a stopping executor does not count as a lost attempt",
+				maxAttempts: 1,
+				plans: []attemptPlan{
+					{steps: []buildStep{claimAs("exec-a")}, err: stopped},
+					{steps: []buildStep{claimAs("exec-b")}, result: succeeded("exec-b")},
+				},
+				wantStatus: StatusSuccess,
+				wantInputs: []int{1, 2},
+				wantAttempts: []attemptWant{
+					{1, "exec-a", "interrupted: executor exec-a stopped during build app/test/7"}, {2, "exec-b", "success"},
+				},
 			},
-			wantStatus:   StatusSuccess,
-			wantInputs:   []int{1, 1, 1},
-			wantAttempts: []attemptWant{{1, "exec-b", "success"}},
-		},
-		{
-			name:        "a stopping executor does not count as a lost attempt",
-			maxAttempts: 1,
-			plans: []attemptPlan{
-				{steps: []buildStep{claimAs("exec-a")}, err: stopped},
-				{steps: []buildStep{claimAs("exec-b")}, result: succeeded("exec-b")},
+			{
+				name:        "an attempt past its build timeout",
+				maxAttempts: 1,
+				plans: []attemptPlan{
+					{steps: []buildStep{claimAs("exec-a")}, err: temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil)},
+				},
+				wantStatus:   StatusFailure,
+				wantReason:   "gave up after 1 attempts: #1 on exec-a lost: exec-a exceeded the build timeout 30m0s",
+				wantInputs:   []int{1},
+				wantAttempts: []attemptWant{{1, "exec-a", "lost: exec-a exceeded the build timeout 30m0s"}},
 			},
-			wantStatus: StatusSuccess,
-			wantInputs: []int{1, 2},
-			wantAttempts: []attemptWant{
-				{1, "exec-a", "interrupted: executor exec-a stopped during build app/test/7"}, {2, "exec-b", "success"},
+			{
+				name:        "a refused claim does not count as an attempt",
+				maxAttempts: 1,
+				plans: []attemptPlan{
+					{err: temporal.NewNonRetryableApplicationError("build app/test/7 refused executor exec-x: stale", activities.ErrTypeSuperseded, nil)},
+					{steps: []buildStep{claimAs("exec-b")}, result: succeeded("exec-b")},
+				},
+				wantStatus:   StatusSuccess,
+				wantInputs:   []int{1, 1},
+				wantAttempts: []attemptWant{{1, "exec-b", "success"}},
 			},
-		},
-		{
-			name:        "an attempt past its build timeout",
-			maxAttempts: 1,
-			plans: []attemptPlan{
-				{steps: []buildStep{claimAs("exec-a")}, err: temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil)},
+			{
+				// Nothing ran (the executor died before its claim, or the claim
+				// waited on a stalled controller): not an attempt.
+				name:        "a dispatch lost before any claim is not an attempt",
+				maxAttempts: 1,
+				plans: []attemptPlan{
+					{err: heartbeatLost()},
+					{err: heartbeatLost()},
+					{steps: []buildStep{claimAs("exec-b")}, result: succeeded("exec-b")},
+				},
+				wantStatus:   StatusSuccess,
+				wantInputs:   []int{1, 1, 1},
+				wantAttempts: []attemptWant{{1, "exec-b", "success"}},
 			},
-			wantStatus:   StatusFailure,
-			wantReason:   "gave up after 1 attempts: #1 on exec-a lost: exec-a exceeded the build timeout 30m0s",
-			wantInputs:   []int{1},
-			wantAttempts: []attemptWant{{1, "exec-a", "lost: exec-a exceeded the build timeout 30m0s"}},
-		},
-		{
-			name:        "a refused claim does not count as an attempt",
-			maxAttempts: 1,
-			plans: []attemptPlan{
-				{err: temporal.NewNonRetryableApplicationError("build app/test/7 refused executor exec-x: stale", activities.ErrTypeSuperseded, nil)},
-				{steps: []buildStep{claimAs("exec-b")}, result: succeeded("exec-b")},
-			},
-			wantStatus:   StatusSuccess,
-			wantInputs:   []int{1, 1},
-			wantAttempts: []attemptWant{{1, "exec-b", "success"}},
-		},
-		{
-			// Nothing ran (the executor died before its claim, or the claim
-			// waited on a stalled controller): not an attempt.
-			name:        "a dispatch lost before any claim is not an attempt",
-			maxAttempts: 1,
-			plans: []attemptPlan{
-				{err: heartbeatLost()},
-				{err: heartbeatLost()},
-				{steps: []buildStep{claimAs("exec-b")}, result: succeeded("exec-b")},
-			},
-			wantStatus:   StatusSuccess,
-			wantInputs:   []int{1, 1, 1},
-			wantAttempts: []attemptWant{{1, "exec-b", "success"}},
-		},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			h := newBuildHarness(t, tc.plans...)
-			grantAt(h, time.Minute)
-			in := buildInput()
-			in.Dispatch.MaxAttempts = tc.maxAttempts
-			st := h.run(in)
-			require.Equal(t, tc.wantStatus, st.Status)
-			if tc.wantReason != "" {
-				require.Equal(t, tc.wantReason, st.Reason)
-			}
-			var inputs []int
-			for _, in := range h.inputs {
-				inputs = append(inputs, in.Attempt)
-			}
-			require.Equal(t, tc.wantInputs, inputs)
-			var attempts []attemptWant
-			for _, at := range st.Attempts {
-				attempts = append(attempts, attemptWant{at.Number, at.Executor, at.Outcome})
-			}
-			require.Equal(t, tc.wantAttempts, attempts)
-			require.Equal(t, []BuildDone{{Build: testBuild, Status: tc.wantStatus}}, h.doneSignals())
-		})
-	}
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				h := newBuildHarness(t, host, tc.plans...)
+				grantAt(h, time.Minute)
+				in := buildInput()
+				in.Dispatch.MaxAttempts = tc.maxAttempts
+				st := h.run(in)
+				require.Equal(t, tc.wantStatus, st.Status)
+				if tc.wantReason != "" {
+					require.Equal(t, tc.wantReason, st.Reason)
+				}
+				var inputs []int
+				for _, in := range h.inputs {
+					inputs = append(inputs, in.Attempt)
+				}
+				require.Equal(t, tc.wantInputs, inputs)
+				var attempts []attemptWant
+				for _, at := range st.Attempts {
+					attempts = append(attempts, attemptWant{at.Number, at.Executor, at.Outcome})
+				}
+				require.Equal(t, tc.wantAttempts, attempts)
+				require.Equal(t, []BuildDone{{Build: testBuild, Status: tc.wantStatus}}, h.doneSignals())
+			})
+		}
+	})
 }
 
 func TestBuildWorkflowClaimValidator(t *testing.T) {
 	t.Parallel()
-	h := newBuildHarness(t,
-		attemptPlan{
-			steps: []buildStep{
-				claimAttempt(1, "exec-a"),
-				claimAttempt(1, "exec-b"), // duplicate
+	eachHost(t, func(t *testing.T, host hostKind) {
+		h := newBuildHarness(t, host,
+			attemptPlan{
+				steps: []buildStep{
+					claimAttempt(1, "exec-a"),
+					claimAttempt(1, "exec-b"), // duplicate
+				},
+				err: heartbeatLost(),
 			},
-			err: heartbeatLost(),
-		},
-		attemptPlan{
-			steps: []buildStep{
-				claimAttempt(1, "exec-a"), // stale
-				claimAttempt(2, ""),       // anonymous
-				claimAttempt(2, "exec-c"),
+			attemptPlan{
+				steps: []buildStep{
+					claimAttempt(1, "exec-a"), // stale
+					claimAttempt(2, ""),       // anonymous
+					claimAttempt(2, "exec-c"),
+				},
+				result: succeeded("exec-c"),
 			},
-			result: succeeded("exec-c"),
-		},
-	)
-	// A claim before the build was dispatched is refused too.
-	at(h.env, 30*time.Second, func() { h.claim(1, "exec-early") })
-	grantAt(h, time.Minute)
-	st := h.run(buildInput())
-	require.Equal(t, StatusSuccess, st.Status)
-	require.Equal(t, "exec-c", st.Executor)
+		)
+		// A claim before the build was dispatched is refused too.
+		at(h.env, 30*time.Second, func() { h.claim(1, "exec-early") })
+		grantAt(h, time.Minute)
+		st := h.run(buildInput())
+		require.Equal(t, StatusSuccess, st.Status)
+		require.Equal(t, "exec-c", st.Executor)
 
-	require.Len(t, h.claims, 6)
-	wantErrs := []string{
-		"build app/test/7 is on attempt 0, not 1",
-		"",
-		"build app/test/7 attempt 1 is already running on exec-a",
-		"build app/test/7 is on attempt 2, not 1",
-		"claim names no executor",
-		"",
-	}
-	for i, c := range h.claims {
-		if wantErrs[i] == "" {
-			require.NoError(t, c.Err, "claim %d (%+v)", i, c)
-			continue
+		require.Len(t, h.claims, 6)
+		wantErrs := []string{
+			"build app/test/7 is on attempt 0, not 1",
+			"",
+			"build app/test/7 attempt 1 is already running on exec-a",
+			"build app/test/7 is on attempt 2, not 1",
+			"claim names no executor",
+			"",
 		}
-		require.Error(t, c.Err, "claim %d (%+v)", i, c)
-		require.Contains(t, c.Err.Error(), wantErrs[i], "claim %d", i)
-	}
+		for i, c := range h.claims {
+			if wantErrs[i] == "" {
+				require.NoError(t, c.Err, "claim %d (%+v)", i, c)
+				continue
+			}
+			require.Error(t, c.Err, "claim %d (%+v)", i, c)
+			require.Contains(t, c.Err.Error(), wantErrs[i], "claim %d", i)
+		}
+	})
 }
 
 func TestBuildWorkflowRefusesClaimsWhileCollapsing(t *testing.T) {
 	t.Parallel()
-	h := newBuildHarness(t, attemptPlan{
-		steps: []buildStep{laneSignal(collapseMsg), claimAs("exec-a")},
-		block: true,
+	eachHost(t, func(t *testing.T, host hostKind) {
+		h := newBuildHarness(t, host, attemptPlan{
+			steps: []buildStep{laneSignal(collapseMsg), claimAs("exec-a")},
+			block: true,
+		})
+		grantAt(h, time.Minute)
+		st := h.run(buildInput())
+		require.Equal(t, StatusCollapsed, st.Status)
+		require.Len(t, h.claims, 1)
+		require.ErrorContains(t, h.claims[0].Err, "is being collapsed")
 	})
-	grantAt(h, time.Minute)
-	st := h.run(buildInput())
-	require.Equal(t, StatusCollapsed, st.Status)
-	require.Len(t, h.claims, 1)
-	require.ErrorContains(t, h.claims[0].Err, "is being collapsed")
 }
 
 func TestBuildWorkflowVirtualJob(t *testing.T) {
 	t.Parallel()
-	h := newBuildHarness(t)
-	in := buildInput()
-	in.Virtual = true
-	st := h.run(in)
-	require.Equal(t, StatusSuccess, st.Status)
-	require.Equal(t, "virtual job: nothing to run", st.Reason)
-	require.Zero(t, h.started)
-	require.Empty(t, h.rec.signalsTo("pipeline/app", SignalEnqueue))
-	require.Empty(t, h.doneSignals())
+	eachHost(t, func(t *testing.T, host hostKind) {
+		h := newBuildHarness(t, host)
+		in := buildInput()
+		in.Virtual = true
+		st := h.run(in)
+		require.Equal(t, StatusSuccess, st.Status)
+		require.Equal(t, "virtual job: nothing to run", st.Reason)
+		require.Zero(t, h.started)
+		require.Empty(t, h.rec.signalsTo("pipeline/app", SignalEnqueue))
+		require.Empty(t, h.doneSignals())
+	})
 }
 
 func TestBuildWorkflowTellsLaneItRuns(t *testing.T) {
 	t.Parallel()
-	h := newBuildHarness(t, attemptPlan{
-		steps:  []buildStep{claimAs("exec-a"), laneSignal(collapseMsg)},
-		result: succeeded("exec-a"),
+	eachHost(t, func(t *testing.T, host hostKind) {
+		started := func(h *buildHarness) bool {
+			return len(h.rec.signalsTo(PipelineWorkflowID("app"), SignalBuildStarted)) > 0
+		}
+		h := newBuildHarness(t, host, attemptPlan{
+			steps:  []buildStep{claimAs("exec-a"), laneSignal(collapseMsg)},
+			until:  started,
+			result: succeeded("exec-a"),
+		})
+		grantAt(h, time.Minute)
+		st := h.run(buildInput())
+		require.Equal(t, []claimRecord{{Attempt: 1, Executor: "exec-a"}}, h.claims)
+		require.Equal(t, StatusSuccess, st.Status)
+		// The collapse came too late: the build says it runs, so the lane stops
+		// waiting for it to give way.
+		require.Equal(t, []any{BuildStarted{Build: testBuild}}, h.rec.signalsTo(PipelineWorkflowID("app"), SignalBuildStarted))
 	})
-	grantAt(h, time.Minute)
-	st := h.run(buildInput())
-	require.Equal(t, StatusSuccess, st.Status)
-	// The collapse came too late: the build says it runs, so the lane stops
-	// waiting for it to give way.
-	require.Equal(t, []any{BuildStarted{Build: testBuild}}, h.rec.signalsTo(PipelineWorkflowID("app"), SignalBuildStarted))
 }
 
 func TestBuildWorkflowSupersededByNewerCommit(t *testing.T) {
 	t.Parallel()
-	cancel := LaneMessage{Kind: LaneCancel, Reason: "superseded by c0ffee000000 (event 9)"}
-	t.Run("before an executor claimed it: COLLAPSED", func(t *testing.T) {
-		t.Parallel()
-		h := newBuildHarness(t, attemptPlan{steps: []buildStep{laneSignal(cancel)}, block: true})
-		grantAt(h, time.Minute)
-		st := h.run(buildInput())
-		require.Equal(t, StatusCollapsed, st.Status)
-		require.Equal(t, cancel.Reason, st.Reason)
-		require.Empty(t, st.Attempts)
-		require.Equal(t, []BuildDone{{Build: testBuild, Status: StatusCollapsed}}, h.doneSignals())
-	})
-	t.Run("while running: its processes are killed and it ends ABORTED", func(t *testing.T) {
-		t.Parallel()
-		h := newBuildHarness(t, attemptPlan{steps: []buildStep{claimAs("exec-a"), laneSignal(cancel)}, block: true})
-		grantAt(h, time.Minute)
-		st := h.run(buildInput())
-		require.Equal(t, StatusAborted, st.Status)
-		require.Equal(t, cancel.Reason, st.Reason)
-		require.Equal(t, 1, h.cancelled)
-		require.Len(t, st.Attempts, 1)
-		require.Equal(t, "aborted", st.Attempts[0].Outcome)
-	})
-	t.Run("granted but not dispatched yet", func(t *testing.T) {
-		t.Parallel()
-		h := newBuildHarness(t)
-		at(h.env, time.Minute, func() { h.env.SignalWorkflow(SignalLane, cancel) })
-		st := h.run(buildInput())
-		require.Equal(t, StatusCollapsed, st.Status)
-		require.Zero(t, h.started)
+	eachHost(t, func(t *testing.T, host hostKind) {
+		cancel := LaneMessage{Kind: LaneCancel, Reason: "superseded by c0ffee000000 (event 9)"}
+		t.Run("before an executor claimed it: COLLAPSED", func(t *testing.T) {
+			t.Parallel()
+			h := newBuildHarness(t, host, attemptPlan{steps: []buildStep{laneSignal(cancel)}, block: true})
+			grantAt(h, time.Minute)
+			st := h.run(buildInput())
+			require.Equal(t, StatusCollapsed, st.Status)
+			require.Equal(t, cancel.Reason, st.Reason)
+			require.Empty(t, st.Attempts)
+			require.Equal(t, []BuildDone{{Build: testBuild, Status: StatusCollapsed}}, h.doneSignals())
+		})
+		t.Run("while running: its processes are killed and it ends ABORTED", func(t *testing.T) {
+			t.Parallel()
+			h := newBuildHarness(t, host, attemptPlan{steps: []buildStep{claimAs("exec-a"), laneSignal(cancel)}, block: true})
+			grantAt(h, time.Minute)
+			st := h.run(buildInput())
+			require.Equal(t, StatusAborted, st.Status)
+			require.Equal(t, cancel.Reason, st.Reason)
+			require.Equal(t, 1, h.cancelled)
+			require.Len(t, st.Attempts, 1)
+			require.Equal(t, "aborted", st.Attempts[0].Outcome)
+		})
+		t.Run("granted but not dispatched yet", func(t *testing.T) {
+			t.Parallel()
+			h := newBuildHarness(t, host)
+			at(h.env, time.Minute, func() { h.lane(cancel) })
+			st := h.run(buildInput())
+			require.Equal(t, StatusCollapsed, st.Status)
+			require.Zero(t, h.started)
+		})
 	})
 }
 
 func TestBuildWorkflowFailsOnDeletedQueue(t *testing.T) {
 	t.Parallel()
-	fail := LaneMessage{Kind: LaneFail, Reason: "queue gpu was deleted"}
-	h := newBuildHarness(t, attemptPlan{steps: []buildStep{laneSignal(fail)}, block: true})
-	grantAt(h, time.Minute)
-	st := h.run(buildInput())
-	require.Equal(t, StatusFailure, st.Status)
-	require.Equal(t, "queue gpu was deleted", st.Reason)
+	eachHost(t, func(t *testing.T, host hostKind) {
+		fail := LaneMessage{Kind: LaneFail, Reason: "queue gpu was deleted"}
+		h := newBuildHarness(t, host, attemptPlan{steps: []buildStep{laneSignal(fail)}, block: true})
+		grantAt(h, time.Minute)
+		st := h.run(buildInput())
+		require.Equal(t, StatusFailure, st.Status)
+		require.Equal(t, "queue gpu was deleted", st.Reason)
+	})
 }
 
 func TestBuildWorkflowRefusesLateClaimOfEarlierDispatch(t *testing.T) {
 	t.Parallel()
-	h := newBuildHarness(t,
-		// Dispatch 1 was lost before its claim returned.
-		attemptPlan{err: heartbeatLost()},
-		attemptPlan{
-			steps: []buildStep{
-				// The claim of dispatch 1 arrives late, after dispatch 2 began.
-				func(h *buildHarness, in activities.RunBuildInput) { h.claimDispatch(in.Attempt, 1, "exec-old") },
-				func(h *buildHarness, in activities.RunBuildInput) { h.claimDispatch(in.Attempt, in.Dispatch, "exec-b") },
+	eachHost(t, func(t *testing.T, host hostKind) {
+		h := newBuildHarness(t, host,
+			// Dispatch 1 was lost before its claim returned.
+			attemptPlan{err: heartbeatLost()},
+			attemptPlan{
+				steps: []buildStep{
+					// The claim of dispatch 1 arrives late, after dispatch 2 began.
+					func(h *buildHarness, in activities.RunBuildInput) { h.claimDispatch(in.Attempt, 1, "exec-old") },
+					func(h *buildHarness, in activities.RunBuildInput) { h.claimDispatch(in.Attempt, in.Dispatch, "exec-b") },
+				},
+				result: succeeded("exec-b"),
 			},
-			result: succeeded("exec-b"),
-		},
-	)
-	grantAt(h, time.Minute)
-	st := h.run(buildInput())
-	require.Equal(t, StatusSuccess, st.Status)
-	require.Equal(t, []int{1, 2}, []int{h.inputs[0].Dispatch, h.inputs[1].Dispatch})
-	require.Len(t, h.claims, 2)
-	require.ErrorContains(t, h.claims[0].Err, "was dispatched again (dispatch 2, not 1)")
-	require.NoError(t, h.claims[1].Err)
-	require.Equal(t, []attemptWant{{1, "exec-b", "success"}}, attemptsOf(st))
+		)
+		grantAt(h, time.Minute)
+		st := h.run(buildInput())
+		require.Equal(t, StatusSuccess, st.Status)
+		require.Equal(t, []int{1, 2}, []int{h.inputs[0].Dispatch, h.inputs[1].Dispatch})
+		require.Len(t, h.claims, 2)
+		require.ErrorContains(t, h.claims[0].Err, "was dispatched again (dispatch 2, not 1)")
+		require.NoError(t, h.claims[1].Err)
+		require.Equal(t, []attemptWant{{1, "exec-b", "success"}}, attemptsOf(st))
+	})
 }
 
 func TestBuildWorkflowFreezeWindowAtClaim(t *testing.T) {
 	t.Parallel()
-	h := newBuildHarness(t,
-		// The grant came before the window; the claim falls inside it.
-		attemptPlan{steps: []buildStep{claimAs("exec-a")}, err: temporal.NewNonRetryableApplicationError(
-			"build app/test/7 refused executor exec-a: frozen", activities.ErrTypeSuperseded, nil)},
-		attemptPlan{steps: []buildStep{claimAs("exec-b")}, result: succeeded("exec-b")},
-	)
-	h.env.SetStartTime(wfNight)
-	in := buildInput()
-	in.Lane.FreezeWindows = []string{nightWindow}
-	open := wfNight.Add(4 * time.Hour)
-	grantAt(h, time.Minute)
-	at(h.env, 2*time.Hour, func() {
-		st := query[BuildState](t, h.env, QueryBuild)
-		require.Equal(t, StatusFrozen, st.Status)
-		require.Equal(t, "frozen until "+open.Format(time.RFC3339)+" by freeze window `"+nightWindow+"` (it reached an executor inside the window)", st.Reason)
-		require.Equal(t, WaitFrozen, st.WaitCode)
-		require.True(t, open.Equal(st.WaitUntil))
+	eachHost(t, func(t *testing.T, host hostKind) {
+		h := newBuildHarness(t, host,
+			// The grant came before the window; the claim falls inside it.
+			attemptPlan{steps: []buildStep{claimAs("exec-a")}, err: temporal.NewNonRetryableApplicationError(
+				"build app/test/7 refused executor exec-a: frozen", activities.ErrTypeSuperseded, nil)},
+			attemptPlan{steps: []buildStep{claimAs("exec-b")}, result: succeeded("exec-b")},
+		)
+		h.env.SetStartTime(wfNight)
+		in := buildInput()
+		in.Lane.FreezeWindows = []string{nightWindow}
+		open := wfNight.Add(4 * time.Hour)
+		grantAt(h, time.Minute)
+		at(h.env, 2*time.Hour, func() {
+			st := h.state(t)
+			require.Equal(t, StatusFrozen, st.Status)
+			require.Equal(t, "frozen until "+open.Format(time.RFC3339)+" by freeze window `"+nightWindow+"` (it reached an executor inside the window)", st.Reason)
+			require.Equal(t, WaitFrozen, st.WaitCode)
+			require.True(t, open.Equal(st.WaitUntil))
+		})
+		st := h.run(in)
+		require.Equal(t, StatusSuccess, st.Status)
+		require.Len(t, h.claims, 2)
+		require.ErrorContains(t, h.claims[0].Err, "frozen until")
+		require.NoError(t, h.claims[1].Err)
+		require.True(t, open.Equal(st.StartTime), "started at %s, want the window's end %s", st.StartTime, open)
+		require.Equal(t, []attemptWant{{1, "exec-b", "success"}}, attemptsOf(st))
 	})
-	st := h.run(in)
-	require.Equal(t, StatusSuccess, st.Status)
-	require.Len(t, h.claims, 2)
-	require.ErrorContains(t, h.claims[0].Err, "frozen until")
-	require.NoError(t, h.claims[1].Err)
-	require.True(t, open.Equal(st.StartTime), "started at %s, want the window's end %s", st.StartTime, open)
-	require.Equal(t, []attemptWant{{1, "exec-b", "success"}}, attemptsOf(st))
 }
 
 // A build frozen after its claim still hears its lane and its cancel: a
@@ -777,55 +856,59 @@ func TestBuildWorkflowFreezeWindowAtClaim(t *testing.T) {
 // messages ignored while frozen survived every test).
 func TestBuildWorkflowFrozenAfterClaimStillListens(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name       string
-		send       func(h *buildHarness)
-		wantStatus Status
-		wantReason string
-	}{
-		{"collapsed", func(h *buildHarness) { h.env.SignalWorkflow(SignalLane, collapseMsg) }, StatusCollapsed, "collapsed into build app/test/8"},
-		{"superseded", func(h *buildHarness) {
-			h.env.SignalWorkflow(SignalLane, LaneMessage{Kind: LaneCancel, Reason: "superseded by event 9 of pull request 3"})
-		}, StatusCollapsed, "superseded by event 9 of pull request 3"},
-		{"aborted", func(h *buildHarness) {
-			h.env.SignalWorkflow(SignalLane, LaneMessage{Kind: LaneAbort, Reason: "pipeline deleted"})
-		}, StatusAborted, "pipeline deleted"},
-		{"cancelled", func(h *buildHarness) { h.env.CancelWorkflow() }, StatusAborted, "cancelled while frozen"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			h := newBuildHarness(t,
-				attemptPlan{steps: []buildStep{claimAs("exec-a")}, err: temporal.NewNonRetryableApplicationError(
-					"build app/test/7 refused executor exec-a: frozen", activities.ErrTypeSuperseded, nil)},
-			)
-			h.env.SetStartTime(wfNight)
-			in := buildInput()
-			in.Lane.FreezeWindows = []string{nightWindow}
-			grantAt(h, time.Minute)
-			at(h.env, 2*time.Hour, func() {
-				require.Equal(t, StatusFrozen, query[BuildState](t, h.env, QueryBuild).Status)
-				tt.send(h)
+	eachHost(t, func(t *testing.T, host hostKind) {
+		tests := []struct {
+			name       string
+			send       func(h *buildHarness)
+			wantStatus Status
+			wantReason string
+		}{
+			{"collapsed", func(h *buildHarness) { h.lane(collapseMsg) }, StatusCollapsed, "collapsed into build app/test/8"},
+			{"superseded", func(h *buildHarness) {
+				h.lane(LaneMessage{Kind: LaneCancel, Reason: "superseded by event 9 of pull request 3"})
+			}, StatusCollapsed, "superseded by event 9 of pull request 3"},
+			{"aborted", func(h *buildHarness) {
+				h.lane(LaneMessage{Kind: LaneAbort, Reason: "pipeline deleted"})
+			}, StatusAborted, "pipeline deleted"},
+			{"cancelled", func(h *buildHarness) { h.cancel("") }, StatusAborted, "cancelled while frozen"},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				t.Parallel()
+				h := newBuildHarness(t, host,
+					attemptPlan{steps: []buildStep{claimAs("exec-a")}, err: temporal.NewNonRetryableApplicationError(
+						"build app/test/7 refused executor exec-a: frozen", activities.ErrTypeSuperseded, nil)},
+				)
+				h.env.SetStartTime(wfNight)
+				in := buildInput()
+				in.Lane.FreezeWindows = []string{nightWindow}
+				grantAt(h, time.Minute)
+				at(h.env, 2*time.Hour, func() {
+					require.Equal(t, StatusFrozen, h.state(t).Status)
+					tt.send(h)
+				})
+				st := h.run(in)
+				require.Equal(t, tt.wantStatus, st.Status)
+				require.Equal(t, tt.wantReason, st.Reason)
+				require.Len(t, h.claims, 1, "never dispatched again")
+				require.True(t, st.EndTime.Before(wfNight.Add(3*time.Hour)), "ended at %s, when told, not when the window opened", st.EndTime)
 			})
-			st := h.run(in)
-			require.Equal(t, tt.wantStatus, st.Status)
-			require.Equal(t, tt.wantReason, st.Reason)
-			require.Len(t, h.claims, 1, "never dispatched again")
-			require.True(t, st.EndTime.Before(wfNight.Add(3*time.Hour)), "ended at %s, when told, not when the window opened", st.EndTime)
-		})
-	}
+		}
+	})
 }
 
 func TestBuildWorkflowForcedIgnoresFreezeAtClaim(t *testing.T) {
 	t.Parallel()
-	h := newBuildHarness(t, attemptPlan{steps: []buildStep{claimAs("exec-a")}, result: succeeded("exec-a")})
-	h.env.SetStartTime(wfNight)
-	in := buildInput()
-	in.Lane.FreezeWindows, in.Lane.Force = []string{nightWindow}, true
-	grantAt(h, time.Minute)
-	st := h.run(in)
-	require.Equal(t, StatusSuccess, st.Status)
-	require.NoError(t, h.claims[0].Err)
+	eachHost(t, func(t *testing.T, host hostKind) {
+		h := newBuildHarness(t, host, attemptPlan{steps: []buildStep{claimAs("exec-a")}, result: succeeded("exec-a")})
+		h.env.SetStartTime(wfNight)
+		in := buildInput()
+		in.Lane.FreezeWindows, in.Lane.Force = []string{nightWindow}, true
+		grantAt(h, time.Minute)
+		st := h.run(in)
+		require.Equal(t, StatusSuccess, st.Status)
+		require.NoError(t, h.claims[0].Err)
+	})
 }
 
 // attemptWant is one attempt's number, executor and outcome.
@@ -848,63 +931,64 @@ func attemptsOf(st BuildState) []attemptWant {
 // whose hash is not a hex SHA-256 is refused.
 func TestBuildRecordsTheAttemptCredentialHash(t *testing.T) {
 	t.Parallel()
-	hash := activities.CredentialHash("the-credential")
-	claimWith := func(h string) buildStep {
-		return func(bh *buildHarness, in activities.RunBuildInput) {
-			rec := claimRecord{Attempt: in.Attempt, Executor: "exec-a"}
-			bh.env.UpdateWorkflow(UpdateClaim, "", &testsuite.TestUpdateCallback{
-				OnReject:   func(err error) { rec.Err = err; bh.addClaim(rec) },
-				OnComplete: func(_ any, err error) { rec.Err = err; bh.addClaim(rec) },
-			}, ClaimRequest{Attempt: in.Attempt, Executor: "exec-a", Dispatch: in.Dispatch, CredentialHash: h})
+	eachHost(t, func(t *testing.T, host hostKind) {
+		hash := activities.CredentialHash("the-credential")
+		claimWith := func(h string) buildStep {
+			return func(bh *buildHarness, in activities.RunBuildInput) {
+				bh.sendClaim(claimRecord{Attempt: in.Attempt, Executor: "exec-a"},
+					ClaimRequest{Attempt: in.Attempt, Executor: "exec-a", Dispatch: in.Dispatch, CredentialHash: h})
+			}
 		}
-	}
-	h := newBuildHarness(t, attemptPlan{
-		steps:  []buildStep{claimWith("not-a-hash"), claimWith(hash)},
-		result: succeeded("exec-a"),
+		h := newBuildHarness(t, host, attemptPlan{
+			steps:  []buildStep{claimWith("not-a-hash"), claimWith(hash)},
+			result: succeeded("exec-a"),
+		})
+		grantAt(h, time.Minute)
+		st := h.run(buildInput())
+		require.Len(t, h.claims, 2)
+		require.ErrorContains(t, h.claims[0].Err, "credential hash is not a hex SHA-256")
+		require.NoError(t, h.claims[1].Err)
+		require.Len(t, st.Attempts, 1)
+		require.Equal(t, hash, st.Attempts[0].CredentialHash)
 	})
-	grantAt(h, time.Minute)
-	st := h.run(buildInput())
-	require.Len(t, h.claims, 2)
-	require.ErrorContains(t, h.claims[0].Err, "credential hash is not a hex SHA-256")
-	require.NoError(t, h.claims[1].Err)
-	require.Len(t, st.Attempts, 1)
-	require.Equal(t, hash, st.Attempts[0].CredentialHash)
 }
 
 // A queue's max-wait ends a build no executor claimed in time: FAILURE
 // with cause refused and the reason; a build claimed before it runs on.
 func TestBuildWorkflowMaxWait(t *testing.T) {
 	t.Parallel()
-	t.Run("unclaimed at max-wait: refused", func(t *testing.T) {
-		t.Parallel()
-		// Executors keep handing it back (the test clock moves only while
-		// no activity runs: the build backs off between dispatches).
-		declined := temporal.NewNonRetryableApplicationError("executor exec-x declined build app/test/7: draining", activities.ErrTypeDeclined, nil)
-		plans := make([]attemptPlan, 40)
-		for i := range plans {
-			plans[i] = attemptPlan{err: declined}
-		}
-		h := newBuildHarness(t, plans...)
-		grantAt(h, time.Minute)
-		in := buildInput()
-		in.MaxWait = 10 * time.Second
-		st := h.run(in)
-		require.Equal(t, StatusFailure, st.Status)
-		require.Equal(t, CauseRefused, st.Cause)
-		require.Equal(t, "refused: no executor took it within queue gpu's max-wait of 10s", st.Reason)
-		require.False(t, st.EndTime.Before(wfT0.Add(time.Minute+10*time.Second)), "it waited its max-wait after its dispatch: ended %s", st.EndTime)
-		require.Less(t, st.EndTime.Sub(wfT0), time.Minute+20*time.Second, "and no longer than a back-off more")
-		require.Empty(t, st.Attempts)
-	})
-	t.Run("claimed in time: it runs past max-wait", func(t *testing.T) {
-		t.Parallel()
-		h := newBuildHarness(t, attemptPlan{steps: []buildStep{claimAs("exec-a")}, result: succeeded("exec-a")})
-		grantAt(h, time.Minute)
-		in := buildInput()
-		in.MaxWait = time.Second
-		st := h.run(in)
-		require.Equal(t, StatusSuccess, st.Status)
-		require.Equal(t, CauseSucceeded, st.Cause)
+	eachHost(t, func(t *testing.T, host hostKind) {
+		t.Run("unclaimed at max-wait: refused", func(t *testing.T) {
+			t.Parallel()
+			// Executors keep handing it back (the test clock moves only while
+			// no activity runs: the build backs off between dispatches).
+			declined := temporal.NewNonRetryableApplicationError("executor exec-x declined build app/test/7: draining", activities.ErrTypeDeclined, nil)
+			plans := make([]attemptPlan, 40)
+			for i := range plans {
+				plans[i] = attemptPlan{err: declined}
+			}
+			h := newBuildHarness(t, host, plans...)
+			grantAt(h, time.Minute)
+			in := buildInput()
+			in.MaxWait = 10 * time.Second
+			st := h.run(in)
+			require.Equal(t, StatusFailure, st.Status)
+			require.Equal(t, CauseRefused, st.Cause)
+			require.Equal(t, "refused: no executor took it within queue gpu's max-wait of 10s", st.Reason)
+			require.False(t, st.EndTime.Before(wfT0.Add(time.Minute+10*time.Second)), "it waited its max-wait after its dispatch: ended %s", st.EndTime)
+			require.Less(t, st.EndTime.Sub(wfT0), time.Minute+20*time.Second, "and no longer than a back-off more")
+			require.Empty(t, st.Attempts)
+		})
+		t.Run("claimed in time: it runs past max-wait", func(t *testing.T) {
+			t.Parallel()
+			h := newBuildHarness(t, host, attemptPlan{steps: []buildStep{claimAs("exec-a")}, result: succeeded("exec-a")})
+			grantAt(h, time.Minute)
+			in := buildInput()
+			in.MaxWait = time.Second
+			st := h.run(in)
+			require.Equal(t, StatusSuccess, st.Status)
+			require.Equal(t, CauseSucceeded, st.Cause)
+		})
 	})
 }
 
@@ -922,7 +1006,7 @@ func TestSlimBuildLeavesItsLaneThroughItsEvent(t *testing.T) {
 	}
 	t.Run("ran", func(t *testing.T) {
 		t.Parallel()
-		h := newBuildHarness(t, attemptPlan{
+		h := newBuildHarness(t, ownHost, attemptPlan{
 			steps:  []buildStep{claimAs("exec-a")},
 			result: activities.RunBuildResult{Executor: "exec-a", Status: runner.StatusSuccess},
 		})
@@ -934,9 +1018,9 @@ func TestSlimBuildLeavesItsLaneThroughItsEvent(t *testing.T) {
 	})
 	t.Run("refused by its lane", func(t *testing.T) {
 		t.Parallel()
-		h := newBuildHarness(t)
+		h := newBuildHarness(t, ownHost)
 		at(h.env, time.Minute, func() {
-			h.env.SignalWorkflow(SignalLane, LaneMessage{Kind: LaneFail, Status: StatusFailure, Reason: "lane full"})
+			h.lane(LaneMessage{Kind: LaneFail, Status: StatusFailure, Reason: "lane full"})
 		})
 		st := h.run(slim())
 		require.Equal(t, StatusFailure, st.Status)
@@ -945,8 +1029,8 @@ func TestSlimBuildLeavesItsLaneThroughItsEvent(t *testing.T) {
 	})
 	t.Run("cancelled while queued", func(t *testing.T) {
 		t.Parallel()
-		h := newBuildHarness(t)
-		at(h.env, time.Minute, func() { h.env.CancelWorkflow() })
+		h := newBuildHarness(t, ownHost)
+		at(h.env, time.Minute, func() { h.cancel("") })
 		st := h.run(slim())
 		require.Equal(t, StatusAborted, st.Status)
 		require.False(t, st.LaneRelease)
@@ -954,7 +1038,7 @@ func TestSlimBuildLeavesItsLaneThroughItsEvent(t *testing.T) {
 	})
 	t.Run("cancelled while running", func(t *testing.T) {
 		t.Parallel()
-		h := newBuildHarness(t, attemptPlan{steps: []buildStep{claimAs("exec-a"), cancelBuild()}, block: true})
+		h := newBuildHarness(t, ownHost, attemptPlan{steps: []buildStep{claimAs("exec-a"), cancelBuild()}, block: true})
 		grantAt(h, time.Minute)
 		st := h.run(slim())
 		require.Equal(t, StatusAborted, st.Status)
@@ -963,9 +1047,9 @@ func TestSlimBuildLeavesItsLaneThroughItsEvent(t *testing.T) {
 	})
 	t.Run("collapsed by its lane", func(t *testing.T) {
 		t.Parallel()
-		h := newBuildHarness(t)
+		h := newBuildHarness(t, ownHost)
 		at(h.env, time.Minute, func() {
-			h.env.SignalWorkflow(SignalLane, laneCollapseMsg(BuildRef{Pipeline: "app", Job: "test", Event: 8}, "collapsed into app/test/8"))
+			h.lane(laneCollapseMsg(BuildRef{Pipeline: "app", Job: "test", Event: 8}, "collapsed into app/test/8"))
 		})
 		st := h.run(slim())
 		require.Equal(t, StatusCollapsed, st.Status)

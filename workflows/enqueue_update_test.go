@@ -614,7 +614,7 @@ func TestBuildStartsDispatchedWithTheLanesGrant(t *testing.T) {
 					require.NotZero(t, u.memoCount())
 				}
 			}
-			h := newBuildHarness(t, attemptPlan{steps: []buildStep{beforeClaim, claimAs("exec-a")}, result: succeeded("exec-a")})
+			h := newBuildHarness(t, ownHost, attemptPlan{steps: []buildStep{beforeClaim, claimAs("exec-a")}, result: succeeded("exec-a")})
 			u.install(h.env)
 			in := buildInput()
 			in.Initial = []LaneMessage{grantMsg}
@@ -641,7 +641,7 @@ func TestBuildStartsDispatchedWithTheLanesGrant(t *testing.T) {
 func TestBuildTakesInitialMessagesBeforeSignals(t *testing.T) {
 	t.Parallel()
 	blocked := LaneMessage{Kind: LaneStatus, Status: StatusBlocked, Code: WaitBlockedBy, Reason: "blocked by build app/test/6 of the same job"}
-	h := newBuildHarness(t, attemptPlan{steps: []buildStep{claimAs("exec-a")}, result: succeeded("exec-a")})
+	h := newBuildHarness(t, ownHost, attemptPlan{steps: []buildStep{claimAs("exec-a")}, result: succeeded("exec-a")})
 	u := &upserts{}
 	u.install(h.env)
 	at(h.env, time.Minute, func() {

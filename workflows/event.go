@@ -76,6 +76,9 @@ type eventRun struct {
 	maxWait map[string]time.Duration
 	// handBack receives SignalHandBack (EventInput.DoneInResult).
 	handBack workflow.ReceiveChannel
+	// owned are the builds the event runs itself (EventInput.OwnsBuilds;
+	// nil: it starts a BuildWorkflow per build).
+	owned *ownedBuilds
 }
 
 type startedBuild struct {
@@ -124,6 +127,11 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 	}
 	if err := e.registerApprove(ctx); err != nil {
 		return e.state, fmt.Errorf("register approve update: %w", err)
+	}
+	if in.OwnsBuilds && in.Lean && in.EnqueueUpdate {
+		if err := e.ownBuilds(ctx); err != nil {
+			return e.state, err
+		}
 	}
 	for _, j := range in.ParentSucceeded {
 		e.succeeded[j] = true
@@ -546,8 +554,12 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 	spec := e.spec.Jobs[job]
 	jr := &jobRun{name: job, status: StatusRunning, left: len(spec.Permutations)}
 	e.jobs[job] = jr
-	if e.builds+len(spec.Permutations) > maxBuildsPerEvent {
-		jr.status, jr.reason, jr.left = StatusSkipped, fmt.Sprintf("not run: the event reached its limit of %d builds", maxBuildsPerEvent), 0
+	limit := maxBuildsPerEvent
+	if e.owned != nil {
+		limit = maxOwnedBuildsPerEvent
+	}
+	if e.builds+len(spec.Permutations) > limit {
+		jr.status, jr.reason, jr.left = StatusSkipped, fmt.Sprintf("not run: the event reached its limit of %d builds", limit), 0
 		e.jobStatus(ctx, jr)
 		return
 	}
@@ -613,6 +625,10 @@ func (e *eventRun) start(ctx workflow.Context, job string) {
 		}
 		if e.in.EnqueueUpdate && !in.Virtual {
 			e.toStart = append(e.toStart, pendingBuild{opts: opts, sas: sas, in: in, jr: jr})
+			continue
+		}
+		if e.owned != nil {
+			e.launchOwned(ctx, []pendingBuild{{in: in, jr: jr}}, nil, false)
 			continue
 		}
 		e.launch(ctx, opts, in, jr, !in.Virtual, false)
@@ -726,6 +742,11 @@ func (e *eventRun) enqueueByUpdate(ctx workflow.Context) {
 	ans, err := e.updateLanes(ctx, batch)
 	if err != nil {
 		workflow.GetLogger(ctx).Warn("enqueue_update_failed", "event", e.in.Event.String(), "error", err)
+		if e.owned != nil {
+			e.launchOwned(ctx, toStart, nil, true)
+			e.enqueue(ctx)
+			return
+		}
 		for _, pb := range toStart {
 			// The update may have reached the lanes all the same (its
 			// answer was lost, or the event was cancelled meanwhile): a
@@ -737,6 +758,10 @@ func (e *eventRun) enqueueByUpdate(ctx workflow.Context) {
 	}
 	e.pendingSync, e.pendingDone = nil, nil
 	e.releasedHold = true
+	if e.owned != nil {
+		e.launchOwned(ctx, toStart, ans.Messages, false)
+		return
+	}
 	now := workflow.Now(ctx)
 	for _, pb := range toStart {
 		pb.in.Initial = ans.Messages[pb.in.Build.String()]
@@ -750,6 +775,35 @@ func (e *eventRun) enqueueByUpdate(ctx workflow.Context) {
 		}
 		e.launch(ctx, pb.opts, pb.in, pb.jr, false, true)
 	}
+}
+
+// launchOwned starts builds the event owns, with the lanes' first answer
+// to each (answers; nil: none yet). bySignal: enqueue hands them to the
+// lanes by signal. Their summaries go to the event's memo in one upsert.
+func (e *eventRun) launchOwned(ctx workflow.Context, pbs []pendingBuild, answers map[string][]LaneMessage, bySignal bool) {
+	now := workflow.Now(ctx)
+	started := make([]*ownedBuild, 0, len(pbs))
+	for _, pb := range pbs {
+		in := pb.in
+		in.Initial = answers[in.Build.String()]
+		if len(in.Initial) == 1 && in.Initial[0].Kind == LaneGrant {
+			in.DispatchedAt = now // granted at once: it starts dispatched
+		}
+		ob, fut := e.owned.start(ctx, in)
+		started = append(started, ob)
+		if bySignal {
+			ready, set := workflow.NewFuture(ctx)
+			set.Set(nil, nil)
+			e.toEnqueue = append(e.toEnqueue, startedBuild{req: in.Lane, started: ready})
+		}
+		e.sel.AddFuture(fut, func(f workflow.Future) {
+			e.running--
+			var st BuildState
+			_ = f.Get(ctx, &st)
+			e.buildEnded(ctx, pb.jr, st)
+		})
+	}
+	e.owned.recordStarted(ctx, started)
 }
 
 // enqueueUpdateFor bounds an UpdateEnqueue, with its retries.
@@ -778,6 +832,10 @@ func (e *eventRun) updateLanes(ctx workflow.Context, batch EnqueueBatch) (Enqueu
 // abortBuild tells a build its lane will never answer.
 func (e *eventRun) abortBuild(ctx workflow.Context, b BuildRef, reason string) {
 	msg := LaneMessage{Kind: LaneAbort, Status: StatusAborted, Reason: reason}
+	if e.owned != nil {
+		e.owned.deliver(ctx, b.String(), msg)
+		return
+	}
 	_ = workflow.SignalExternalWorkflow(ctx, b.WorkflowID(), "", SignalLane, msg).Get(ctx, nil)
 }
 
@@ -949,12 +1007,21 @@ func (e *eventRun) end(ctx workflow.Context, s Status, reason string) EventState
 	e.state.Succeeded = e.succeededJobs()
 	e.notifiesStarted(ctx)
 	e.statusesDone(ctx)
+	final := []temporal.SearchAttributeUpdate{SAStatus.ValueSet(string(s))}
+	if e.owned != nil {
+		// Let an executor's claim that raced a build's end see its final state.
+		_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+		e.state.Builds = e.owned.states()
+		if len(e.owned.open) > 0 {
+			final = append(final, SAOpenBuilds.ValueUnset())
+		}
+	}
 	if !e.notified && e.in.Notify != "" {
 		e.notified = true
 		_ = workflow.SignalExternalWorkflow(ctx, e.in.Notify, "", SignalPeriodicDone,
 			PeriodicDone{Event: e.in.Event.String(), Status: s, Reason: reason}).Get(ctx, nil)
 	}
-	_ = workflow.UpsertTypedSearchAttributes(ctx, e.withSHA(SAStatus.ValueSet(string(s)))...)
+	_ = workflow.UpsertTypedSearchAttributes(ctx, e.withSHA(final...)...)
 	return e.state
 }
 
@@ -972,6 +1039,9 @@ func (e *eventRun) snapshot() EventState {
 	st := e.state
 	st.Jobs = e.outcomes()
 	st.Succeeded = e.succeededJobs()
+	if e.owned != nil {
+		st.Builds = e.owned.states()
+	}
 	return st
 }
 

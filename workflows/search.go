@@ -29,7 +29,15 @@ var (
 	// SAQueues lists, on an event workflow, every queue its jobs may reach:
 	// a queue is not deleted while a running event can still reach it.
 	SAQueues = temporal.NewSearchAttributeKeyKeywordList("SluiceQueues")
+	// SAOpenBuilds lists, on an event that owns its builds
+	// (EventInput.OwnsBuilds), "<STATUS>@<queue>" for each status one of
+	// its unfinished builds has: `SluiceOpenBuilds = "QUEUED@linux"` finds
+	// the events with a build waiting for a slot on queue linux.
+	SAOpenBuilds = temporal.NewSearchAttributeKeyKeywordList("SluiceOpenBuilds")
 )
+
+// OpenBuildToken is a build's entry in SAOpenBuilds.
+func OpenBuildToken(s Status, queue string) string { return string(s) + "@" + queue }
 
 // SearchAttributes maps every custom attribute to its type, for registration.
 // The embedded server creates its namespaces with them and caches them from
@@ -53,5 +61,6 @@ func SearchAttributes() map[string]enumspb.IndexedValueType {
 		SASubscriptions.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST,
 		SAPR.GetName():            enumspb.INDEXED_VALUE_TYPE_INT,
 		SAQueues.GetName():        enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST,
+		SAOpenBuilds.GetName():    enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST,
 	}
 }

@@ -37,6 +37,15 @@ const (
 	// to cancel, so its end cause names who cancelled it.
 	SignalCancelledBy = "cancelled-by"
 
+	// SignalBuildLanes carries BuildLanes — the lanes' messages to builds
+	// an event owns (EventInput.OwnsBuilds) — to that event.
+	SignalBuildLanes = "build-lanes"
+	// SignalQueueDeleted carries a QueueDeleted to an event that owns its
+	// builds: those not yet running on the queue end FAILURE.
+	SignalQueueDeleted = "queue-deleted"
+	// UpdateCancelBuild cancels one build an event owns (CancelBuildRequest).
+	UpdateCancelBuild = "cancel-build"
+
 	// UpdateStartEvent starts an event and returns its number.
 	UpdateStartEvent = "start-event"
 	// UpdateConfigure changes a pipeline's settings.
@@ -48,7 +57,9 @@ const (
 	QueryPipeline = "pipeline"
 	// QueryEvent returns an EventState.
 	QueryEvent = "event"
-	// QueryBuild returns a BuildState.
+	// QueryBuild returns a BuildState: a build workflow's own, or, on an
+	// event that owns its builds, the one named by the query's argument
+	// (its ID).
 	QueryBuild = "build"
 )
 
@@ -414,6 +425,14 @@ type EventInput struct {
 	// once dispatches in its first workflow task, without a grant signal.
 	// When the update cannot be sent it falls back to the signal.
 	EnqueueUpdate bool `json:"enqueue_update,omitempty"`
+	// OwnsBuilds (with Lean and EnqueueUpdate): the event runs each build
+	// itself — its RunBuild activities, claims (UpdateClaim naming the
+	// build), lane messages (SignalBuildLanes), queries (QueryBuild with
+	// the build's ID) and cancels (UpdateCancelBuild) — instead of starting
+	// a BuildWorkflow per build: one workflow's start, close and tasks
+	// fewer per build (docs/option-b.md). Data, not a marker: events
+	// started without it replay as they ran.
+	OwnsBuilds bool `json:"owns_builds,omitempty"`
 }
 
 // JobOutcome is one job's part in an event.
@@ -467,6 +486,9 @@ type EventState struct {
 	// message, time), read where the event read its spec (data of the
 	// resolve activity's result: no command).
 	Commit *scm.Commit `json:"commit,omitempty"`
+	// Builds are the records of the builds the event owns
+	// (EventInput.OwnsBuilds), in the order it created them.
+	Builds []BuildState `json:"builds,omitempty"`
 }
 
 // BuildInput starts a BuildWorkflow: everything an executor needs to run it.
@@ -693,4 +715,36 @@ type BuildSummary struct {
 	// Fork marks a pull request from a fork, so list views can explain
 	// where it may run (see queue.EvaluateUntrusted).
 	Fork bool `json:"fork,omitempty"`
+
+	// A build its event owns has no search attributes of its own: its
+	// summary in the event's memo (OwnedBuildMemo) carries what they say.
+	// A build workflow leaves them empty.
+	Status     Status    `json:"status,omitempty"`
+	Queue      string    `json:"queue,omitempty"`
+	Priority   int       `json:"priority,omitempty"`
+	Cause      Cause     `json:"cause,omitempty"`
+	CreateTime time.Time `json:"create_time,omitzero"`
+}
+
+// OwnedBuildMemo is the memo key, on an event that owns its builds, of one
+// build's BuildSummary.
+func OwnedBuildMemo(build string) string { return MemoBuild + ":" + build }
+
+// BuildLanes is SignalBuildLanes' argument.
+type BuildLanes struct {
+	Effects []LaneEffect `json:"effects"`
+}
+
+// QueueDeleted is SignalQueueDeleted's argument.
+type QueueDeleted struct {
+	Queue  string `json:"queue"`
+	Reason string `json:"reason"`
+}
+
+// CancelBuildRequest is UpdateCancelBuild's argument.
+type CancelBuildRequest struct {
+	// Build is the build's ID ("<pipeline>/<job>/<event>").
+	Build string `json:"build"`
+	// By is who cancels it (its end cause names them).
+	By string `json:"by,omitempty"`
 }
