@@ -432,3 +432,82 @@ func TestEventOwnedBuildsWithoutTheLanesAnswer(t *testing.T) {
 	require.Equal(t, wfT0.Add(time.Minute), st.Builds[0].QueuedTime)
 	require.Equal(t, wfT0.Add(2*time.Minute), st.Builds[1].QueuedTime)
 }
+
+// TestPipelineStartsEventsThatOwnTheirBuilds: a pipeline configured with
+// BuildsInEvents starts its events with OwnsBuilds and remembers which
+// (PipelineState.OwnedEvents); configured without it again, it starts
+// them as before.
+func TestPipelineStartsEventsThatOwnTheirBuilds(t *testing.T) {
+	t.Parallel()
+	h := newPipelineHarness(t)
+	owned := appConfig
+	owned.BuildsInEvents = true
+	commit := StartEventRequest{Trigger: Trigger{Kind: TriggerCommit, Branch: "main"}}
+	h.startEvent(time.Minute, commit)
+	h.startEvent(2*time.Minute, commit)
+	configured := updateAt(h.env, 3*time.Minute, UpdateConfigure, appConfig)
+	h.startEvent(4*time.Minute, commit)
+	h.deleteAt(5 * time.Minute)
+	h.run(PipelineInput{Config: owned})
+
+	require.True(t, configured.Done)
+	require.NoError(t, configured.Err)
+	require.Len(t, h.events, 3)
+	require.True(t, h.events[0].Input.OwnsBuilds)
+	require.True(t, h.events[1].Input.OwnsBuilds)
+	require.False(t, h.events[2].Input.OwnsBuilds, "configured without BuildsInEvents")
+	st := PipelineState{OwnedEvents: []EventRange{{From: 1, To: 3}}}
+	for n, want := range map[int]bool{0: false, 1: true, 2: true, 3: false} {
+		require.Equal(t, want, st.ownsBuildsOf(n), "event %d", n)
+	}
+	st.markOwned(5)
+	st.markOwned(6)
+	require.Equal(t, []EventRange{{From: 1, To: 3}, {From: 5, To: 7}}, st.OwnedEvents)
+}
+
+// TestPipelineTellsEventsOfTheirBuilds: the lanes' messages to builds
+// whose event runs them go to that event, one SignalBuildLanes per event
+// and pass, never to a build workflow, and such builds are not kept as
+// starting (their event exists); when the event is gone, its builds leave
+// the lanes.
+func TestPipelineTellsEventsOfTheirBuilds(t *testing.T) {
+	t.Parallel()
+	test1, test2, test3 := appBuild("test", 1), appBuild("test", 2), appBuild("test", 3)
+	h := newPipelineHarness(t)
+	h.rec.fail = func(workflowID, name string) error {
+		if workflowID == (EventRef{Pipeline: "app", Number: 3}).WorkflowID() && name == SignalBuildLanes {
+			return &temporal.UnknownExternalWorkflowExecutionError{} // event 3 has ended
+		}
+		return nil
+	}
+	first := h.enqueueByUpdate(time.Minute, EnqueueBatch{Event: 1, Requests: []LaneRequest{lreqFor(test1)}})
+	second := h.enqueueByUpdate(2*time.Minute, EnqueueBatch{Event: 2, Requests: []LaneRequest{lreqFor(test2)}})
+	at(h.env, 150*time.Second, func() {
+		st := query[PipelineInfo](t, h.env, QueryPipeline)
+		en, _ := st.Lanes.find(test2)
+		require.NotNil(t, en)
+	})
+	h.signal(3*time.Minute, SignalEnqueue, EnqueueBatch{Event: 1, Done: []BuildRef{test1}})
+	// Event 3's build waits behind test/2, but event 3 is gone: the
+	// lanes forget its build.
+	h.enqueue(4*time.Minute, lreqFor(test3, noCollapse))
+	at(h.env, 270*time.Second, func() {
+		st := query[PipelineInfo](t, h.env, QueryPipeline)
+		en, _ := st.Lanes.find(test3)
+		require.Nil(t, en, "the build of an event that is gone left its lane")
+	})
+	h.signal(5*time.Minute, SignalEnqueue, EnqueueBatch{Event: 2, Done: []BuildRef{test2}})
+	h.deleteAt(6 * time.Minute)
+	h.run(PipelineInput{Config: appConfig, State: &PipelineState{NextEvent: 4, OwnedEvents: []EventRange{{From: 1, To: 4}}}})
+
+	require.Equal(t, EnqueueAnswer{Messages: map[string][]LaneMessage{test1.String(): {grantMsg}}}, enqueueAnswer(t, first))
+	giveWay := LaneMessage{Kind: LaneStatus, Status: StatusQueued, Code: WaitLaneOrder, Reason: "waiting for build app/test/1 to give way"}
+	require.Equal(t, EnqueueAnswer{Messages: map[string][]LaneMessage{test2.String(): {giveWay}}}, enqueueAnswer(t, second))
+	collapse := LaneMessage{Kind: LaneCollapse, Status: StatusCollapsed, Into: test2.String(), Reason: "collapsed into build " + test2.String()}
+	require.Empty(t, h.rec.laneMessages(), "no build workflow is signalled")
+	ev := func(n int) string { return EventRef{Pipeline: "app", Number: n}.WorkflowID() }
+	require.Equal(t, []any{BuildLanes{Effects: []LaneEffect{{Build: test1, Msg: collapse}}}}, h.rec.signalsTo(ev(1), SignalBuildLanes))
+	require.Equal(t, []any{BuildLanes{Effects: []LaneEffect{{Build: test2, Msg: grantMsg}}}}, h.rec.signalsTo(ev(2), SignalBuildLanes))
+	require.Equal(t, []any{BuildLanes{Effects: []LaneEffect{{Build: test3, Msg: sameJobBlock(test2)}}}}, h.rec.signalsTo(ev(3), SignalBuildLanes),
+		"told once that it waits; never granted")
+}

@@ -120,7 +120,10 @@ var ErrPipelineDeleted = errors.New("pipeline deleted")
 
 type pendingSignal struct {
 	build BuildRef
-	f     workflow.Future
+	// builds are the builds of one event that runs them itself, told
+	// together (SignalBuildLanes); build is then unset.
+	builds []BuildRef
+	f      workflow.Future
 	// event: a signal to an event workflow (SignalPRSuperseded), not to a
 	// build's lane; its failure (the event ended) frees nothing.
 	event bool
@@ -241,6 +244,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateConfigure,
 		func(ctx workflow.Context, c PipelineConfig) (PipelineConfig, error) {
 			p.cfg.Repo, p.cfg.Branch, p.cfg.Queue, p.cfg.Statuses, p.cfg.Public = c.Repo, c.Branch, c.Queue, c.Statuses, c.Public
+			p.cfg.BuildsInEvents = c.BuildsInEvents
 			if c.Dispatch != (Dispatch{}) {
 				p.cfg.Dispatch = c.Dispatch
 			}
@@ -505,7 +509,20 @@ func (p *pipelineRun) send(ctx workflow.Context, effects []LaneEffect) {
 		// Builds whose grace ended are no longer starting.
 		p.st.Starting = slices.DeleteFunc(p.st.Starting, func(s StartingBuild) bool { return !now.Before(s.Until) })
 	}
+	var owned map[int][]LaneEffect
+	var events []int
 	for _, e := range effects {
+		if n := e.Build.Event; p.st.ownsBuildsOf(n) {
+			// The event exists (it handed the build over): no outbox.
+			if owned == nil {
+				owned = map[int][]LaneEffect{}
+			}
+			if _, ok := owned[n]; !ok {
+				events = append(events, n)
+			}
+			owned[n] = append(owned[n], e)
+			continue
+		}
 		if o := p.outboxOf(e.Build); o != nil {
 			o.msgs = append(o.msgs, e.Msg)
 			continue
@@ -518,6 +535,23 @@ func (p *pipelineRun) send(ctx workflow.Context, effects []LaneEffect) {
 		}
 		p.pending = append(p.pending, pendingSignal{build: e.Build, f: workflow.SignalExternalWorkflow(ctx, e.Build.WorkflowID(), "", SignalLane, e.Msg)})
 	}
+	for _, n := range events {
+		fx := owned[n]
+		builds := make([]BuildRef, 0, len(fx))
+		for _, e := range fx {
+			builds = append(builds, e.Build)
+		}
+		ev := EventRef{Pipeline: p.cfg.Name, Number: n}
+		p.pending = append(p.pending, pendingSignal{builds: builds, f: workflow.SignalExternalWorkflow(ctx, ev.WorkflowID(), "", SignalBuildLanes, BuildLanes{Effects: fx})})
+	}
+}
+
+// refs are the builds a signal told.
+func (ps pendingSignal) refs() []BuildRef {
+	if ps.builds != nil {
+		return ps.builds
+	}
+	return []BuildRef{ps.build}
 }
 
 func (p *pipelineRun) outboxOf(b BuildRef) *outbox {
@@ -621,10 +655,12 @@ func (p *pipelineRun) reap(ctx workflow.Context, now time.Time) []LaneEffect {
 		if err := ps.f.Get(ctx, nil); err != nil && ps.event {
 			workflow.GetLogger(ctx).Debug("event_signal_failed", "error", err) // the event ended: nothing waits
 		} else if err != nil {
-			workflow.GetLogger(ctx).Info("lane_signal_failed", "build", ps.build.String(), "error", err)
+			workflow.GetLogger(ctx).Info("lane_signal_failed", "builds", fmt.Sprint(ps.refs()), "error", err)
 			var gone *temporal.UnknownExternalWorkflowExecutionError
 			if p.legacy || errors.As(err, &gone) {
-				effects = append(effects, p.st.Lanes.Done(ps.build, now)...)
+				for _, b := range ps.refs() {
+					effects = append(effects, p.st.Lanes.Done(b, now)...)
+				}
 			}
 		}
 	}
@@ -749,11 +785,19 @@ func (p *pipelineRun) launchEvent(ctx workflow.Context, r StartEventRequest) lau
 		Memo:                  map[string]any{MemoEvent: SummaryOf(r.Trigger, eventBranch(p.cfg, r.Trigger))},
 		StaticSummary:         fmt.Sprintf("event %s: %s", ref, describeTrigger(r.Trigger, r.StartFrom)),
 	})
+	// Data, not a command: runs recorded before BuildsInEvents replay alike
+	// (docs/option-b.md: every controller must run this code before a
+	// pipeline opts in).
+	owns := p.cfg.BuildsInEvents && p.enqueueUpdate
+	if owns {
+		p.st.markOwned(ref.Number)
+	}
 	child := workflow.ExecuteChildWorkflow(cctx, EventWorkflow, EventInput{
 		Event: ref, Config: p.cfg, Trigger: r.Trigger, StartFrom: r.StartFrom, StartJobs: r.StartJobs, Rerun: r.Rerun,
 		Notify: r.Notify, Force: r.Force, Parent: r.Parent,
 		ParentSucceeded: r.ParentSucceeded, Creator: r.Creator, Identity: r.Identity, Parameters: r.Parameters,
 		Lean: true, Slim: true, DoneInResult: p.resultDone, EnqueueUpdate: p.enqueueUpdate, // data, not a command: old runs replay alike
+		OwnsBuilds: owns,
 	})
 	if p.resultDone {
 		p.children = append(p.children, childEvent{event: ref.Number, fut: child})
@@ -1015,7 +1059,9 @@ func (p *pipelineRun) addRequests(ctx workflow.Context, batch EnqueueBatch, now 
 			if byUpdate {
 				en, _ := p.st.Lanes.find(req.Build)
 				en.ByUpdate = true
-				p.st.Starting = append(p.st.Starting, StartingBuild{Build: req.Build, Until: now.Add(startGrace)})
+				if !p.st.ownsBuildsOf(req.Build.Event) {
+					p.st.Starting = append(p.st.Starting, StartingBuild{Build: req.Build, Until: now.Add(startGrace)})
+				}
 			}
 			continue
 		}

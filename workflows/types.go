@@ -184,12 +184,41 @@ type PipelineConfig struct {
 	// badges (GET /api/v1/pipelines/{name}/badge.svg). Nothing else of
 	// the pipeline becomes public.
 	Public bool `json:"public,omitempty"`
+	// BuildsInEvents: the pipeline's events run their builds themselves
+	// (EventInput.OwnsBuilds) instead of a BuildWorkflow each
+	// (docs/option-b.md); the API stamps it from SLUICE_BUILDS_IN_EVENTS.
+	BuildsInEvents bool `json:"builds_in_events,omitempty"`
 }
 
 // PipelineInput starts a PipelineWorkflow; State carries over continue-as-new.
 type PipelineInput struct {
 	Config PipelineConfig `json:"config"`
 	State  *PipelineState `json:"state,omitempty"`
+}
+
+// EventRange is the event numbers from From up to To (excluded).
+type EventRange struct {
+	From int `json:"from"`
+	To   int `json:"to"`
+}
+
+// ownsBuildsOf reports whether event n runs its builds itself.
+func (s *PipelineState) ownsBuildsOf(n int) bool {
+	for _, r := range s.OwnedEvents {
+		if n >= r.From && n < r.To {
+			return true
+		}
+	}
+	return false
+}
+
+// markOwned records that event n runs its builds itself.
+func (s *PipelineState) markOwned(n int) {
+	if k := len(s.OwnedEvents); k > 0 && s.OwnedEvents[k-1].To == n {
+		s.OwnedEvents[k-1].To++
+		return
+	}
+	s.OwnedEvents = append(s.OwnedEvents, EventRange{From: n, To: n + 1})
 }
 
 // PipelineState is the part of a pipeline that survives continue-as-new.
@@ -206,6 +235,10 @@ type PipelineState struct {
 	// lanes dropped the build (a collapse of a waiting build), until the
 	// lanes hear of its end or the grace ends.
 	Starting []StartingBuild `json:"starting,omitempty"`
+	// OwnedEvents are the events started to run their builds themselves
+	// (EventInput.OwnsBuilds): the lanes' messages to their builds go to
+	// the event (SignalBuildLanes).
+	OwnedEvents []EventRange `json:"owned_events,omitempty"`
 	// Subscriptions are the remote jobs this pipeline's spec requires.
 	Subscriptions []string `json:"subscriptions,omitempty"`
 	// Periodic maps periodic jobs to their expanded cron.
