@@ -195,8 +195,8 @@ func TestLogWritesNeedTheAttemptCredential(t *testing.T) {
 
 	// A build that does not exist has no logs to write.
 	c.On("QueryWorkflowWithOptions", mock.Anything, mock.MatchedBy(func(r *client.QueryWorkflowWithOptionsRequest) bool {
-		return r.WorkflowID == "build/nope/a/1"
-	})).Return(nil, serviceerror.NewNotFound("workflow not found")).Once()
+		return r.WorkflowID == "build/nope/a/1" || r.WorkflowID == "event/nope/1" // nor an event that runs it
+	})).Return(nil, serviceerror.NewNotFound("workflow not found")).Twice()
 	status, body = post("/api/v1/builds/nope%2Fa%2F1%2F1/logs/x?offset=0", credential2)
 	require.Equal(t, http.StatusNotFound, status, body)
 	status, body = post("/api/v1/builds/nope%2Fa%2F1/logs/x?offset=0", credential2)

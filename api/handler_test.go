@@ -631,6 +631,8 @@ func TestTemporalErrorsMapToStatuses(t *testing.T) {
 			t.Parallel()
 			tc := newMockClient(t)
 			tc.On("CancelWorkflow", mock.Anything, "build/app/test/3", "").Return(tt.err).Once()
+			// No build workflow: the API asks whether its event runs it.
+			tc.On("QueryWorkflowWithOptions", mock.Anything, mock.Anything).Return(nil, serviceerror.NewNotFound("workflow not found")).Maybe()
 			h := newHandler(t, api.Deps{Service: newService(t, tc)})
 			msg := errorOf(t, call(t, h, http.MethodPost, "/api/v1/builds/app%2Ftest%2F3/cancel", "", nil), tt.status)
 			require.Contains(t, msg, tt.want)

@@ -9,12 +9,14 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	querypb "go.temporal.io/api/query/v1"
+	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/mocks"
 
+	"github.com/sluice-ci/sluice/queue"
 	"github.com/sluice-ci/sluice/workflows"
 )
 
@@ -77,5 +79,109 @@ func TestBuildRecordCalls(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "legacy", b.Branch, "the branch comes from the search attribute")
 		require.Equal(t, workflows.StatusRunning, b.Status)
+	})
+}
+
+// A build its event runs is read from the event: its query (with the
+// build's ID) while the event runs, its result's records once it ended.
+// With SLUICE_BUILDS_IN_EVENTS the event is asked first; without it, only
+// when the build has no workflow of its own. The mock fails on any other
+// call.
+func TestOwnedBuildRecordCalls(t *testing.T) {
+	t.Parallel()
+	ref := workflows.BuildRef{Pipeline: "app", Job: "test", Event: 3}
+	evID := ref.EventRef().WorkflowID()
+	running := workflows.BuildState{
+		ID: ref.String(), Build: ref, Status: workflows.StatusRunning, Executor: "exec-a", Branch: "main",
+		Attempts: []workflows.Attempt{{Number: 1, Executor: "exec-a", CredentialHash: "h1"}},
+	}
+	eventQuery := func(c *mocks.Client, res *client.QueryWorkflowWithOptionsResponse, err error) {
+		c.On("QueryWorkflowWithOptions", mock.Anything, mock.MatchedBy(func(r *client.QueryWorkflowWithOptionsRequest) bool {
+			return r.WorkflowID == evID && r.QueryType == workflows.QueryBuild && len(r.Args) == 1 && r.Args[0] == ref.String() &&
+				r.QueryRejectCondition == enumspb.QUERY_REJECT_CONDITION_NOT_OPEN
+		})).Return(res, err).Once()
+	}
+	t.Run("running, asked first", func(t *testing.T) {
+		t.Parallel()
+		c := mocks.NewClient(t)
+		eventQuery(c, &client.QueryWorkflowWithOptionsResponse{QueryResult: encodedValue{running}}, nil)
+		b, err := (&Service{Client: c, BuildsInEvents: true}).buildRecord(context.Background(), ref)
+		require.NoError(t, err)
+		require.Equal(t, workflows.StatusRunning, b.Status)
+		require.Equal(t, "app/3", b.Event)
+		require.Equal(t, []string{"h1"}, b.credentials, "the credential hash stays in the API")
+		require.Empty(t, b.AttemptList[0].CredentialHash)
+	})
+	t.Run("ended", func(t *testing.T) {
+		t.Parallel()
+		c := mocks.NewClient(t)
+		eventQuery(c, &client.QueryWorkflowWithOptionsResponse{QueryRejected: &querypb.QueryRejected{Status: enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED}}, nil)
+		ended := running
+		ended.Status = workflows.StatusSuccess
+		run := mocks.NewWorkflowRun(t)
+		run.On("Get", mock.Anything, mock.Anything).Return(func(_ context.Context, ptr any) error {
+			*ptr.(*workflows.EventState) = workflows.EventState{Builds: []workflows.BuildState{ended}}
+			return nil
+		}).Once()
+		c.On("GetWorkflow", mock.Anything, evID, "").Return(run).Once()
+		b, err := (&Service{Client: c, BuildsInEvents: true}).buildRecord(context.Background(), ref)
+		require.NoError(t, err)
+		require.Equal(t, workflows.StatusSuccess, b.Status)
+	})
+	t.Run("no build workflow: its event", func(t *testing.T) {
+		t.Parallel()
+		c := mocks.NewClient(t)
+		c.On("QueryWorkflowWithOptions", mock.Anything, mock.MatchedBy(func(r *client.QueryWorkflowWithOptionsRequest) bool {
+			return r.WorkflowID == ref.WorkflowID()
+		})).Return(nil, serviceerror.NewNotFound("workflow not found")).Once()
+		eventQuery(c, &client.QueryWorkflowWithOptionsResponse{QueryResult: encodedValue{running}}, nil)
+		b, err := (&Service{Client: c}).buildRecord(context.Background(), ref)
+		require.NoError(t, err)
+		require.Equal(t, workflows.StatusRunning, b.Status)
+	})
+	t.Run("an event that runs no such build: its build workflow", func(t *testing.T) {
+		t.Parallel()
+		c := mocks.NewClient(t)
+		eventQuery(c, nil, serviceerror.NewQueryFailed("unknown queryType build"))
+		c.On("QueryWorkflowWithOptions", mock.Anything, mock.MatchedBy(func(r *client.QueryWorkflowWithOptionsRequest) bool {
+			return r.WorkflowID == ref.WorkflowID()
+		})).Return(nil, serviceerror.NewNotFound("workflow not found")).Once()
+		_, err := (&Service{Client: c, BuildsInEvents: true}).buildRecord(context.Background(), ref)
+		require.ErrorIs(t, err, ErrNotFound)
+	})
+}
+
+// Cancelling a build its event runs is one update to the event naming who
+// cancels it; a build that ended answers as an ended build workflow does
+// (not found).
+func TestCancelOwnedBuild(t *testing.T) {
+	t.Parallel()
+	ref := workflows.BuildRef{Pipeline: "app", Job: "test", Event: 3}
+	evID := ref.EventRef().WorkflowID()
+	answer := func(c *mocks.Client, st workflows.BuildState) {
+		c.On("QueryWorkflowWithOptions", mock.Anything, mock.MatchedBy(func(r *client.QueryWorkflowWithOptionsRequest) bool {
+			return r.WorkflowID == evID && r.QueryType == workflows.QueryBuild
+		})).Return(&client.QueryWorkflowWithOptionsResponse{QueryResult: encodedValue{st}}, nil).Once()
+	}
+	t.Run("waiting", func(t *testing.T) {
+		t.Parallel()
+		c := mocks.NewClient(t)
+		answer(c, workflows.BuildState{ID: ref.String(), Build: ref, Status: workflows.StatusQueued})
+		h := mocks.NewWorkflowUpdateHandle(t)
+		h.On("Get", mock.Anything, mock.Anything).Return(nil).Once()
+		c.On("UpdateWorkflow", mock.Anything, mock.MatchedBy(func(o client.UpdateWorkflowOptions) bool {
+			return o.WorkflowID == evID && o.UpdateName == workflows.UpdateCancelBuild &&
+				len(o.Args) == 1 && o.Args[0] == workflows.CancelBuildRequest{Build: ref.String(), By: "dana"}
+		})).Return(h, nil).Once()
+		s := &Service{Client: c, BuildsInEvents: true}
+		require.NoError(t, s.CancelBuild(context.Background(), queue.Identity{User: "dana"}, ref))
+	})
+	t.Run("ended", func(t *testing.T) {
+		t.Parallel()
+		c := mocks.NewClient(t)
+		answer(c, workflows.BuildState{ID: ref.String(), Build: ref, Status: workflows.StatusSuccess})
+		err := (&Service{Client: c, BuildsInEvents: true}).CancelBuild(context.Background(), queue.Identity{User: "dana"}, ref)
+		require.ErrorIs(t, err, ErrNotFound)
+		require.ErrorContains(t, err, "already ended SUCCESS")
 	})
 }

@@ -44,6 +44,10 @@ type Service struct {
 	Liveness time.Duration
 	// Dispatch is stamped on pipelines created through this API.
 	Dispatch workflows.Dispatch
+	// BuildsInEvents is stamped on pipelines created or updated through
+	// this API (SLUICE_BUILDS_IN_EVENTS): their events run their builds
+	// themselves (workflows.PipelineConfig.BuildsInEvents).
+	BuildsInEvents bool
 	// Repos opens repositories to validate new pipelines.
 	Repos  activities.RepoOpener
 	Logger *slog.Logger
@@ -208,9 +212,9 @@ func (s *Service) count(ctx context.Context, query string) (int, error) {
 // refuses the query then rather than have a worker replay the history, and
 // the caller reads the result instead. One round trip for a running
 // workflow, where a describe and then a query took two.
-func (s *Service) queryOpen(ctx context.Context, id, query string, v any) (bool, error) {
+func (s *Service) queryOpen(ctx context.Context, id, query string, v any, args ...any) (bool, error) {
 	res, err := s.Client.QueryWorkflowWithOptions(ctx, &client.QueryWorkflowWithOptionsRequest{
-		WorkflowID: id, QueryType: query, QueryRejectCondition: enumspb.QUERY_REJECT_CONDITION_NOT_OPEN,
+		WorkflowID: id, QueryType: query, Args: args, QueryRejectCondition: enumspb.QUERY_REJECT_CONDITION_NOT_OPEN,
 	})
 	if err != nil {
 		return false, err

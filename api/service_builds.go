@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -158,8 +159,52 @@ func (s *Service) GetBuild(ctx context.Context, ref workflows.BuildRef) (Build, 
 }
 
 // buildRecord is GetBuild without the live wait picture: what the
-// executors' paths (secrets, logs) check, at no extra cost.
+// executors' paths (secrets, logs) check, at no extra cost. A build is
+// read from its own workflow or, when its event runs it
+// (PipelineConfig.BuildsInEvents), from that event; the API asks first
+// where its own setting (SLUICE_BUILDS_IN_EVENTS) says new builds are.
 func (s *Service) buildRecord(ctx context.Context, ref workflows.BuildRef) (Build, error) {
+	if s.BuildsInEvents {
+		if st, ok := s.ownedBuildState(ctx, ref); ok {
+			return buildOf(ref, st), nil
+		}
+	}
+	b, err := s.workflowBuildRecord(ctx, ref)
+	if !s.BuildsInEvents && errors.Is(err, ErrNotFound) {
+		if st, ok := s.ownedBuildState(ctx, ref); ok {
+			return buildOf(ref, st), nil
+		}
+	}
+	return b, err
+}
+
+// ownedBuildState reads a build from the event that runs it: its query
+// while the event runs, its result once it ended. false: the event does
+// not run it (an event that starts build workflows, or none).
+func (s *Service) ownedBuildState(ctx context.Context, ref workflows.BuildRef) (workflows.BuildState, bool) {
+	var st workflows.BuildState
+	id := ref.EventRef().WorkflowID()
+	open, err := s.queryOpen(ctx, id, workflows.QueryBuild, &st, ref.String())
+	if err != nil {
+		return st, false
+	}
+	if open {
+		return st, true
+	}
+	var ev workflows.EventState
+	if err := s.Client.GetWorkflow(ctx, id, "").Get(ctx, &ev); err != nil {
+		return st, false
+	}
+	for _, b := range ev.Builds {
+		if b.Build == ref {
+			return b, true
+		}
+	}
+	return st, false
+}
+
+// workflowBuildRecord reads a build from its own BuildWorkflow.
+func (s *Service) workflowBuildRecord(ctx context.Context, ref workflows.BuildRef) (Build, error) {
 	var st workflows.BuildState
 	open, err := s.queryOpen(ctx, ref.WorkflowID(), workflows.QueryBuild, &st)
 	if err != nil {
@@ -184,11 +229,16 @@ func (s *Service) buildRecord(ctx context.Context, ref workflows.BuildRef) (Buil
 		}
 		st.Branch = saString(desc.GetWorkflowExecutionInfo().GetSearchAttributes(), workflows.SABranch.GetName())
 	}
+	return buildOf(ref, st), nil
+}
+
+// buildOf is the API's record of a build's state.
+func buildOf(ref workflows.BuildRef, st workflows.BuildState) Build {
 	b := Build{
 		ID: st.ID, Pipeline: ref.Pipeline, Job: ref.Job, Event: ref.EventRef().String(), PR: ref.PR, Status: st.Status,
 		Reason: st.Reason, WaitCode: st.WaitCode, Queue: st.Queue, Priority: st.Priority, Executor: st.Executor, SHA: st.SHA,
 		Attempts: len(st.Attempts), CreateTime: st.CreateTime, QueuedTime: st.QueuedTime, StartTime: st.StartTime,
-		EndTime: st.EndTime, WaitUntil: st.WaitUntil, CollapsedInto: st.CollapsedInto, AttemptList: st.Attempts, Steps: st.Steps,
+		EndTime: st.EndTime, WaitUntil: st.WaitUntil, CollapsedInto: st.CollapsedInto, AttemptList: slices.Clone(st.Attempts), Steps: st.Steps,
 		Fork: st.Fork, Secrets: st.Secrets, SecretsListed: st.SecretsListed, Cause: st.Cause, CauseInfo: st.CauseInfo,
 		Upstream: st.Upstream, Branch: st.Branch,
 	}
@@ -212,7 +262,7 @@ func (s *Service) buildRecord(ctx context.Context, ref workflows.BuildRef) (Buil
 	if n := len(st.Attempts); n > 0 {
 		b.LogKey = activities.LogKey(st.ID, st.Attempts[n-1].Number)
 	}
-	return b, nil
+	return b
 }
 
 // CancelBuild cancels a build: a waiting one ends at once, a running one's
@@ -222,14 +272,45 @@ func (s *Service) CancelBuild(ctx context.Context, id queue.Identity, ref workfl
 	// build that already ended ignores it (its cancel then fails below
 	// with the build's own answer). With authentication off nobody is
 	// named.
+	by := ""
 	if id.User != "" && id.User != queue.SystemUser {
-		err := s.Client.SignalWorkflow(ctx, ref.WorkflowID(), "", workflows.SignalCancelledBy, workflows.CancelledBy{User: id.User})
+		by = id.User
+	}
+	if s.BuildsInEvents {
+		if owned, err := s.cancelOwned(ctx, ref, by); owned {
+			return err
+		}
+	}
+	if by != "" {
+		err := s.Client.SignalWorkflow(ctx, ref.WorkflowID(), "", workflows.SignalCancelledBy, workflows.CancelledBy{User: by})
 		var nf *serviceerror.NotFound
 		if err != nil && !errors.As(err, &nf) {
 			s.Logger.WarnContext(ctx, "cancel_by_signal_failed", "build", ref.String(), "error", err)
 		}
 	}
-	return translate(s.Client.CancelWorkflow(ctx, ref.WorkflowID(), ""), "build "+ref.String())
+	err := s.Client.CancelWorkflow(ctx, ref.WorkflowID(), "")
+	var nf *serviceerror.NotFound
+	if !s.BuildsInEvents && errors.As(err, &nf) {
+		if owned, err := s.cancelOwned(ctx, ref, by); owned {
+			return err
+		}
+	}
+	return translate(err, "build "+ref.String())
+}
+
+// cancelOwned cancels a build its event runs, by one update naming who
+// cancels it; owned is false when the event does not run the build.
+func (s *Service) cancelOwned(ctx context.Context, ref workflows.BuildRef, by string) (bool, error) {
+	st, ok := s.ownedBuildState(ctx, ref)
+	if !ok {
+		return false, nil
+	}
+	if st.Status.Final() {
+		// As for a build workflow that ended: there is nothing to cancel.
+		return true, fmt.Errorf("%w: build %s already ended %s", ErrNotFound, ref, st.Status)
+	}
+	err := s.update(ctx, ref.EventRef().WorkflowID(), workflows.UpdateCancelBuild, workflows.CancelBuildRequest{Build: ref.String(), By: by}, nil)
+	return true, updateError(err, "build "+ref.String())
 }
 
 // liveReasons rewrites the reason of builds waiting for a slot with the

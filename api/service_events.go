@@ -209,11 +209,21 @@ func (s *Service) GetEvent(ctx context.Context, ref workflows.EventRef) (Event, 
 	if err != nil {
 		return Event{}, err
 	}
-	builds, err := s.ListBuilds(ctx, BuildFilter{Event: ref.String(), Limit: 5000})
-	if err != nil {
-		return Event{}, err
+	var builds []Build
+	if len(st.Builds) > 0 {
+		// The event runs its builds: its state has every record, fresher
+		// than visibility.
+		builds = make([]Build, 0, len(st.Builds))
+		for _, b := range st.Builds {
+			builds = append(builds, buildOf(b.Build, b))
+		}
+	} else {
+		builds, err = s.ListBuilds(ctx, BuildFilter{Event: ref.String(), Limit: 5000})
+		if err != nil {
+			return Event{}, err
+		}
+		builds = s.freshBuilds(ctx, st, builds)
 	}
-	builds = s.freshBuilds(ctx, st, builds)
 	sort.Slice(builds, func(i, j int) bool {
 		if !builds[i].CreateTime.Equal(builds[j].CreateTime) {
 			return builds[i].CreateTime.Before(builds[j].CreateTime)

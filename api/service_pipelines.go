@@ -89,6 +89,7 @@ func (s *Service) CreatePipeline(ctx context.Context, id queue.Identity, req Cre
 	cfg := workflows.PipelineConfig{
 		Name: req.Name, Repo: req.Repo, Branch: req.Branch, Queue: req.Queue, Statuses: req.Statuses, Public: req.Public,
 		Dispatch: s.Dispatch, Creator: id.User, CreatedAt: s.now().UTC(), Owner: &owner, Admins: req.Admins,
+		BuildsInEvents: s.BuildsInEvents,
 	}
 	_, err = s.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       workflows.PipelineWorkflowID(req.Name),
@@ -350,7 +351,10 @@ func (s *Service) UpdatePipeline(ctx context.Context, id queue.Identity, name st
 		req.Repo = nil
 	}
 	owner := id
-	cfg := workflows.PipelineConfig{Name: name, Repo: curRepo, Branch: cur.Branch, Queue: cur.Queue, Statuses: cur.Statuses, Owner: &owner, Public: cur.Public}
+	cfg := workflows.PipelineConfig{
+		Name: name, Repo: curRepo, Branch: cur.Branch, Queue: cur.Queue, Statuses: cur.Statuses, Owner: &owner, Public: cur.Public,
+		BuildsInEvents: s.BuildsInEvents,
+	}
 	if req.Public != nil {
 		cfg.Public = *req.Public
 	}

@@ -79,6 +79,14 @@ type eventRun struct {
 	// owned are the builds the event runs itself (EventInput.OwnsBuilds;
 	// nil: it starts a BuildWorkflow per build).
 	owned *ownedBuilds
+	// pendingSA and pendingMemo are an owned event's upserts before its
+	// first builds: they ride on the builds' own (ownedBuilds.recordStarted)
+	// or on the event's end, in the same workflow task.
+	pendingSA   []temporal.SearchAttributeUpdate
+	pendingMemo map[string]any
+	// settling: the main loop handles an owned build's end (the jobs that
+	// follow, the next batch); SAOpenBuilds waits for it (ownBuilds).
+	settling bool
 }
 
 type startedBuild struct {
@@ -199,7 +207,12 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 	}
 	if !e.legacy {
 		// Deleting a queue is refused while a running event can reach it.
-		_ = workflow.UpsertTypedSearchAttributes(ctx, e.withSHA(SAQueues.ValueSet(reach))...)
+		if e.owned != nil && !e.prBase {
+			// Upserted with its first builds, before any is dispatched.
+			e.pendingSA = append(e.pendingSA, SAQueues.ValueSet(reach))
+		} else {
+			_ = workflow.UpsertTypedSearchAttributes(ctx, e.withSHA(SAQueues.ValueSet(reach))...)
+		}
 	}
 	if e.prBase {
 		if ok, st := e.awaitApproval(ctx); !ok {
@@ -219,6 +232,7 @@ func EventWorkflow(ctx workflow.Context, in EventInput) (EventState, error) {
 			break // the end decides where the last places go (DoneInResult)
 		}
 		e.enqueue(ctx)
+		e.settling = false
 	}
 	if ctx.Err() != nil {
 		e.cancelled = true
@@ -798,6 +812,7 @@ func (e *eventRun) launchOwned(ctx workflow.Context, pbs []pendingBuild, answers
 		}
 		e.sel.AddFuture(fut, func(f workflow.Future) {
 			e.running--
+			e.settling = true
 			var st BuildState
 			_ = f.Get(ctx, &st)
 			e.buildEnded(ctx, pb.jr, st)
@@ -1008,12 +1023,15 @@ func (e *eventRun) end(ctx workflow.Context, s Status, reason string) EventState
 	e.notifiesStarted(ctx)
 	e.statusesDone(ctx)
 	final := []temporal.SearchAttributeUpdate{SAStatus.ValueSet(string(s))}
+	if memo := e.takeMemo(nil); len(memo) > 0 {
+		_ = workflow.UpsertMemo(ctx, memo)
+	}
 	if e.owned != nil {
 		// Let an executor's claim that raced a build's end see its final state.
 		_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 		e.state.Builds = e.owned.states()
-		if len(e.owned.open) > 0 {
-			final = append(final, SAOpenBuilds.ValueUnset())
+		if u, changed := e.owned.openUpdate(); changed {
+			final = append(final, u)
 		}
 	}
 	if !e.notified && e.in.Notify != "" {
@@ -1026,13 +1044,48 @@ func (e *eventRun) end(ctx workflow.Context, s Status, reason string) EventState
 }
 
 // withSHA adds the SHA search attribute to an upsert when it is still
-// pending (lean runs upsert it with the next one instead of on its own).
+// pending (lean runs upsert it with the next one instead of on its own),
+// and an owned event's other pending attributes.
 func (e *eventRun) withSHA(u ...temporal.SearchAttributeUpdate) []temporal.SearchAttributeUpdate {
 	if e.shaPending {
 		e.shaPending = false
 		u = append(u, SASHA.ValueSet(e.state.SHA))
 	}
+	u = append(u, e.pendingSA...)
+	e.pendingSA = nil
 	return u
+}
+
+// upsertMemo upserts memo fields of the event, or keeps them for the next
+// memo upsert of an owned event (pendingMemo).
+func (e *eventRun) upsertMemo(ctx workflow.Context, memo map[string]any) {
+	if e.owned == nil || e.prBase { // a pull request's event may wait for approval first
+		_ = workflow.UpsertMemo(ctx, memo)
+		return
+	}
+	if e.pendingMemo == nil {
+		e.pendingMemo = map[string]any{}
+	}
+	// Order-independent: the result is a map.
+	//workflowcheck:ignore
+	for k, v := range memo {
+		e.pendingMemo[k] = v
+	}
+}
+
+// takeMemo returns the pending memo fields, with more.
+func (e *eventRun) takeMemo(more map[string]any) map[string]any {
+	if len(e.pendingMemo) == 0 {
+		return more
+	}
+	out := e.pendingMemo
+	e.pendingMemo = nil
+	// Order-independent: the result is a map.
+	//workflowcheck:ignore
+	for k, v := range more {
+		out[k] = v
+	}
+	return out
 }
 
 func (e *eventRun) snapshot() EventState {

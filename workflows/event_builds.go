@@ -26,6 +26,10 @@ type ownedBuilds struct {
 	order []*ownedBuild
 	// open is SAOpenBuilds as last upserted.
 	open []string
+	// dirty: a build's status changed since; the flusher upserts
+	// SAOpenBuilds once all of the workflow task's coroutines ran, unless
+	// the event upserts it first (new builds, its end).
+	dirty bool
 }
 
 // ownedBuild is one build an event owns.
@@ -80,6 +84,16 @@ func (e *eventRun) ownBuilds(ctx workflow.Context) error {
 			sel.Select(ctx)
 		}
 	})
+	// The flusher runs after the coroutines that mark the list dirty in
+	// the same pass, so one upsert carries a workflow task's changes; it
+	// waits while the event handles a build's end, whose next builds or
+	// whose own end upsert the list anyway (a chain's next build, the
+	// last build).
+	workflow.Go(dctx, func(ctx workflow.Context) {
+		for workflow.Await(ctx, func() bool { return o.dirty && !e.settling }) == nil {
+			o.upsertOpen(ctx)
+		}
+	})
 	e.owned = o
 	return nil
 }
@@ -109,17 +123,28 @@ func (o *ownedBuilds) start(ctx workflow.Context, in BuildInput) (*ownedBuild, w
 }
 
 // recordStarted writes the summaries of builds just started, in one memo
-// upsert, and their statuses to SAOpenBuilds.
+// upsert, and their statuses to SAOpenBuilds, with the event's own pending
+// memo fields and search attributes.
 func (o *ownedBuilds) recordStarted(ctx workflow.Context, started []*ownedBuild) {
 	if len(started) == 0 {
 		return
 	}
 	memo := make(map[string]any, len(started))
 	for _, ob := range started {
-		memo[OwnedBuildMemo(ob.b.state.ID)] = ob.summary(ob.b.summary())
+		if !ob.b.in.Virtual { // a virtual build's end writes its summary at once
+			memo[OwnedBuildMemo(ob.b.state.ID)] = ob.summary(ob.b.summary())
+		}
 	}
-	_ = workflow.UpsertMemo(ctx, memo)
-	o.upsertOpen(ctx)
+	if memo = o.e.takeMemo(memo); len(memo) > 0 {
+		_ = workflow.UpsertMemo(ctx, memo)
+	}
+	updates := o.e.withSHA()
+	if u, changed := o.openUpdate(); changed {
+		updates = append(updates, u)
+	}
+	if len(updates) > 0 {
+		_ = workflow.UpsertTypedSearchAttributes(ctx, updates...)
+	}
 }
 
 // openTokens is SAOpenBuilds for the builds now: one entry per status and
@@ -141,16 +166,24 @@ func (o *ownedBuilds) openTokens() []string {
 
 // upsertOpen upserts SAOpenBuilds when it changed.
 func (o *ownedBuilds) upsertOpen(ctx workflow.Context) {
+	if u, changed := o.openUpdate(); changed {
+		_ = workflow.UpsertTypedSearchAttributes(ctx, u)
+	}
+}
+
+// openUpdate is the update of SAOpenBuilds to the builds now, when it
+// changed (it is then taken as upserted).
+func (o *ownedBuilds) openUpdate() (temporal.SearchAttributeUpdate, bool) {
+	o.dirty = false
 	open := o.openTokens()
 	if slices.Equal(open, o.open) {
-		return
+		return nil, false
 	}
 	o.open = open
 	if len(open) == 0 {
-		_ = workflow.UpsertTypedSearchAttributes(ctx, SAOpenBuilds.ValueUnset())
-		return
+		return SAOpenBuilds.ValueUnset(), true
 	}
-	_ = workflow.UpsertTypedSearchAttributes(ctx, SAOpenBuilds.ValueSet(open))
+	return SAOpenBuilds.ValueSet(open), true
 }
 
 // deliver hands a lane message to a build the event owns; a build that
@@ -257,10 +290,9 @@ func (h ownedHost) laneMessages(workflow.Context) workflow.ReceiveChannel { retu
 func (h ownedHost) cancelledBy(workflow.Context) workflow.ReceiveChannel { return h.ob.by }
 
 // upsert: the build's status is the one of its search attributes the
-// event keeps (in SAOpenBuilds); the others are in its summary.
-func (h ownedHost) upsert(ctx workflow.Context, _ ...temporal.SearchAttributeUpdate) {
-	h.o.upsertOpen(ctx)
-}
+// event keeps (in SAOpenBuilds, upserted once per workflow task); the
+// others are in its summary.
+func (h ownedHost) upsert(workflow.Context, ...temporal.SearchAttributeUpdate) { h.o.dirty = true }
 
 func (h ownedHost) summarize(ctx workflow.Context, s BuildSummary) {
 	_ = workflow.UpsertMemo(ctx, map[string]any{OwnedBuildMemo(h.ob.b.state.ID): h.ob.summary(s)})

@@ -230,7 +230,7 @@ func (o *ownedEvent) run() EventState {
 }
 
 // openBuilds lists the SAOpenBuilds upserts ("-": an upsert that only
-// removes: the SDK hides which attribute).
+// removes: the SDK's mock hides which attribute).
 func (o *ownedEvent) openBuilds() []string {
 	o.up.mu.Lock()
 	defer o.up.mu.Unlock()
@@ -298,15 +298,33 @@ func TestEventOwnsItsBuilds(t *testing.T) {
 	require.Equal(t, []BuildRef{b}, st.LaneDone)
 	require.Empty(t, o.h.rec.signalsTo(PipelineWorkflowID("app"), SignalBuildDone), "no build-done signal")
 
-	// Visibility: one token per status and queue while builds are open.
-	require.Equal(t, []string{"QUEUED@default", "RUNNING@default", "-", "QUEUED@default", "RUNNING@default", "-"}, o.openBuilds())
+	// Visibility: one token per status and queue while builds are open,
+	// upserted once per change: a's end rides on b's creation, b's on the
+	// event's final status.
+	require.Equal(t, []string{"QUEUED@default", "RUNNING@default", "QUEUED@default", "RUNNING@default"}, o.openBuilds())
+	o.up.mu.Lock()
+	final, first, firstMemo := o.up.sas[len(o.up.sas)-1], o.up.sas[0], o.up.memos[0]
+	o.up.mu.Unlock()
+	// The event's own first upserts ride on its first builds': one memo
+	// (where statuses go, the build's summary), one search attribute
+	// upsert (the queues it reaches, its commit, its open builds).
+	require.Contains(t, firstMemo, MemoStatuses)
+	require.Contains(t, firstMemo, OwnedBuildMemo(a.String()))
+	queues, _ := first.GetKeywordList(SAQueues)
+	require.Equal(t, []string{"default"}, queues)
+	sha, _ := first.GetKeyword(SASHA)
+	require.Equal(t, eventSHA, sha)
+	open, _ := first.GetKeywordList(SAOpenBuilds)
+	require.Equal(t, []string{"QUEUED@default"}, open)
+	status, _ := final.GetKeyword(SAStatus)
+	require.Equal(t, string(StatusSuccess), status)
 	memos := o.ownedMemos(a.String())
 	require.NotEmpty(t, memos)
-	first := memos[0]
-	require.Equal(t, StatusQueued, first.Status)
-	require.Equal(t, "default", first.Queue)
-	require.Equal(t, WaitSlotBusy, first.WaitCode)
-	require.False(t, first.QueuedTime.IsZero())
+	created := memos[0]
+	require.Equal(t, StatusQueued, created.Status)
+	require.Equal(t, "default", created.Queue)
+	require.Equal(t, WaitSlotBusy, created.WaitCode)
+	require.False(t, created.QueuedTime.IsZero())
 	last := memos[len(memos)-1]
 	require.Equal(t, StatusSuccess, last.Status)
 	require.Equal(t, CauseSucceeded, last.Cause)
@@ -386,7 +404,7 @@ func TestEventOwnedBuildsClaimsCancelsAndLanes(t *testing.T) {
 		require.Equal(t, wfT0.Add(time.Minute), st.Builds[0].QueuedTime, "dispatched when granted")
 		// Created waiting in its lane, told blocked, granted: waiting for
 		// a slot, then running.
-		require.Equal(t, []string{"QUEUED@default", "BLOCKED@default", "QUEUED@default", "RUNNING@default", "-", "QUEUED@default", "RUNNING@default", "-"}, o.openBuilds())
+		require.Equal(t, []string{"QUEUED@default", "BLOCKED@default", "QUEUED@default", "RUNNING@default", "QUEUED@default", "RUNNING@default"}, o.openBuilds())
 	})
 	t.Run("its queue deleted", func(t *testing.T) {
 		t.Parallel()

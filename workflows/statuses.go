@@ -275,7 +275,7 @@ func (e *eventRun) statusesResolved(ctx workflow.Context, res activities.Resolve
 	} else {
 		e.state.Statuses = "off: " + res.StatusesOff
 	}
-	_ = workflow.UpsertMemo(ctx, map[string]any{MemoStatuses: e.state.Statuses})
+	e.upsertMemo(ctx, map[string]any{MemoStatuses: e.state.Statuses})
 }
 
 // startReporter starts the event's StatusWorkflow with its first statuses.

@@ -128,9 +128,9 @@ func (s *stack) stepTimes(ctx context.Context, st workflows.EventState) (map[str
 	}
 	times := make([]time.Duration, len(refs))
 	err := parallel(len(refs), 16, func(i int) error {
-		var bs workflows.BuildState
-		if err := s.Client.GetWorkflow(ctx, refs[i].WorkflowID(), "").Get(ctx, &bs); err != nil {
-			return fmt.Errorf("build %s: %w", refs[i], err)
+		bs, err := buildState(ctx, s.Client, refs[i], st)
+		if err != nil {
+			return err
 		}
 		for _, step := range bs.Steps {
 			times[i] += step.End.Sub(step.Start)

@@ -60,7 +60,11 @@ func runLatency(ctx context.Context, b *bench) (string, error) {
 	if b.trace {
 		fmt.Fprintf(os.Stderr, "latency: timeline of event lat/%d (trigger at 0, step started at %.1f ms)\n", l.lastEvent, ms(l.lastStep.Sub(l.lastT0)))
 		ref := workflows.BuildRef{Pipeline: "lat", Job: "main", Event: l.lastEvent}
-		if err := writeTrace(ctx, os.Stderr, s.Client, l.lastT0, workflows.PipelineWorkflowID("lat"), ref.EventRef().WorkflowID(), ref.WorkflowID()); err != nil {
+		ids := []string{workflows.PipelineWorkflowID("lat"), ref.EventRef().WorkflowID()}
+		if !b.buildsInEvents {
+			ids = append(ids, ref.WorkflowID())
+		}
+		if err := writeTrace(ctx, os.Stderr, s.Client, l.lastT0, ids...); err != nil {
 			return "", err
 		}
 	}
@@ -115,9 +119,9 @@ func (l *latencyRun) sluice(ctx context.Context, i int) error {
 	if i == 0 {
 		return nil
 	}
-	var bs workflows.BuildState
-	if err := l.s.Client.GetWorkflow(ctx, ref.WorkflowID(), "").Get(ctx, &bs); err != nil {
-		return fmt.Errorf("build %s: %w", ref, err)
+	bs, err := buildState(ctx, l.s.Client, ref, res[ev.ID])
+	if err != nil {
+		return err
 	}
 	l.lats = append(l.lats, sp.start.Sub(t0))
 	// StartTime is set by the claim: the start of the workflow task that

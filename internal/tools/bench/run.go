@@ -67,6 +67,9 @@ type bench struct {
 	trace bool
 	// dynamicConfig overrides the embedded server's settings (-dc).
 	dynamicConfig map[string]any
+	// buildsInEvents: pipelines run their builds inside their events
+	// (-builds-in-events, PipelineConfig.BuildsInEvents).
+	buildsInEvents bool
 	// progress prints a human line on stderr.
 	progress func(format string, args ...any)
 	// pg, while a _pg figure runs, is the PostgreSQL server its stacks use
@@ -87,6 +90,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	registryMembers := fs.Int("registry-members", 0, "members of the registry figure (default 500, 100 with -quick)")
 	registryFor := fs.Duration("registry-for", 0, "how long the registry figure runs (default 5m, 30s with -quick)")
 	registryMode := fs.String("registry-mode", "lease", "what the registry figure's members do at each check-in: lease (read grants by query, renew the lease when needed, as executors do) or update (a heartbeat update every time, as before leases)")
+	buildsInEvents := fs.Bool("builds-in-events", false, "pipelines run their builds inside their events (docs/option-b.md) instead of a build workflow each")
 	dc := fs.String("dc", "", "override Temporal dynamic config for experiments: key=value,... (ints, floats, bools, durations)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -131,7 +135,8 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	}
 	b := &bench{
 		plan: planFor(*quick, *registryMembers, *registryFor, *registryMode), bin: bin, root: root, trace: *trace, dynamicConfig: overrides,
-		log: slog.New(slog.NewTextHandler(sink, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		buildsInEvents: *buildsInEvents,
+		log:            slog.New(slog.NewTextHandler(sink, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		progress: func(format string, args ...any) {
 			fmt.Fprintf(os.Stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 		},

@@ -174,7 +174,8 @@ func (s *stack) startAPI(ctx context.Context) error {
 		Client: s.Client, Namespace: "default", Liveness: s.cfg.LivenessTimeout, AdmitWait: s.cfg.AdmitWait,
 		Dispatch: workflows.Dispatch{HeartbeatTimeout: s.cfg.HeartbeatTimeout, MaxAttempts: s.cfg.MaxAttempts},
 		Repos:    activities.CachedRepos(filepath.Join(s.dir, "api-git")), Logger: s.b.log,
-		LocalRepos: []string{"/"}, // the benchmark's repositories are temporary directories
+		LocalRepos:     []string{"/"}, // the benchmark's repositories are temporary directories
+		BuildsInEvents: s.b.buildsInEvents,
 	}
 	// Executors read and save each build's metadata through the API, which
 	// keeps it in sluice's store (as `sluice server` does).

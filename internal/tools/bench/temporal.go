@@ -48,6 +48,21 @@ func waitEvents(ctx context.Context, c client.Client, ids []string) (map[string]
 	return out, firstErr
 }
 
+// buildState is a build's final record: from its event's result when the
+// event ran it (PipelineConfig.BuildsInEvents), else from its own workflow.
+func buildState(ctx context.Context, c client.Client, ref workflows.BuildRef, ev workflows.EventState) (workflows.BuildState, error) {
+	for _, b := range ev.Builds {
+		if b.Build == ref {
+			return b, nil
+		}
+	}
+	var bs workflows.BuildState
+	if err := c.GetWorkflow(ctx, ref.WorkflowID(), "").Get(ctx, &bs); err != nil {
+		return bs, fmt.Errorf("build %s: %w", ref, err)
+	}
+	return bs, nil
+}
+
 // waitWorkflow waits for a workflow's result. A workflow not started yet
 // (an event admitted in a burst starts a moment after its number is handed
 // out, up to tens of seconds later behind a busy pipeline) is asked for

@@ -144,7 +144,12 @@ func (t *throughputRun) sluice(ctx context.Context, round int) error {
 	if bad := failedEvents(res); bad != "" {
 		return fmt.Errorf("not every event succeeded: %s", bad)
 	}
-	query := fmt.Sprintf("WorkflowType = 'BuildWorkflow' AND StartTime >= '%s'", start.UTC().Format(time.RFC3339Nano))
+	// Each event runs one build: its end is the build's when it runs it.
+	wfType := "BuildWorkflow"
+	if t.b.buildsInEvents {
+		wfType = "EventWorkflow"
+	}
+	query := fmt.Sprintf("WorkflowType = '%s' AND StartTime >= '%s'", wfType, start.UTC().Format(time.RFC3339Nano))
 	_, last, err := closedSpan(ctx, s.Client, query, n)
 	if err != nil {
 		return err
@@ -196,7 +201,11 @@ func (t *throughputRun) writeTrace(ctx context.Context) error {
 	}
 	build := workflows.BuildRef{Pipeline: mid.Pipeline, Job: "main", Event: mid.Number}
 	fmt.Fprintf(os.Stderr, "%s: timeline of event %s (0 = the first trigger)\n", t.figure, mid)
-	return writeTrace(ctx, os.Stderr, t.s.Client, t.lastStart, mid.WorkflowID(), build.WorkflowID())
+	ids := []string{mid.WorkflowID()}
+	if !t.b.buildsInEvents {
+		ids = append(ids, build.WorkflowID())
+	}
+	return writeTrace(ctx, os.Stderr, t.s.Client, t.lastStart, ids...)
 }
 
 // line is the figure's output: the existing keys first (docs quote them),
@@ -260,6 +269,7 @@ func (s *stack) startEventsOn(ctx context.Context, pipelines []string, n, width 
 // reached each stage: median and last. It shows where a burst queues up.
 func (s *stack) stages(ctx context.Context, start time.Time, accepted []time.Time, res map[string]workflows.EventState) (string, error) {
 	var refs []workflows.BuildRef
+	var evs []workflows.EventState
 	var evStarts []time.Time
 	for _, st := range res {
 		evStarts = append(evStarts, st.StartTime)
@@ -269,16 +279,15 @@ func (s *stack) stages(ctx context.Context, start time.Time, accepted []time.Tim
 				if err != nil {
 					return "", err
 				}
-				refs = append(refs, ref)
+				refs, evs = append(refs, ref), append(evs, st)
 			}
 		}
 	}
 	states := make([]workflows.BuildState, len(refs))
 	err := parallel(len(refs), 32, func(i int) error {
-		if err := s.Client.GetWorkflow(ctx, refs[i].WorkflowID(), "").Get(ctx, &states[i]); err != nil {
-			return fmt.Errorf("build %s: %w", refs[i], err)
-		}
-		return nil
+		var err error
+		states[i], err = buildState(ctx, s.Client, refs[i], evs[i])
+		return err
 	})
 	if err != nil {
 		return "", err
