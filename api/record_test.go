@@ -139,6 +139,27 @@ func TestOwnedBuildRecordCalls(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, workflows.StatusRunning, b.Status)
 	})
+	t.Run("the event cannot be asked: an error, not a missing build", func(t *testing.T) {
+		// A busy or restarting controller must not make a running build
+		// look gone: its executor would fail it.
+		t.Parallel()
+		c := mocks.NewClient(t)
+		eventQuery(c, nil, serviceerror.NewUnavailable("no poller seen for task queue recently"))
+		_, err := (&Service{Client: c, BuildsInEvents: true}).buildRecord(context.Background(), ref)
+		require.Error(t, err)
+		require.NotErrorIs(t, err, ErrNotFound)
+	})
+	t.Run("no build workflow, and the event cannot be asked", func(t *testing.T) {
+		t.Parallel()
+		c := mocks.NewClient(t)
+		c.On("QueryWorkflowWithOptions", mock.Anything, mock.MatchedBy(func(r *client.QueryWorkflowWithOptionsRequest) bool {
+			return r.WorkflowID == ref.WorkflowID()
+		})).Return(nil, serviceerror.NewNotFound("workflow not found")).Once()
+		eventQuery(c, nil, serviceerror.NewDeadlineExceeded("query timed out"))
+		_, err := (&Service{Client: c}).buildRecord(context.Background(), ref)
+		require.Error(t, err)
+		require.NotErrorIs(t, err, ErrNotFound)
+	})
 	t.Run("an event that runs no such build: its build workflow", func(t *testing.T) {
 		t.Parallel()
 		c := mocks.NewClient(t)

@@ -165,13 +165,21 @@ func (s *Service) GetBuild(ctx context.Context, ref workflows.BuildRef) (Build, 
 // where its own setting (SLUICE_BUILDS_IN_EVENTS) says new builds are.
 func (s *Service) buildRecord(ctx context.Context, ref workflows.BuildRef) (Build, error) {
 	if s.BuildsInEvents {
-		if st, ok := s.ownedBuildState(ctx, ref); ok {
+		st, ok, err := s.ownedBuildState(ctx, ref)
+		if err != nil {
+			return Build{}, translate(err, "build "+ref.String())
+		}
+		if ok {
 			return buildOf(ref, st), nil
 		}
 	}
 	b, err := s.workflowBuildRecord(ctx, ref)
 	if !s.BuildsInEvents && errors.Is(err, ErrNotFound) {
-		if st, ok := s.ownedBuildState(ctx, ref); ok {
+		st, ok, oerr := s.ownedBuildState(ctx, ref)
+		if oerr != nil {
+			return Build{}, translate(oerr, "build "+ref.String())
+		}
+		if ok {
 			return buildOf(ref, st), nil
 		}
 	}
@@ -179,28 +187,43 @@ func (s *Service) buildRecord(ctx context.Context, ref workflows.BuildRef) (Buil
 }
 
 // ownedBuildState reads a build from the event that runs it: its query
-// while the event runs, its result once it ended. false: the event does
-// not run it (an event that starts build workflows, or none).
-func (s *Service) ownedBuildState(ctx context.Context, ref workflows.BuildRef) (workflows.BuildState, bool) {
-	var st workflows.BuildState
+// while the event runs, its result once it ended. ok is false when the
+// event does not run it (no such event, an event that starts build
+// workflows, or one without this build); err is a failure to ask (a
+// timeout, the server or the controller unreachable), which says nothing
+// about where the build is.
+func (s *Service) ownedBuildState(ctx context.Context, ref workflows.BuildRef) (st workflows.BuildState, ok bool, err error) {
 	id := ref.EventRef().WorkflowID()
 	open, err := s.queryOpen(ctx, id, workflows.QueryBuild, &st, ref.String())
 	if err != nil {
-		return st, false
+		return st, false, notOwned(err)
 	}
 	if open {
-		return st, true
+		return st, true, nil
 	}
 	var ev workflows.EventState
 	if err := s.Client.GetWorkflow(ctx, id, "").Get(ctx, &ev); err != nil {
-		return st, false
+		return st, false, notOwned(err)
 	}
 	for _, b := range ev.Builds {
 		if b.Build == ref {
-			return b, true
+			return b, true, nil
 		}
 	}
-	return st, false
+	return st, false, nil
+}
+
+// notOwned is nil for the answers that say an event does not run a build
+// — no such workflow, or a query it does not know or refuses (an event
+// that starts build workflows has no build query; one that runs its
+// builds fails it for a build it does not have) — and err otherwise.
+func notOwned(err error) error {
+	var nf *serviceerror.NotFound
+	var qf *serviceerror.QueryFailed
+	if errors.As(err, &nf) || errors.As(err, &qf) {
+		return nil
+	}
+	return err
 }
 
 // workflowBuildRecord reads a build from its own BuildWorkflow.
@@ -301,7 +324,10 @@ func (s *Service) CancelBuild(ctx context.Context, id queue.Identity, ref workfl
 // cancelOwned cancels a build its event runs, by one update naming who
 // cancels it; owned is false when the event does not run the build.
 func (s *Service) cancelOwned(ctx context.Context, ref workflows.BuildRef, by string) (bool, error) {
-	st, ok := s.ownedBuildState(ctx, ref)
+	st, ok, err := s.ownedBuildState(ctx, ref)
+	if err != nil {
+		return true, translate(err, "build "+ref.String())
+	}
 	if !ok {
 		return false, nil
 	}
@@ -309,7 +335,7 @@ func (s *Service) cancelOwned(ctx context.Context, ref workflows.BuildRef, by st
 		// As for a build workflow that ended: there is nothing to cancel.
 		return true, fmt.Errorf("%w: build %s already ended %s", ErrNotFound, ref, st.Status)
 	}
-	err := s.update(ctx, ref.EventRef().WorkflowID(), workflows.UpdateCancelBuild, workflows.CancelBuildRequest{Build: ref.String(), By: by}, nil)
+	err = s.update(ctx, ref.EventRef().WorkflowID(), workflows.UpdateCancelBuild, workflows.CancelBuildRequest{Build: ref.String(), By: by}, nil)
 	return true, updateError(err, "build "+ref.String())
 }
 

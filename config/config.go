@@ -159,6 +159,9 @@ type Config struct {
 	AdmitWait time.Duration `env:"SLUICE_ADMIT_WAIT" envDefault:"100ms" desc:"an event start (API or webhook) waits at most this long for its pipeline to number it; past that it is admitted durably by a signal (the pipeline starts it once) and the answer is 202 with the admission ID (the CLI then asks until the event is numbered)"`
 	// MaxAttempts bounds dispatches of one build after executor loss.
 	MaxAttempts int `env:"SLUICE_BUILD_MAX_ATTEMPTS" envDefault:"3" desc:"dispatch attempts per build before it fails for executor loss"`
+	// BuildsInEvents: pipelines created or updated through this API run
+	// their builds inside their events (docs/option-b.md).
+	BuildsInEvents bool `env:"SLUICE_BUILDS_IN_EVENTS" envDefault:"false" desc:"run each new event's builds inside the event (one workflow per event instead of one per build, about a fifth less server work per build: docs/option-b.md); the API stamps it on the pipelines it creates or updates. Experimental: build lists (build list, /ui/builds, the queue page), /metrics' sluice_queue_builds_waiting and queue status do not count such builds yet; find a waiting one in the Temporal UI by SluiceOpenBuilds = \"QUEUED@<queue>\". Every controller and executor must run this version first"`
 	// ScheduleCatchup bounds how late a periodic build may still start.
 	ScheduleCatchup time.Duration `env:"SLUICE_SCHEDULE_CATCHUP_WINDOW" envDefault:"5m" desc:"a buildPeriodically fire missed while Temporal was down still starts if it is at most this late; older missed fires are skipped, as Screwdriver does not catch up (minimum 10s)"`
 	// LivenessTimeout is a member's lease: a member that does not renew it

@@ -347,9 +347,10 @@ func openSecrets(ctx context.Context, cfg *config.Config, log *slog.Logger) (sec
 func (a *app) apiServer(cfg *config.Config, c client.Client, store *logstore.Store, caches *cache.Store, secrets *api.SecretStore, blobs *blobstore.Store, log *slog.Logger, auth func(*http.Request) (queue.Identity, error), ppl *api.People) (*http.Server, *api.Service, error) {
 	svc := &api.Service{
 		Client: c, Namespace: cfg.TemporalNamespace, Liveness: cfg.LivenessTimeout, AdmitWait: cfg.AdmitWait,
-		Dispatch: workflows.Dispatch{HeartbeatTimeout: cfg.HeartbeatTimeout, MaxAttempts: cfg.MaxAttempts},
-		Repos:    activities.CachedRepos(filepath.Join(cfg.DataDir, "git")),
-		Logger:   log, LocalRepos: cfg.LocalRepos,
+		Dispatch:       workflows.Dispatch{HeartbeatTimeout: cfg.HeartbeatTimeout, MaxAttempts: cfg.MaxAttempts},
+		BuildsInEvents: cfg.BuildsInEvents,
+		Repos:          activities.CachedRepos(filepath.Join(cfg.DataDir, "git")),
+		Logger:         log, LocalRepos: cfg.LocalRepos,
 	}
 	if secrets != nil {
 		svc.HasSecrets = secrets.HasAny

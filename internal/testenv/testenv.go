@@ -96,6 +96,9 @@ type Options struct {
 	// (its RedirectURL is filled in) with the grants of Tokens' people:
 	// section.
 	OIDC *api.OIDCConfig
+	// BuildsInEvents: pipelines created through the API run their builds
+	// inside their events (api.Service.BuildsInEvents).
+	BuildsInEvents bool
 }
 
 // Env is one isolated sluice installation on the shared server.
@@ -179,6 +182,7 @@ func (s *Server) NewEnv(t testing.TB, opts Options) *Env {
 		Client: e.Client, Namespace: e.Namespace, Liveness: cfg.LivenessTimeout, AdmitWait: cfg.AdmitWait,
 		Dispatch: workflows.Dispatch{HeartbeatTimeout: cfg.HeartbeatTimeout, MaxAttempts: cfg.MaxAttempts},
 		Repos:    activities.CachedRepos(filepath.Join(dir, "git")), Logger: e.Logger,
+		BuildsInEvents: opts.BuildsInEvents,
 	}
 	var auth func(*http.Request) (queue.Identity, error)
 	var people *api.People

@@ -56,6 +56,9 @@ type options struct {
 	keep                         bool
 	// db is the Temporal server's persistence: sqlite or postgres.
 	db string
+	// buildsInEvents: the API creates pipelines whose events run their
+	// builds (SLUICE_BUILDS_IN_EVENTS).
+	buildsInEvents bool
 }
 
 func parseFlags(args []string, out io.Writer) (options, error) {
@@ -74,6 +77,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.DurationVar(&o.deadline, "deadline", 15*time.Minute, "give up (and fail) after this long")
 	fs.Uint64Var(&o.seed, "seed", 0, "random seed (0: from the clock)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (logs, records, databases) even on success")
+	fs.BoolVar(&o.buildsInEvents, "builds-in-events", false, "the pipelines' events run their builds themselves (SLUICE_BUILDS_IN_EVENTS=true on the API)")
 	fs.StringVar(&o.db, "db", "sqlite", "the Temporal server's persistence: sqlite (a file) or postgres (a throwaway PostgreSQL server, killed with nothing else)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -231,8 +235,10 @@ func (h *harness) setup(ctx context.Context, bin string) ([]string, error) {
 	}
 	h.temporal = mk("temporal", "Temporal is running", []string{"SLUICE_HOST=127.0.0.1", "SLUICE_TEMPORAL_DB=" + h.pgURL},
 		"temporal", "--data-dir", filepath.Join(h.dir, "temporal"), "--temporal-port", strconv.Itoa(tp), "--ui-port", "0")
-	h.api = mk("api", "api_listening", []string{"SLUICE_DATA_DIR=" + filepath.Join(h.dir, "api"), "SLUICE_LOCAL_REPOS=/"},
-		"api", "--api-addr", "127.0.0.1:"+strconv.Itoa(ap))
+	h.api = mk("api", "api_listening", []string{
+		"SLUICE_DATA_DIR=" + filepath.Join(h.dir, "api"), "SLUICE_LOCAL_REPOS=/",
+		"SLUICE_BUILDS_IN_EVENTS=" + strconv.FormatBool(h.o.buildsInEvents),
+	}, "api", "--api-addr", "127.0.0.1:"+strconv.Itoa(ap))
 	h.controller = mk("controller", "controller_started", []string{"SLUICE_DATA_DIR=" + filepath.Join(h.dir, "controller")},
 		"worker", "--role", "controller")
 	for i := range h.o.executors {
