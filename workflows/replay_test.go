@@ -18,7 +18,9 @@ import (
 // (versioned by their input) and admission by signal, v4_* from Slim
 // builds and lane places in events' results, v5_* from builds handed to
 // the lanes by the enqueue-builds update and started with the lanes'
-// answer; all must keep replaying.
+// answer, v6_* from builds that no lane can make wait not held for
+// earlier events, v7_owned_* from events that run their builds themselves
+// (SLUICE_BUILDS_IN_EVENTS); all must keep replaying.
 func TestReplayRecordedHistories(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob(filepath.Join("testdata", "histories", "*.json"))

@@ -30,10 +30,26 @@ import (
 // replays them on every run: a change to workflow code that breaks running
 // workflows fails there. Any other value than 1 names a generation: the files
 // get it as a prefix (SLUICE_RECORD_HISTORIES=v3 writes v3_*.json), so the
-// histories of older workflow code stay and keep being replayed.
+// histories of older workflow code stay and keep being replayed. It runs
+// twice: with build workflows, and with builds inside their events
+// (SLUICE_BUILDS_IN_EVENTS), whose recorded files add "owned_" after the
+// generation.
 func TestRecordedHistoriesReplay(t *testing.T) {
 	t.Parallel()
-	e := server.NewEnv(t, testenv.Options{LocalExecutor: true})
+	for _, owned := range []bool{false, true} {
+		name := "build workflows"
+		if owned {
+			name = "builds in events"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			recordedHistoriesReplay(t, owned)
+		})
+	}
+}
+
+func recordedHistoriesReplay(t *testing.T, owned bool) {
+	e := server.NewEnv(t, testenv.Options{LocalExecutor: true, BuildsInEvents: owned})
 	ctx := e.Context()
 	spec := `
 stages:
@@ -107,7 +123,13 @@ jobs:
 		}
 		histories[id] = history(t, e.Client, id, ex.GetExecution().GetRunId())
 	}
-	require.GreaterOrEqual(t, len(histories), 10)
+	// The pipeline, the registry, two events and, with build workflows,
+	// each build's.
+	want := 10
+	if owned {
+		want = 4
+	}
+	require.GreaterOrEqual(t, len(histories), want)
 
 	replayer := worker.NewWorkflowReplayer()
 	workflows.Register(replayer)
@@ -122,6 +144,9 @@ jobs:
 	prefix := ""
 	if generation != "1" {
 		prefix = generation + "_"
+	}
+	if owned {
+		prefix += "owned_"
 	}
 	_, file, _, _ := runtime.Caller(0)
 	dir := filepath.Join(filepath.Dir(file), "..", "..", "workflows", "testdata", "histories")
