@@ -140,6 +140,22 @@ func (c *queueCollector) collect(ctx context.Context, ch chan<- prometheus.Metri
 		ch <- prometheus.MustNewConstMetric(descLive, prometheus.GaugeValue, float64(live), q.Name)
 		base := fmt.Sprintf("WorkflowType = 'BuildWorkflow' AND ExecutionStatus = 'Running' AND %s = %s", workflows.SAQueue.GetName(), quote(q.Name))
 		dispatched := fmt.Sprintf(" AND %s IS NOT NULL", workflows.SADispatchedAt.GetName())
+		// Builds run inside their events are counted from the events'
+		// memos (SLUICE_BUILDS_IN_EVENTS).
+		var owned []Build
+		if c.svc.BuildsInEvents {
+			if owned, err = c.svc.ownedWaiting(ctx, q.Name, maxWaitingScanned); err != nil {
+				return err
+			}
+		}
+		ownedCount := map[string]int{}
+		for _, b := range owned {
+			label := string(b.Status)
+			if b.Status == workflows.StatusQueued && b.QueuedTime.IsZero() {
+				label = "HELD"
+			}
+			ownedCount[label]++
+		}
 		for _, w := range []struct{ label, where string }{
 			// N18: only QUEUED builds that were dispatched wait for a slot
 			// (what autoscaling should count); the others wait in their
@@ -154,9 +170,9 @@ func (c *queueCollector) collect(ctx context.Context, ch chan<- prometheus.Metri
 			if err != nil {
 				return err
 			}
-			ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(n), q.Name, w.label)
+			ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(n+ownedCount[w.label]), q.Name, w.label)
 		}
-		if err := c.collectWaitCodes(ctx, ch, q, plan, ms, now); err != nil {
+		if err := c.collectWaitCodes(ctx, ch, q, plan, ms, now, owned); err != nil {
 			return err
 		}
 	}
@@ -170,16 +186,21 @@ const maxWaitingScanned = 1000
 // collectWaitCodes counts queue q's waiting builds by wait code. A build
 // dispatched to the queue gets the queue's code from its plan (never-served,
 // no-member, min-gap or slot-busy), as `build show` would.
-func (c *queueCollector) collectWaitCodes(ctx context.Context, ch chan<- prometheus.Metric, q queue.Queue, plan queue.Plan, ms []queue.Member, now time.Time) error {
+func (c *queueCollector) collectWaitCodes(ctx context.Context, ch chan<- prometheus.Metric, q queue.Queue, plan queue.Plan, ms []queue.Member, now time.Time, owned []Build) error {
 	execs, err := c.svc.list(ctx, fmt.Sprintf("WorkflowType = 'BuildWorkflow' AND ExecutionStatus = 'Running' AND %s = %s AND %s != '%s'",
 		workflows.SAQueue.GetName(), quote(q.Name), workflows.SAStatus.GetName(), workflows.StatusRunning), maxWaitingScanned)
 	if err != nil {
 		return err
 	}
 	counts := map[workflows.WaitCode]int{}
+	waiting := owned
 	for _, ex := range execs {
-		b, ok := buildFromVisibility(ex)
-		if !ok || b.Status.Final() || b.Status == workflows.StatusRunning {
+		if b, ok := buildFromVisibility(ex); ok {
+			waiting = append(waiting, b)
+		}
+	}
+	for _, b := range waiting {
+		if b.Status.Final() || b.Status == workflows.StatusRunning {
 			continue
 		}
 		code := b.WaitCode

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
@@ -205,4 +206,49 @@ func TestCancelOwnedBuild(t *testing.T) {
 		require.ErrorIs(t, err, ErrNotFound)
 		require.ErrorContains(t, err, "already ended SUCCESS")
 	})
+}
+
+// An event that runs its builds lists them in its memo, one key per build:
+// the API reads each back with what a build workflow's search attributes
+// would have said, and skips other keys.
+func TestOwnedFromVisibility(t *testing.T) {
+	t.Parallel()
+	dc := converter.GetDefaultDataConverter()
+	queuedAt := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+	payload := func(v any) *commonpb.Payload {
+		p, err := dc.ToPayload(v)
+		require.NoError(t, err)
+		return p
+	}
+	queued := workflows.BuildSummary{
+		Status: workflows.StatusQueued, Queue: "linux", Priority: 2, Reason: "waiting for a slot on queue linux",
+		WaitCode: workflows.WaitSlotBusy, QueuedTime: queuedAt,
+	}
+	ended := workflows.BuildSummary{Status: workflows.StatusSuccess, Queue: "linux", Cause: workflows.CauseSucceeded, Executor: "exec-a", Attempts: 1}
+	ex := &workflowpb.WorkflowExecutionInfo{
+		Memo: &commonpb.Memo{Fields: map[string]*commonpb.Payload{
+			workflows.OwnedBuildMemo("app/test/3"):  payload(queued),
+			workflows.OwnedBuildMemo("app/lint/3"):  payload(ended),
+			workflows.MemoStatuses:                  payload("off: local"),
+			workflows.OwnedBuildMemo("not a build"): payload(ended),
+		}},
+		SearchAttributes: &commonpb.SearchAttributes{IndexedFields: map[string]*commonpb.Payload{
+			workflows.SASHA.GetName(): payload("abc123"), workflows.SABranch.GetName(): payload("main"),
+		}},
+	}
+	got := ownedFromVisibility(ex)
+	require.Len(t, got, 2)
+	lint, test := got[0], got[1]
+	require.Equal(t, "app/lint/3", lint.ID)
+	require.Equal(t, workflows.StatusSuccess, lint.Status)
+	require.Equal(t, "exec-a", lint.Executor)
+	require.Equal(t, "app/test/3", test.ID)
+	require.Equal(t, "app/3", test.Event)
+	require.Equal(t, workflows.StatusQueued, test.Status)
+	require.Equal(t, "linux", test.Queue)
+	require.Equal(t, 2, test.Priority)
+	require.Equal(t, workflows.WaitSlotBusy, test.WaitCode)
+	require.Equal(t, "abc123", test.SHA)
+	require.Equal(t, "main", test.Branch)
+	require.True(t, test.QueuedTime.Equal(queuedAt))
 }

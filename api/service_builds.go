@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -107,6 +108,61 @@ func (s *Service) ListBuildsPage(ctx context.Context, f BuildFilter) ([]Build, s
 		}
 	}
 	return out, next, nil
+}
+
+// ownedFromVisibility lists the builds an event runs itself from its
+// visibility record: each is a memo key (workflows.OwnedBuildMemo) whose
+// summary carries what a build workflow's search attributes say.
+func ownedFromVisibility(ex *workflowpb.WorkflowExecutionInfo) []Build {
+	sa := ex.GetSearchAttributes()
+	var out []Build
+	for key, f := range ex.GetMemo().GetFields() {
+		id, ok := strings.CutPrefix(key, workflows.OwnedBuildMemo(""))
+		if !ok {
+			continue
+		}
+		ref, err := workflows.ParseBuildRef(id)
+		if err != nil {
+			continue
+		}
+		var sum workflows.BuildSummary
+		if converter.GetDefaultDataConverter().FromPayload(f, &sum) != nil {
+			continue
+		}
+		out = append(out, Build{
+			ID: ref.String(), Pipeline: ref.Pipeline, Job: ref.Job, Event: ref.EventRef().String(), PR: ref.PR,
+			Status: sum.Status, Queue: sum.Queue, Priority: sum.Priority, Cause: sum.Cause, CreateTime: sum.CreateTime,
+			Executor: sum.Executor, SHA: saString(sa, workflows.SASHA.GetName()), Branch: saString(sa, workflows.SABranch.GetName()),
+			Reason: sum.Reason, WaitCode: sum.WaitCode, Attempts: sum.Attempts, QueuedTime: sum.QueuedTime, StartTime: sum.StartTime,
+			EndTime: sum.EndTime, WaitUntil: sum.WaitUntil, CollapsedInto: sum.CollapsedInto, Fork: sum.Fork,
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// ownedWaiting lists the builds waiting on queue q inside the running
+// events that run their builds (SluiceOpenBuilds), at most limit events
+// read.
+func (s *Service) ownedWaiting(ctx context.Context, q string, limit int) ([]Build, error) {
+	var tokens []string
+	for _, st := range []workflows.Status{workflows.StatusCreated, workflows.StatusQueued, workflows.StatusBlocked, workflows.StatusFrozen} {
+		tokens = append(tokens, quote(workflows.OpenBuildToken(st, q)))
+	}
+	execs, err := s.list(ctx, fmt.Sprintf("WorkflowType = 'EventWorkflow' AND ExecutionStatus = 'Running' AND %s IN (%s)",
+		workflows.SAOpenBuilds.GetName(), strings.Join(tokens, ", ")), limit)
+	if err != nil {
+		return nil, err
+	}
+	var out []Build
+	for _, ex := range execs {
+		for _, b := range ownedFromVisibility(ex) {
+			if b.Queue == q && !b.Status.Final() && b.Status != workflows.StatusRunning {
+				out = append(out, b)
+			}
+		}
+	}
+	return out, nil
 }
 
 func buildFromVisibility(ex *workflowpb.WorkflowExecutionInfo) (Build, bool) {

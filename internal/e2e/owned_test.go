@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -82,6 +83,17 @@ jobs:
 			res, err := e.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: e.Namespace, Query: query})
 			return err == nil && len(res.GetExecutions()) == 1 && res.GetExecutions()[0].GetExecution().GetWorkflowId() == ref.WorkflowID()
 		}, 30*time.Second, 100*time.Millisecond, "the event is found by its waiting build (%s)", query)
+		// /metrics counts it from its event's memo, as autoscalers read it.
+		e.WaitFor("the waiting build in /metrics", 30*time.Second, func() bool {
+			m := scrape(t, e.APIURL+"/metrics")
+			byCode := 0.0
+			for k, v := range m {
+				if strings.HasPrefix(k, `sluice_queue_builds_waiting_by_code{queue="idle",`) {
+					byCode += v
+				}
+			}
+			return m[`sluice_queue_builds_waiting{queue="idle",status="QUEUED"}`] == 1 && byCode == 1
+		})
 		b, err := e.API.GetBuild(ctx, id)
 		require.NoError(t, err)
 		require.Equal(t, workflows.StatusQueued, b.Status)
