@@ -236,18 +236,35 @@ func (s *Service) QueueStatus(ctx context.Context, name string) (QueueStatus, er
 	if st.Waiting, err = s.count(ctx, base+fmt.Sprintf(" AND %s IN ('CREATED', 'BLOCKED', 'FROZEN')", workflows.SAStatus.GetName())); err != nil {
 		return st, err
 	}
+	oldest := func(b Build) {
+		if wait := now.Sub(b.QueuedTime); wait > st.OldestWait {
+			st.Oldest, st.OldestWait = b.ID, wait
+		}
+	}
 	if st.Backlog > 0 {
 		execs, err := s.list(ctx, base+fmt.Sprintf(" AND %s = 'QUEUED'", workflows.SAStatus.GetName()), 2000)
 		if err != nil {
 			return st, err
 		}
 		for _, ex := range execs {
-			b, ok := buildFromVisibility(ex)
-			if !ok || b.QueuedTime.IsZero() {
-				continue
+			if b, ok := buildFromVisibility(ex); ok && !b.QueuedTime.IsZero() {
+				oldest(b)
 			}
-			if wait := now.Sub(b.QueuedTime); wait > st.OldestWait {
-				st.Oldest, st.OldestWait = b.ID, wait
+		}
+	}
+	if s.BuildsInEvents {
+		// Builds run inside their events, from the events' memos.
+		owned, err := s.ownedWaiting(ctx, name, 2000)
+		if err != nil {
+			return st, err
+		}
+		for _, b := range owned {
+			switch {
+			case b.Status == workflows.StatusQueued && !b.QueuedTime.IsZero():
+				st.Backlog++
+				oldest(b)
+			case b.Status == workflows.StatusCreated, b.Status == workflows.StatusBlocked, b.Status == workflows.StatusFrozen:
+				st.Waiting++
 			}
 		}
 	}

@@ -141,6 +141,30 @@ func ownedFromVisibility(ex *workflowpb.WorkflowExecutionInfo) []Build {
 	return out
 }
 
+// ownedAhead counts the builds run inside their events that wait for a
+// slot on b's queue ahead of b (a higher priority, or the same and
+// dispatched earlier), reading each queue's once per call (cache).
+func (s *Service) ownedAhead(ctx context.Context, cache map[string][]Build, b *Build) (int, error) {
+	owned, seen := cache[b.Queue]
+	if !seen {
+		var err error
+		if owned, err = s.ownedWaiting(ctx, b.Queue, maxWaitingScanned); err != nil {
+			return 0, err
+		}
+		cache[b.Queue] = owned
+	}
+	n := 0
+	for _, o := range owned {
+		if o.ID == b.ID || o.Status != workflows.StatusQueued || o.QueuedTime.IsZero() {
+			continue
+		}
+		if o.Priority < b.Priority || o.Priority == b.Priority && o.QueuedTime.Before(b.QueuedTime) {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // ownedWaiting lists the builds waiting on queue q inside the running
 // events that run their builds (SluiceOpenBuilds), at most limit events
 // read.
@@ -424,6 +448,7 @@ func (s *Service) liveReasons(ctx context.Context, builds []*Build) error {
 	now := s.now()
 	typical := map[string]time.Duration{}
 	lanes := map[string]map[string]int{}
+	ownedOn := map[string][]Build{}
 	for _, b := range waiting {
 		pic := waitPicture{code: b.WaitCode, now: now, waitUntil: b.WaitUntil}
 		q, ok := findQueue(queues, b.Queue)
@@ -446,6 +471,13 @@ func (s *Service) liveReasons(ctx context.Context, builds []*Build) error {
 				workflows.SADispatchedAt.GetName(), b.QueuedTime.UTC().Format(time.RFC3339Nano)))
 			if err != nil {
 				return err
+			}
+			if s.BuildsInEvents {
+				more, err := s.ownedAhead(ctx, ownedOn, b)
+				if err != nil {
+					return err
+				}
+				ahead += more
 			}
 			b.Reason = queue.WaitReason(q, plan, plan.Busy, ahead)
 			b.WaitCode = queueWaitCode(q, plan, members, b.Fork, ahead)

@@ -98,6 +98,23 @@ jobs:
 		require.NoError(t, err)
 		require.Equal(t, workflows.StatusQueued, b.Status)
 		require.Contains(t, b.Reason, "idle")
+		require.Equal(t, 1, b.Position, "first in line")
+
+		// A second pull request's build waits behind it: queue status and
+		// the place in line count both, from their events' memos.
+		later, err := e.StartEvent(ctx, "owned", api.StartEventRequest{Type: "pr", Branch: "main", PR: 5, SHA: repo.Head()})
+		require.NoError(t, err)
+		laterRef, err := workflows.ParseEventRef(later.ID)
+		require.NoError(t, err)
+		second := workflows.BuildRef{Pipeline: "owned", Job: "wait", Event: laterRef.Number, PR: 5}.String()
+		e.WaitFor("two builds waiting on queue idle", 30*time.Second, func() bool {
+			st, err := e.API.QueueStatus(ctx, "idle")
+			return err == nil && st.Backlog == 2 && st.Oldest == id
+		})
+		b2, err := e.API.GetBuild(ctx, second)
+		require.NoError(t, err)
+		require.Equal(t, 2, b2.Position, "behind %s", id)
+		require.NoError(t, e.API.CancelEvent(ctx, later.ID))
 
 		require.NoError(t, e.API.CancelBuild(ctx, id))
 		ev := e.WaitEvent(started.ID, time.Minute)
