@@ -198,6 +198,23 @@ func (s *Service) failBuildsOf(ctx context.Context, name string) {
 			s.Logger.WarnContext(ctx, "deleted_queue_build_not_failed", "build", ex.GetExecution().GetWorkflowId(), "error", err)
 		}
 	}
+	if !s.BuildsInEvents {
+		return
+	}
+	// Events that run their builds fail those on the queue that no
+	// executor took yet.
+	events, err := s.list(ctx, fmt.Sprintf("WorkflowType = 'EventWorkflow' AND ExecutionStatus = 'Running' AND %s = %s",
+		workflows.SAQueues.GetName(), quote(name)), 1000)
+	if err != nil {
+		s.Logger.WarnContext(ctx, "deleted_queue_sweep_failed", "queue", name, "error", err)
+		return
+	}
+	for _, ex := range events {
+		id := ex.GetExecution().GetWorkflowId()
+		if err := s.Client.SignalWorkflow(ctx, id, "", workflows.SignalQueueDeleted, workflows.QueueDeleted{Queue: name, Reason: msg.Reason}); err != nil {
+			s.Logger.WarnContext(ctx, "deleted_queue_event_not_told", "event", id, "error", err)
+		}
+	}
 }
 
 // QueueStatus explains a queue: rules, the active rule and why, members and

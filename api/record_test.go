@@ -2,6 +2,8 @@ package api
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/mocks"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluice-ci/sluice/queue"
 	"github.com/sluice-ci/sluice/workflows"
@@ -251,4 +254,79 @@ func TestOwnedFromVisibility(t *testing.T) {
 	require.Equal(t, "abc123", test.SHA)
 	require.Equal(t, "main", test.Branch)
 	require.True(t, test.QueuedTime.Equal(queuedAt))
+}
+
+// With SLUICE_BUILDS_IN_EVENTS a page of builds comes from both places a
+// build can be — build workflows and the memos of events that run their
+// builds — newest first, filtered alike, and its token continues both.
+func TestListBuildsFromBothPlaces(t *testing.T) {
+	t.Parallel()
+	dc := converter.GetDefaultDataConverter()
+	payload := func(v any) *commonpb.Payload {
+		p, err := dc.ToPayload(v)
+		require.NoError(t, err)
+		return p
+	}
+	t0 := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+	legacy := &workflowpb.WorkflowExecutionInfo{
+		Execution: &commonpb.WorkflowExecution{WorkflowId: "build/app/test/1"},
+		StartTime: timestamppb.New(t0),
+		SearchAttributes: &commonpb.SearchAttributes{IndexedFields: map[string]*commonpb.Payload{
+			workflows.SAStatus.GetName(): payload("SUCCESS"), workflows.SAQueue.GetName(): payload("default"),
+		}},
+	}
+	event := &workflowpb.WorkflowExecutionInfo{
+		Execution: &commonpb.WorkflowExecution{WorkflowId: "event/app/2"},
+		Memo: &commonpb.Memo{Fields: map[string]*commonpb.Payload{
+			workflows.OwnedBuildMemo("app/test/2"): payload(workflows.BuildSummary{Status: workflows.StatusSuccess, Queue: "default", CreateTime: t0.Add(time.Minute)}),
+			workflows.OwnedBuildMemo("app/lint/2"): payload(workflows.BuildSummary{Status: workflows.StatusFailure, Queue: "default", CreateTime: t0.Add(time.Minute)}),
+		}},
+	}
+	list := func(c *mocks.Client, kind, token string, res *workflowservice.ListWorkflowExecutionsResponse) {
+		c.On("ListWorkflow", mock.Anything, mock.MatchedBy(func(r *workflowservice.ListWorkflowExecutionsRequest) bool {
+			return strings.Contains(r.GetQuery(), "WorkflowType = '"+kind+"'") && string(r.GetNextPageToken()) == token
+		})).Return(res, nil).Once()
+	}
+	c := mocks.NewClient(t)
+	list(c, "BuildWorkflow", "", &workflowservice.ListWorkflowExecutionsResponse{Executions: []*workflowpb.WorkflowExecutionInfo{legacy}, NextPageToken: []byte("L")})
+	list(c, "BuildWorkflow", "L", &workflowservice.ListWorkflowExecutionsResponse{NextPageToken: []byte("M")})
+	list(c, "EventWorkflow", "", &workflowservice.ListWorkflowExecutionsResponse{Executions: []*workflowpb.WorkflowExecutionInfo{event}})
+	s := &Service{Client: c, BuildsInEvents: true}
+	got, next, err := s.ListBuildsPage(context.Background(), BuildFilter{Pipeline: "app", Job: "test", Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, got, 2, "lint/2 is not job test")
+	require.Equal(t, "app/test/2", got[0].ID, "newest first")
+	require.Equal(t, "app/test/1", got[1].ID)
+	require.Equal(t, "o.TQ.~", next, "the build workflows go on; the events are done")
+
+	// The next page asks the build workflows only.
+	list(c, "BuildWorkflow", "M", &workflowservice.ListWorkflowExecutionsResponse{})
+	got, next, err = s.ListBuildsPage(context.Background(), BuildFilter{Pipeline: "app", Job: "test", Limit: 10, Page: next})
+	require.NoError(t, err)
+	require.Empty(t, got)
+	require.Empty(t, next)
+
+	_, _, err = s.ListBuildsPage(context.Background(), BuildFilter{Page: "not-ours"})
+	require.ErrorIs(t, err, ErrInvalid)
+	require.Contains(t, ownedEventsQuery(BuildFilter{Status: workflows.StatusQueued, Queue: "linux"}), "SluiceOpenBuilds = 'QUEUED@linux'")
+}
+
+// A deleted queue's unclaimed builds fail: build workflows by a lane
+// message, and, with SLUICE_BUILDS_IN_EVENTS, the events that run builds
+// able to reach it by their queue-deleted signal.
+func TestFailBuildsOfADeletedQueueInEvents(t *testing.T) {
+	t.Parallel()
+	c := mocks.NewClient(t)
+	c.On("ListWorkflow", mock.Anything, mock.MatchedBy(func(r *workflowservice.ListWorkflowExecutionsRequest) bool {
+		return strings.Contains(r.GetQuery(), "WorkflowType = 'BuildWorkflow'")
+	})).Return(&workflowservice.ListWorkflowExecutionsResponse{}, nil).Once()
+	c.On("ListWorkflow", mock.Anything, mock.MatchedBy(func(r *workflowservice.ListWorkflowExecutionsRequest) bool {
+		return strings.Contains(r.GetQuery(), "WorkflowType = 'EventWorkflow'") && strings.Contains(r.GetQuery(), "SluiceQueues = 'gpu'")
+	})).Return(&workflowservice.ListWorkflowExecutionsResponse{Executions: []*workflowpb.WorkflowExecutionInfo{
+		{Execution: &commonpb.WorkflowExecution{WorkflowId: "event/app/4"}},
+	}}, nil).Once()
+	c.On("SignalWorkflow", mock.Anything, "event/app/4", "", workflows.SignalQueueDeleted,
+		workflows.QueueDeleted{Queue: "gpu", Reason: "queue gpu was deleted while the build waited for it"}).Return(nil).Once()
+	s := &Service{Client: c, BuildsInEvents: true, Logger: slog.New(slog.DiscardHandler)}
+	s.failBuildsOf(context.Background(), "gpu")
 }

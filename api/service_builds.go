@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -96,7 +97,16 @@ func (s *Service) ListBuildsPage(ctx context.Context, f BuildFilter) ([]Build, s
 	if err != nil {
 		return nil, "", err
 	}
-	execs, next, err := s.listPage(ctx, strings.Join(q, " AND "), f.Limit, f.Page)
+	if s.BuildsInEvents {
+		return s.listBothPage(ctx, f, strings.Join(q, " AND "))
+	}
+	out, next, err := s.workflowBuildsPage(ctx, strings.Join(q, " AND "), f.Limit, f.Page)
+	return out, next, err
+}
+
+// workflowBuildsPage lists one page of build workflows.
+func (s *Service) workflowBuildsPage(ctx context.Context, query string, limit int, page string) ([]Build, string, error) {
+	execs, next, err := s.listPage(ctx, query, limit, page)
 	if err != nil {
 		return nil, "", err
 	}
@@ -108,6 +118,125 @@ func (s *Service) ListBuildsPage(ctx context.Context, f BuildFilter) ([]Build, s
 		}
 	}
 	return out, next, nil
+}
+
+// bothPagePrefix marks a page token of listBothPage: "o.<build workflows'
+// token>.<events' token>", each "" to start and "~" once exhausted.
+const bothPagePrefix = "o."
+
+// listBothPage lists one page of builds from both places a build can be:
+// its own workflow (legacyQuery) and the memo of an event that runs its
+// builds (SLUICE_BUILDS_IN_EVENTS). A page holds up to f.Limit builds of
+// each and is ordered newest first; the next page continues both.
+func (s *Service) listBothPage(ctx context.Context, f BuildFilter, legacyQuery string) ([]Build, string, error) {
+	legacyTok, eventTok := "", ""
+	if f.Page != "" {
+		rest, ok := strings.CutPrefix(f.Page, bothPagePrefix)
+		a, b, ok2 := strings.Cut(rest, ".")
+		if !ok || !ok2 {
+			return nil, "", invalid("page %q: not a page token from a previous answer", f.Page)
+		}
+		legacyTok, eventTok = a, b
+	}
+	const done = "~"
+	var out []Build
+	if legacyTok != done {
+		bs, next, err := s.workflowBuildsPage(ctx, legacyQuery, f.Limit, legacyTok)
+		if err != nil {
+			return nil, "", err
+		}
+		out, legacyTok = append(out, bs...), cmp.Or(next, done)
+	}
+	if eventTok != done {
+		execs, next, err := s.listPage(ctx, ownedEventsQuery(f), f.Limit, eventTok)
+		if err != nil {
+			return nil, "", err
+		}
+		for _, ex := range execs {
+			for _, b := range ownedFromVisibility(ex) {
+				if f.matches(b) {
+					out = append(out, b)
+				}
+			}
+		}
+		eventTok = cmp.Or(next, done)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].CreateTime.Equal(out[j].CreateTime) {
+			return out[i].CreateTime.After(out[j].CreateTime)
+		}
+		return out[i].ID > out[j].ID
+	})
+	if legacyTok == done && eventTok == done {
+		return out, "", nil
+	}
+	return out, bothPagePrefix + legacyTok + "." + eventTok, nil
+}
+
+// ownedEventsQuery finds the events whose builds may match f: by what an
+// event's own search attributes say (pipeline, event, pull request,
+// branch, start time); the rest is matched on each build (matches).
+func ownedEventsQuery(f BuildFilter) string {
+	q := []string{"WorkflowType = 'EventWorkflow'"}
+	add := func(key, v string) {
+		if v != "" {
+			q = append(q, key+" = "+quote(v))
+		}
+	}
+	add(workflows.SAPipeline.GetName(), f.Pipeline)
+	add(workflows.SAEvent.GetName(), f.Event)
+	add(workflows.SABranch.GetName(), f.Branch)
+	if f.PR > 0 {
+		q = append(q, fmt.Sprintf("%s = %d", workflows.SAPR.GetName(), f.PR))
+	}
+	if f.Status != "" && !f.Status.Final() {
+		// An unfinished build is in a running event.
+		q = append(q, "ExecutionStatus = 'Running'")
+		if f.Queue != "" {
+			add(workflows.SAOpenBuilds.GetName(), workflows.OpenBuildToken(f.Status, f.Queue))
+		}
+	}
+	if !f.Since.IsZero() {
+		// The event started before its builds.
+		q = append(q, "StartTime >= "+quote(f.Since.Add(-maxEventSpan).UTC().Format(time.RFC3339Nano)))
+	}
+	if !f.Until.IsZero() {
+		q = append(q, "StartTime < "+quote(f.Until.UTC().Format(time.RFC3339Nano)))
+	}
+	return strings.Join(q, " AND ")
+}
+
+// laneKeyOf is what a build workflow's SluiceJob says of b (its job, or
+// PR-<n>:<job> for a pull request's build), which a list's job filter
+// names.
+func laneKeyOf(b Build) string {
+	ref, err := workflows.ParseBuildRef(b.ID)
+	if err != nil {
+		return b.Job
+	}
+	return ref.LaneKey()
+}
+
+// maxEventSpan bounds how long after its event started a build is
+// created, for a list's since bound on events.
+const maxEventSpan = 7 * 24 * time.Hour
+
+// matches reports whether b, read from its event's memo, passes f's
+// filters.
+func (f BuildFilter) matches(b Build) bool {
+	switch {
+	case f.Job != "" && laneKeyOf(b) != f.Job,
+		f.Queue != "" && b.Queue != f.Queue,
+		f.Status != "" && b.Status != f.Status,
+		f.Cause != "" && b.Cause != f.Cause,
+		f.Executor != "" && b.Executor != f.Executor,
+		f.PR > 0 && b.PR != f.PR,
+		f.Event != "" && b.Event != f.Event,
+		!f.Since.IsZero() && b.CreateTime.Before(f.Since),
+		!f.Until.IsZero() && !b.CreateTime.Before(f.Until):
+		return false
+	}
+	return true
 }
 
 // ownedFromVisibility lists the builds an event runs itself from its

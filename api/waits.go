@@ -93,11 +93,32 @@ func (s *Service) typicalDuration(ctx context.Context, queueName string) (time.D
 	if err != nil {
 		return 0, err
 	}
+	var ended []Build
+	for _, ex := range execs {
+		if b, ok := buildFromVisibility(ex); ok {
+			ended = append(ended, b)
+		}
+	}
+	if s.BuildsInEvents {
+		// Builds run inside their events: the last events that could reach
+		// the queue, from their memos.
+		events, err := s.list(ctx, fmt.Sprintf("WorkflowType = 'EventWorkflow' AND ExecutionStatus != 'Running' AND %s = %s",
+			workflows.SAQueues.GetName(), quote(queueName)), recentBuilds)
+		if err != nil {
+			return 0, err
+		}
+		for _, ex := range events {
+			for _, b := range ownedFromVisibility(ex) {
+				if b.Queue == queueName && b.Status == workflows.StatusSuccess {
+					ended = append(ended, b)
+				}
+			}
+		}
+	}
 	var sum time.Duration
 	n := 0
-	for _, ex := range execs {
-		b, ok := buildFromVisibility(ex)
-		if !ok || b.StartTime.IsZero() || b.EndTime.Before(b.StartTime) {
+	for _, b := range ended {
+		if b.StartTime.IsZero() || b.EndTime.Before(b.StartTime) {
 			continue
 		}
 		sum += b.EndTime.Sub(b.StartTime)

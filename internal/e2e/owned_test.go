@@ -61,6 +61,19 @@ jobs:
 		require.NoError(t, err)
 		require.Contains(t, string(chunk.Data), "hello from a", "the executor wrote the step's log with its credential")
 
+		// build list reads them from the event's memo.
+		e.WaitFor("build list to show the event's builds", 30*time.Second, func() bool {
+			all, err := e.API.ListBuilds(ctx, api.BuildFilter{Pipeline: "owned", Event: ev.ID})
+			if err != nil || len(all) != 3 {
+				return false
+			}
+			a, err := e.API.ListBuilds(ctx, api.BuildFilter{Pipeline: "owned", Job: "a", Status: workflows.StatusSuccess})
+			return err == nil && len(a) == 1 && a[0].ID == ev.Builds[0].ID && a[0].Executor == "exec-a"
+		})
+		none, err := e.API.ListBuilds(ctx, api.BuildFilter{Pipeline: "owned", Status: workflows.StatusFailure})
+		require.NoError(t, err)
+		require.Empty(t, none)
+
 		n, err := e.Client.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
 			Namespace: e.Namespace, Query: "WorkflowType = 'BuildWorkflow' AND SluicePipeline = 'owned'",
 		})
