@@ -766,6 +766,10 @@ jobs:
 	ev2 := startEvent(t, e, "rb", api.StartEventRequest{Type: "commit", Branch: "main"})
 	waiting := []workflows.Status{workflows.StatusBlocked, workflows.StatusCreated, workflows.StatusQueued}
 	waitBuild(t, e, "rb/deploy/2", time.Minute, waiting...) // behind deploy 1
+	// Event 2's lint fails before event 3 starts: a lint of event 3 that
+	// arrived while lint 2 waited for its claim would collapse it (seen in
+	// make test on a loaded machine).
+	waitBuild(t, e, "rb/lint/2", time.Minute, workflows.StatusFailure)
 	ev3 := startEvent(t, e, "rb", api.StartEventRequest{Type: "commit", Branch: "main"})
 	waitBuild(t, e, "rb/deploy/3", time.Minute, waiting...)
 	gate.Open()
