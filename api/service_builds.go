@@ -62,12 +62,8 @@ func (s *Service) ListBuilds(ctx context.Context, f BuildFilter) ([]Build, error
 // ListBuildsPage lists one page of builds, newest first, from visibility
 // alone, and the token of the next page ("": none).
 func (s *Service) ListBuildsPage(ctx context.Context, f BuildFilter) ([]Build, string, error) {
-	q := []string{"WorkflowType = 'BuildWorkflow'"}
-	add := func(key, v string) {
-		if v != "" {
-			q = append(q, key+" = "+quote(v))
-		}
-	}
+	q := where{"WorkflowType = 'BuildWorkflow'"}
+	add := q.eq
 	add(workflows.SAPipeline.GetName(), f.Pipeline)
 	add(workflows.SAJob.GetName(), f.Job)
 	add(workflows.SAEvent.GetName(), f.Event)
@@ -173,16 +169,22 @@ func (s *Service) listBothPage(ctx context.Context, f BuildFilter, legacyQuery s
 	return out, bothPagePrefix + legacyTok + "." + eventTok, nil
 }
 
+// where is the conditions of a visibility query, joined by AND.
+type where []string
+
+// eq adds key = v, unless v is empty (no condition).
+func (w *where) eq(key, v string) {
+	if v != "" {
+		*w = append(*w, key+" = "+quote(v))
+	}
+}
+
 // ownedEventsQuery finds the events whose builds may match f: by what an
 // event's own search attributes say (pipeline, event, pull request,
 // branch, start time); the rest is matched on each build (matches).
 func ownedEventsQuery(f BuildFilter) string {
-	q := []string{"WorkflowType = 'EventWorkflow'"}
-	add := func(key, v string) {
-		if v != "" {
-			q = append(q, key+" = "+quote(v))
-		}
-	}
+	q := where{"WorkflowType = 'EventWorkflow'"}
+	add := q.eq
 	add(workflows.SAPipeline.GetName(), f.Pipeline)
 	add(workflows.SAEvent.GetName(), f.Event)
 	add(workflows.SABranch.GetName(), f.Branch)

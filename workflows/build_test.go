@@ -86,12 +86,8 @@ func newBuildHarness(t *testing.T, host hostKind, plans ...attemptPlan) *buildHa
 	env, rec := newEnv(t, func(env *testsuite.TestWorkflowEnvironment) { env.RegisterWorkflow(ownedBuildHost) })
 	h := &buildHarness{t: t, env: env, rec: rec, plans: plans, host: host, build: testBuild, cancelCh: map[string]chan struct{}{}}
 	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
-		if info.ActivityType.Name != "RunBuild" {
-			return
-		}
-		var in activities.RunBuildInput
-		if err := args.Get(&in); err != nil {
-			t.Errorf("decode RunBuild input: %v", err)
+		in, ok := runBuildStarted(t, info, args)
+		if !ok {
 			return
 		}
 		h.mu.Lock()
@@ -142,6 +138,21 @@ func newBuildHarness(t *testing.T, host hostKind, plans ...attemptPlan) *buildHa
 			return p.result, p.err
 		}).Maybe()
 	return h
+}
+
+// runBuildStarted decodes the input of a RunBuild activity that started
+// (false: another activity, or an input that does not decode).
+func runBuildStarted(t *testing.T, info *activity.Info, args converter.EncodedValues) (activities.RunBuildInput, bool) {
+	t.Helper()
+	var in activities.RunBuildInput
+	if info.ActivityType.Name != "RunBuild" {
+		return in, false
+	}
+	if err := args.Get(&in); err != nil {
+		t.Errorf("decode RunBuild input: %v", err)
+		return in, false
+	}
+	return in, true
 }
 
 func (h *buildHarness) plan(i int) attemptPlan {

@@ -155,12 +155,8 @@ func newOwnedEvent(t *testing.T, yaml string) *ownedEvent {
 	o.up.install(o.h.env)
 	env := o.h.env
 	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
-		if info.ActivityType.Name != "RunBuild" {
-			return
-		}
-		var in activities.RunBuildInput
-		if err := args.Get(&in); err != nil {
-			t.Errorf("decode RunBuild input: %v", err)
+		in, ok := runBuildStarted(t, info, args)
+		if !ok {
 			return
 		}
 		o.mu.Lock()
