@@ -23,16 +23,7 @@ import (
 func TestOneJobEventCostBudget(t *testing.T) {
 	t.Parallel()
 	e := server.NewEnv(t, testenv.Options{LocalExecutor: true})
-	ctx := e.Context()
-	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": `
-shared: {image: alpine}
-jobs:
-  main:
-    requires: [~commit]
-    steps: [{run: 'true'}]
-`})
-	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "cost", Repo: repo.Dir})
-	require.NoError(t, err)
+	createPipeline(t, e, "cost", oneJobSpec)
 
 	for range 2 { // the second event: nothing of the pipeline's first start left in it
 		event, builds := costedEvent(t, e, "cost", "main")
@@ -60,16 +51,13 @@ jobs:
 func TestChainedBuildCostBudget(t *testing.T) {
 	t.Parallel()
 	e := server.NewEnv(t, testenv.Options{LocalExecutor: true})
-	ctx := e.Context()
-	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": `
+	createPipeline(t, e, "chain", `
 shared: {image: alpine}
 jobs:
   a: {requires: [~commit], steps: [{run: 'true'}]}
   b: {requires: [a], steps: [{run: 'true'}]}
   c: {requires: [b], steps: [{run: 'true'}]}
-`})
-	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "chain", Repo: repo.Dir})
-	require.NoError(t, err)
+`)
 	jobs := []string{"a", "b", "c"}
 	event, builds := costedEvent(t, e, "chain", jobs...)
 	for i, build := range builds {
@@ -78,6 +66,15 @@ jobs:
 	const more = 2 // builds after the first
 	requireWithin(t, event, histcost.Cost{Events: 20 + 11*more, Tasks: 3 + 2*more, Visibility: 4}, "the event workflow")
 }
+
+// oneJobSpec is a pipeline of one job that does nothing.
+const oneJobSpec = `
+shared: {image: alpine}
+jobs:
+  main:
+    requires: [~commit]
+    steps: [{run: 'true'}]
+`
 
 // costedEvent starts a commit event of pipeline, waits for its success and
 // returns the cost of its event workflow and of its jobs' build workflows.

@@ -28,7 +28,7 @@ func TestBuildsInEvents(t *testing.T) {
 	ctx := e.Context()
 	_, err := e.API.CreateQueue(ctx, api.QueueRequest{Name: "idle", Rules: []string{"run-on=executors"}})
 	require.NoError(t, err)
-	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": `
+	repo := createPipeline(t, e, "owned", `
 shared: {image: alpine}
 jobs:
   a: {requires: [~commit], steps: [{hello: 'echo hello from a; meta set greeting hi'}]}
@@ -38,9 +38,7 @@ jobs:
     requires: [~pr]
     annotations: {screwdriver.cd/executor: idle}
     steps: [{run: 'true'}]
-`})
-	_, err = e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "owned", Repo: repo.Dir})
-	require.NoError(t, err)
+`)
 
 	t.Run("a chain runs inside its event", func(t *testing.T) {
 		started, err := e.StartEvent(ctx, "owned", api.StartEventRequest{Type: "commit", Branch: "main"})
@@ -151,16 +149,7 @@ jobs:
 func TestOwnedEventCostBudget(t *testing.T) {
 	t.Parallel()
 	e := server.NewEnv(t, testenv.Options{LocalExecutor: true, BuildsInEvents: true})
-	ctx := e.Context()
-	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": `
-shared: {image: alpine}
-jobs:
-  main:
-    requires: [~commit]
-    steps: [{run: 'true'}]
-`})
-	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "cost", Repo: repo.Dir})
-	require.NoError(t, err)
+	createPipeline(t, e, "cost", oneJobSpec)
 	for range 2 {
 		event, _ := costedEvent(t, e, "cost")
 		// Its start; a workflow task that reads the commit and spec, asks
