@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -113,6 +114,7 @@ func TestOwnedBuildRecordCalls(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, workflows.StatusRunning, b.Status)
 		require.Equal(t, "app/3", b.Event)
+		require.Equal(t, evID, b.Workflow, "the workflow a page links to is the event's")
 		require.Equal(t, []string{"h1"}, b.credentials, "the credential hash stays in the API")
 		require.Empty(t, b.AttemptList[0].CredentialHash)
 	})
@@ -297,7 +299,7 @@ func TestListBuildsFromBothPlaces(t *testing.T) {
 	require.Len(t, got, 2, "lint/2 is not job test")
 	require.Equal(t, "app/test/2", got[0].ID, "newest first")
 	require.Equal(t, "app/test/1", got[1].ID)
-	require.Equal(t, "o.TQ.~", next, "the build workflows go on; the events are done")
+	require.Equal(t, "o.TQ.~.0", next, "the build workflows go on; the events are done")
 
 	// The next page asks the build workflows only.
 	list(c, "BuildWorkflow", "M", &workflowservice.ListWorkflowExecutionsResponse{})
@@ -309,6 +311,54 @@ func TestListBuildsFromBothPlaces(t *testing.T) {
 	_, _, err = s.ListBuildsPage(context.Background(), BuildFilter{Page: "not-ours"})
 	require.ErrorIs(t, err, ErrInvalid)
 	require.Contains(t, ownedEventsQuery(BuildFilter{Status: workflows.StatusQueued, Queue: "linux"}), "SluiceOpenBuilds = 'QUEUED@linux'")
+}
+
+// A page of builds holds at most its limit even when one event runs more
+// builds than that: the next page lists the same events again past the
+// builds already listed.
+func TestListBuildsPagesWithinAnEvent(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+	fields := map[string]*commonpb.Payload{}
+	for i := 1; i <= 3; i++ {
+		p, err := converter.GetDefaultDataConverter().ToPayload(workflows.BuildSummary{
+			Status: workflows.StatusQueued, Queue: "default", CreateTime: t0.Add(time.Duration(i) * time.Second),
+		})
+		require.NoError(t, err)
+		fields[workflows.OwnedBuildMemo(fmt.Sprintf("app/test/5/%d", i))] = p
+	}
+	event := &workflowpb.WorkflowExecutionInfo{Execution: &commonpb.WorkflowExecution{WorkflowId: "event/app/5"}, Memo: &commonpb.Memo{Fields: fields}}
+	c := mocks.NewClient(t)
+	c.On("ListWorkflow", mock.Anything, mock.MatchedBy(func(r *workflowservice.ListWorkflowExecutionsRequest) bool {
+		return strings.Contains(r.GetQuery(), "WorkflowType = 'BuildWorkflow'")
+	})).Return(&workflowservice.ListWorkflowExecutionsResponse{}, nil).Once()
+	c.On("ListWorkflow", mock.Anything, mock.MatchedBy(func(r *workflowservice.ListWorkflowExecutionsRequest) bool {
+		return strings.Contains(r.GetQuery(), "WorkflowType = 'EventWorkflow'") && len(r.GetNextPageToken()) == 0
+	})).Return(&workflowservice.ListWorkflowExecutionsResponse{Executions: []*workflowpb.WorkflowExecutionInfo{event}}, nil).Twice()
+	s := &Service{Client: c, BuildsInEvents: true}
+
+	got, next, err := s.ListBuildsPage(context.Background(), BuildFilter{Pipeline: "app", Limit: 2})
+	require.NoError(t, err)
+	require.Equal(t, []string{"app/test/5/3", "app/test/5/2"}, buildIDs(got), "the limit, newest first")
+	require.Equal(t, "o.~..2", next, "the same events' first page, past two builds")
+
+	got, next, err = s.ListBuildsPage(context.Background(), BuildFilter{Pipeline: "app", Limit: 2, Page: next})
+	require.NoError(t, err)
+	require.Equal(t, []string{"app/test/5/1"}, buildIDs(got))
+	require.Empty(t, next)
+
+	for _, bad := range []string{"o.a.b.-1", "o.a.b.x", "o.a.b.1.2", "o.a"} {
+		_, _, err := s.ListBuildsPage(context.Background(), BuildFilter{Page: bad})
+		require.ErrorIs(t, err, ErrInvalid, bad)
+	}
+}
+
+func buildIDs(bs []Build) []string {
+	ids := make([]string, len(bs))
+	for i, b := range bs {
+		ids[i] = b.ID
+	}
+	return ids
 }
 
 // A deleted queue's unclaimed builds fail: build workflows by a lane
@@ -329,4 +379,60 @@ func TestFailBuildsOfADeletedQueueInEvents(t *testing.T) {
 		workflows.QueueDeleted{Queue: "gpu", Reason: "queue gpu was deleted while the build waited for it"}).Return(nil).Once()
 	s := &Service{Client: c, BuildsInEvents: true, Logger: slog.New(slog.DiscardHandler)}
 	s.failBuildsOf(context.Background(), "gpu")
+}
+
+// A waiting build's place in line is ranked in memory from one list of
+// its queue's line; past maxLineListed build workflows, each place among
+// them is a visibility count.
+func TestPlaceInLine(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+	queued := func(id string, prio int, at time.Time) *workflowpb.WorkflowExecutionInfo {
+		memo, err := converter.GetDefaultDataConverter().ToPayload(workflows.BuildSummary{QueuedTime: at})
+		require.NoError(t, err)
+		enc := func(v any) *commonpb.Payload {
+			p, err := converter.GetDefaultDataConverter().ToPayload(v)
+			require.NoError(t, err)
+			return p
+		}
+		return &workflowpb.WorkflowExecutionInfo{
+			Execution: &commonpb.WorkflowExecution{WorkflowId: "build/" + id},
+			SearchAttributes: &commonpb.SearchAttributes{IndexedFields: map[string]*commonpb.Payload{
+				workflows.SAStatus.GetName(): enc("QUEUED"), workflows.SAQueue.GetName(): enc("linux"), workflows.SAPriority.GetName(): enc(fmt.Sprint(prio)),
+			}},
+			Memo: &commonpb.Memo{Fields: map[string]*commonpb.Payload{workflows.MemoBuild: memo}},
+		}
+	}
+	me := Build{ID: "app/test/3", Queue: "linux", Status: workflows.StatusQueued, Priority: 5, QueuedTime: t0.Add(time.Minute)}
+
+	c := mocks.NewClient(t)
+	c.On("ListWorkflow", mock.Anything, mock.Anything).Return(&workflowservice.ListWorkflowExecutionsResponse{Executions: []*workflowpb.WorkflowExecutionInfo{
+		queued("app/test/1", 5, t0),                    // same priority, earlier: ahead
+		queued("app/test/2", 1, t0.Add(2*time.Minute)), // higher priority: ahead
+		queued("app/test/3", 5, t0.Add(time.Minute)),   // itself
+		queued("app/test/4", 5, t0.Add(2*time.Minute)), // later: behind
+		queued("app/test/5", 9, t0),                    // lower priority: behind
+	}}, nil).Once()
+	s := &Service{Client: c}
+	l, err := s.lineOf(context.Background(), "linux")
+	require.NoError(t, err)
+	n, err := s.ahead(context.Background(), l, &me)
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "no count: the whole line was listed")
+
+	var many []*workflowpb.WorkflowExecutionInfo
+	for i := range maxLineListed + 1 {
+		many = append(many, queued(fmt.Sprintf("app/test/%d", 10+i), 5, t0))
+	}
+	c = mocks.NewClient(t)
+	c.On("ListWorkflow", mock.Anything, mock.Anything).Return(&workflowservice.ListWorkflowExecutionsResponse{Executions: many}, nil).Once()
+	c.On("CountWorkflow", mock.Anything, mock.MatchedBy(func(r *workflowservice.CountWorkflowExecutionsRequest) bool {
+		return strings.Contains(r.GetQuery(), "SluicePriority < 5")
+	})).Return(&workflowservice.CountWorkflowExecutionsResponse{Count: 300}, nil).Once()
+	s = &Service{Client: c}
+	l, err = s.lineOf(context.Background(), "linux")
+	require.NoError(t, err)
+	n, err = s.ahead(context.Background(), l, &me)
+	require.NoError(t, err)
+	require.Equal(t, 300, n, "counted: more waited than were listed")
 }

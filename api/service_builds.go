@@ -117,7 +117,9 @@ func (s *Service) workflowBuildsPage(ctx context.Context, query string, limit in
 }
 
 // bothPagePrefix marks a page token of listBothPage: "o.<build workflows'
-// token>.<events' token>", each "" to start and "~" once exhausted.
+// token>.<events' token>.<skip>", each token "" to start and "~" once
+// exhausted; skip counts the matching builds of the events' page already
+// listed (a page of events may hold more builds than a page of builds).
 const bothPagePrefix = "o."
 
 // listBothPage lists one page of builds from both places a build can be:
@@ -125,14 +127,17 @@ const bothPagePrefix = "o."
 // builds (SLUICE_BUILDS_IN_EVENTS). A page holds up to f.Limit builds of
 // each and is ordered newest first; the next page continues both.
 func (s *Service) listBothPage(ctx context.Context, f BuildFilter, legacyQuery string) ([]Build, string, error) {
-	legacyTok, eventTok := "", ""
+	legacyTok, eventTok, skip := "", "", 0
 	if f.Page != "" {
-		rest, ok := strings.CutPrefix(f.Page, bothPagePrefix)
-		a, b, ok2 := strings.Cut(rest, ".")
-		if !ok || !ok2 {
+		parts := strings.Split(strings.TrimPrefix(f.Page, bothPagePrefix), ".")
+		var err error
+		if len(parts) == 3 {
+			skip, err = strconv.Atoi(parts[2])
+		}
+		if !strings.HasPrefix(f.Page, bothPagePrefix) || len(parts) < 2 || len(parts) > 3 || err != nil || skip < 0 {
 			return nil, "", invalid("page %q: not a page token from a previous answer", f.Page)
 		}
-		legacyTok, eventTok = a, b
+		legacyTok, eventTok = parts[0], parts[1]
 	}
 	const done = "~"
 	var out []Build
@@ -144,29 +149,78 @@ func (s *Service) listBothPage(ctx context.Context, f BuildFilter, legacyQuery s
 		out, legacyTok = append(out, bs...), cmp.Or(next, done)
 	}
 	if eventTok != done {
-		execs, next, err := s.listPage(ctx, ownedEventsQuery(f), f.Limit, eventTok)
+		owned, resume, err := s.ownedPage(ctx, f, eventTok, skip)
 		if err != nil {
 			return nil, "", err
 		}
-		for _, ex := range execs {
-			for _, b := range ownedFromVisibility(ex) {
-				if f.matches(b) {
-					out = append(out, b)
-				}
-			}
+		out = append(out, owned...)
+		eventTok, skip = resume.tok, resume.skip
+		if resume.done {
+			eventTok, skip = done, 0
 		}
-		eventTok = cmp.Or(next, done)
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if !out[i].CreateTime.Equal(out[j].CreateTime) {
-			return out[i].CreateTime.After(out[j].CreateTime)
-		}
-		return out[i].ID > out[j].ID
-	})
+	sort.SliceStable(out, func(i, j int) bool { return newerBuild(out[i], out[j]) })
 	if legacyTok == done && eventTok == done {
 		return out, "", nil
 	}
-	return out, bothPagePrefix + legacyTok + "." + eventTok, nil
+	return out, bothPagePrefix + legacyTok + "." + eventTok + "." + strconv.Itoa(skip), nil
+}
+
+// newerBuild orders builds newest first (then by ID, descending).
+func newerBuild(a, b Build) bool {
+	if !a.CreateTime.Equal(b.CreateTime) {
+		return a.CreateTime.After(b.CreateTime)
+	}
+	return a.ID > b.ID
+}
+
+// ownedResume is where the next page of builds run inside their events
+// starts: the events' page at tok ("": the first) after its first skip
+// matching builds, unless done.
+type ownedResume struct {
+	tok  string
+	skip int
+	done bool
+}
+
+// ownedPage lists up to f.Limit builds matching f from the memos of the
+// events that run their builds, from the page of events at tok, skipping
+// the first skip matches of that page (listed already), reading at most
+// maxEventScan pages of events, and answers where the next page starts.
+func (s *Service) ownedPage(ctx context.Context, f BuildFilter, tok string, skip int) ([]Build, ownedResume, error) {
+	var out []Build
+	for range maxEventScan {
+		execs, next, err := s.listPage(ctx, ownedEventsQuery(f), f.Limit, tok)
+		if err != nil {
+			return nil, ownedResume{}, err
+		}
+		var matches []Build
+		for _, ex := range execs {
+			var of []Build
+			for _, b := range ownedFromVisibility(ex) {
+				if f.matches(b) {
+					of = append(of, b)
+				}
+			}
+			sort.SliceStable(of, func(i, j int) bool { return newerBuild(of[i], of[j]) })
+			matches = append(matches, of...)
+		}
+		// The events may have changed since the page before: a skip past
+		// their matches goes on to the next page.
+		matches = matches[min(skip, len(matches)):]
+		if room := f.Limit - len(out); len(matches) > room {
+			return append(out, matches[:room]...), ownedResume{tok: tok, skip: skip + room}, nil
+		}
+		out = append(out, matches...)
+		if next == "" {
+			return out, ownedResume{done: true}, nil
+		}
+		tok, skip = next, 0
+		if len(out) == f.Limit {
+			break
+		}
+	}
+	return out, ownedResume{tok: tok}, nil
 }
 
 // where is the conditions of a visibility query, joined by AND.
@@ -261,7 +315,7 @@ func ownedFromVisibility(ex *workflowpb.WorkflowExecutionInfo) []Build {
 			continue
 		}
 		out = append(out, Build{
-			ID: ref.String(), Pipeline: ref.Pipeline, Job: ref.Job, Event: ref.EventRef().String(), PR: ref.PR,
+			ID: ref.String(), Pipeline: ref.Pipeline, Job: ref.Job, Event: ref.EventRef().String(), Workflow: ex.GetExecution().GetWorkflowId(), PR: ref.PR,
 			Status: sum.Status, Queue: sum.Queue, Priority: sum.Priority, Cause: sum.Cause, CreateTime: sum.CreateTime,
 			Executor: sum.Executor, SHA: saString(sa, workflows.SASHA.GetName()), Branch: saString(sa, workflows.SABranch.GetName()),
 			Reason: sum.Reason, WaitCode: sum.WaitCode, Attempts: sum.Attempts, QueuedTime: sum.QueuedTime, StartTime: sum.StartTime,
@@ -272,20 +326,65 @@ func ownedFromVisibility(ex *workflowpb.WorkflowExecutionInfo) []Build {
 	return out
 }
 
-// ownedAhead counts the builds run inside their events that wait for a
-// slot on b's queue ahead of b (a higher priority, or the same and
-// dispatched earlier), reading each queue's once per call (cache).
-func (s *Service) ownedAhead(ctx context.Context, cache map[string][]Build, b *Build) (int, error) {
-	owned, seen := cache[b.Queue]
-	if !seen {
-		var err error
-		if owned, err = s.ownedWaiting(ctx, b.Queue, maxWaitingScanned); err != nil {
-			return 0, err
-		}
-		cache[b.Queue] = owned
+// maxLineListed bounds the build workflows waiting on a queue that one
+// call lists to rank them in memory; past it each build's place is a
+// visibility count of its own.
+const maxLineListed = 200
+
+// queueLine is a queue's builds dispatched and waiting for a slot, read
+// once per call for every waiting build of the call on that queue: the
+// build workflows (up to maxLineListed) and the builds run inside their
+// events (SLUICE_BUILDS_IN_EVENTS).
+type queueLine struct {
+	q      string
+	legacy []Build
+	// counted: more build workflows wait than were listed, so each
+	// build's place among them is counted.
+	counted bool
+	owned   []Build
+}
+
+// lineOf reads queue q's line.
+func (s *Service) lineOf(ctx context.Context, q string) (*queueLine, error) {
+	l := &queueLine{q: q}
+	execs, err := s.list(ctx, fmt.Sprintf("WorkflowType = 'BuildWorkflow' AND ExecutionStatus = 'Running' AND %s = %s AND %s = '%s' AND %s IS NOT NULL",
+		workflows.SAQueue.GetName(), quote(q), workflows.SAStatus.GetName(), workflows.StatusQueued, workflows.SADispatchedAt.GetName()), maxLineListed+1)
+	if err != nil {
+		return nil, err
 	}
+	l.counted = len(execs) > maxLineListed
+	for _, ex := range execs {
+		if b, ok := buildFromVisibility(ex); ok && !l.counted {
+			l.legacy = append(l.legacy, b)
+		}
+	}
+	if s.BuildsInEvents {
+		if l.owned, err = s.ownedWaiting(ctx, q, maxWaitingScanned); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+// ahead counts the builds of the line that a slot serves before b: a
+// higher priority (a lower number), or the same and dispatched earlier.
+func (s *Service) ahead(ctx context.Context, l *queueLine, b *Build) (int, error) {
+	n := aheadIn(l.legacy, b) + aheadIn(l.owned, b)
+	if !l.counted {
+		return n, nil
+	}
+	more, err := s.count(ctx, fmt.Sprintf(
+		"WorkflowType = 'BuildWorkflow' AND ExecutionStatus = 'Running' AND %s = %s AND %s = 'QUEUED' AND (%s < %d OR (%s = %d AND %s < '%s'))",
+		workflows.SAQueue.GetName(), quote(l.q), workflows.SAStatus.GetName(),
+		workflows.SAPriority.GetName(), b.Priority, workflows.SAPriority.GetName(), b.Priority,
+		workflows.SADispatchedAt.GetName(), b.QueuedTime.UTC().Format(time.RFC3339Nano)))
+	return n + more, err
+}
+
+// aheadIn counts the builds of line waiting for a slot before b.
+func aheadIn(line []Build, b *Build) int {
 	n := 0
-	for _, o := range owned {
+	for _, o := range line {
 		if o.ID == b.ID || o.Status != workflows.StatusQueued || o.QueuedTime.IsZero() {
 			continue
 		}
@@ -293,7 +392,7 @@ func (s *Service) ownedAhead(ctx context.Context, cache map[string][]Build, b *B
 			n++
 		}
 	}
-	return n, nil
+	return n
 }
 
 // ownedWaiting lists the builds waiting on queue q inside the running
@@ -327,7 +426,7 @@ func buildFromVisibility(ex *workflowpb.WorkflowExecutionInfo) (Build, bool) {
 	}
 	sa := ex.GetSearchAttributes()
 	b := Build{
-		ID: ref.String(), Pipeline: ref.Pipeline, Job: ref.Job, Event: ref.EventRef().String(), PR: ref.PR,
+		ID: ref.String(), Pipeline: ref.Pipeline, Job: ref.Job, Event: ref.EventRef().String(), Workflow: ex.GetExecution().GetWorkflowId(), PR: ref.PR,
 		Status:     workflows.Status(saString(sa, workflows.SAStatus.GetName())),
 		Queue:      saString(sa, workflows.SAQueue.GetName()),
 		Executor:   saString(sa, workflows.SAExecutor.GetName()),
@@ -381,7 +480,7 @@ func (s *Service) buildRecord(ctx context.Context, ref workflows.BuildRef) (Buil
 			return Build{}, translate(err, "build "+ref.String())
 		}
 		if ok {
-			return buildOf(ref, st), nil
+			return ownedBuildOf(ref, st), nil
 		}
 	}
 	b, err := s.workflowBuildRecord(ctx, ref)
@@ -391,7 +490,7 @@ func (s *Service) buildRecord(ctx context.Context, ref workflows.BuildRef) (Buil
 			return Build{}, translate(oerr, "build "+ref.String())
 		}
 		if ok {
-			return buildOf(ref, st), nil
+			return ownedBuildOf(ref, st), nil
 		}
 	}
 	return b, err
@@ -466,10 +565,17 @@ func (s *Service) workflowBuildRecord(ctx context.Context, ref workflows.BuildRe
 	return buildOf(ref, st), nil
 }
 
+// ownedBuildOf is the API's record of a build its event runs.
+func ownedBuildOf(ref workflows.BuildRef, st workflows.BuildState) Build {
+	b := buildOf(ref, st)
+	b.Workflow = ref.EventRef().WorkflowID()
+	return b
+}
+
 // buildOf is the API's record of a build's state.
 func buildOf(ref workflows.BuildRef, st workflows.BuildState) Build {
 	b := Build{
-		ID: st.ID, Pipeline: ref.Pipeline, Job: ref.Job, Event: ref.EventRef().String(), PR: ref.PR, Status: st.Status,
+		ID: st.ID, Pipeline: ref.Pipeline, Job: ref.Job, Event: ref.EventRef().String(), Workflow: ref.WorkflowID(), PR: ref.PR, Status: st.Status,
 		Reason: st.Reason, WaitCode: st.WaitCode, Queue: st.Queue, Priority: st.Priority, Executor: st.Executor, SHA: st.SHA,
 		Attempts: len(st.Attempts), CreateTime: st.CreateTime, QueuedTime: st.QueuedTime, StartTime: st.StartTime,
 		EndTime: st.EndTime, WaitUntil: st.WaitUntil, CollapsedInto: st.CollapsedInto, AttemptList: slices.Clone(st.Attempts), Steps: st.Steps,
@@ -579,7 +685,7 @@ func (s *Service) liveReasons(ctx context.Context, builds []*Build) error {
 	now := s.now()
 	typical := map[string]time.Duration{}
 	lanes := map[string]map[string]int{}
-	ownedOn := map[string][]Build{}
+	lines := map[string]*queueLine{}
 	for _, b := range waiting {
 		pic := waitPicture{code: b.WaitCode, now: now, waitUntil: b.WaitUntil}
 		q, ok := findQueue(queues, b.Queue)
@@ -595,20 +701,16 @@ func (s *Service) liveReasons(ctx context.Context, builds []*Build) error {
 				// (its queue's untrusted task queue).
 				plan = queue.EvaluateUntrusted(q, members, now, s.Liveness)
 			}
-			ahead, err := s.count(ctx, fmt.Sprintf(
-				"WorkflowType = 'BuildWorkflow' AND ExecutionStatus = 'Running' AND %s = %s AND %s = 'QUEUED' AND (%s < %d OR (%s = %d AND %s < '%s'))",
-				workflows.SAQueue.GetName(), quote(b.Queue), workflows.SAStatus.GetName(),
-				workflows.SAPriority.GetName(), b.Priority, workflows.SAPriority.GetName(), b.Priority,
-				workflows.SADispatchedAt.GetName(), b.QueuedTime.UTC().Format(time.RFC3339Nano)))
-			if err != nil {
-				return err
-			}
-			if s.BuildsInEvents {
-				more, err := s.ownedAhead(ctx, ownedOn, b)
-				if err != nil {
+			l, seen := lines[b.Queue]
+			if !seen {
+				if l, err = s.lineOf(ctx, b.Queue); err != nil {
 					return err
 				}
-				ahead += more
+				lines[b.Queue] = l
+			}
+			ahead, err := s.ahead(ctx, l, b)
+			if err != nil {
+				return err
 			}
 			b.Reason = queue.WaitReason(q, plan, plan.Busy, ahead)
 			b.WaitCode = queueWaitCode(q, plan, members, b.Fork, ahead)

@@ -215,7 +215,7 @@ func (s *Service) GetEvent(ctx context.Context, ref workflows.EventRef) (Event, 
 		// than visibility.
 		builds = make([]Build, 0, len(st.Builds))
 		for _, b := range st.Builds {
-			builds = append(builds, buildOf(b.Build, b))
+			builds = append(builds, ownedBuildOf(b.Build, b))
 		}
 	} else {
 		builds, err = s.ListBuilds(ctx, BuildFilter{Event: ref.String(), Limit: 5000})

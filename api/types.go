@@ -223,6 +223,10 @@ type Build struct {
 	Pipeline string `json:"pipeline"`
 	Job      string `json:"job"`
 	Event    string `json:"event"`
+	// Workflow is the Temporal workflow that runs the build: its own
+	// (build/<id>), or its event's when the event runs its builds
+	// (SLUICE_BUILDS_IN_EVENTS).
+	Workflow string `json:"workflow,omitempty"`
 	// PR is the pull request a build runs for (its lane is PR-<n>:<job>).
 	PR     int              `json:"pr,omitempty"`
 	Status workflows.Status `json:"status"`
