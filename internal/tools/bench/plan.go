@@ -80,7 +80,7 @@ func basePlan(quick bool) plan {
 		graphWidth:       20, graphDepth: 10,
 		matrixSide:  5,
 		stormPushes: 300, stormWindow: 3,
-		scalePipelines: 10, scaleJobs: 20, scalePerms: 25,
+		scalePipelines: 20, scaleJobs: 10, scalePerms: 25,
 		scaleExecutors:  4,
 		registryMembers: 500, registryFor: 5 * time.Minute,
 	}

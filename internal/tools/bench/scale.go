@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -77,10 +81,9 @@ func runScale(ctx context.Context, b *bench) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dispatched := fmt.Sprintf("WorkflowType = 'BuildWorkflow' AND ExecutionStatus = 'Running' AND %s > '2000-01-01T00:00:00Z'", workflows.SADispatchedAt.GetName())
 	lastReport := time.Now()
 	err = waitFor(ctx, fmt.Sprintf("%d builds to be dispatched to queue %s", total, benchQueue), time.Until(start.Add(time.Hour)), func() (bool, error) {
-		n, err := count(ctx, s.Client, dispatched)
+		n, err := s.dispatched(ctx)
 		if err != nil {
 			return false, err
 		}
@@ -98,7 +101,12 @@ func runScale(ctx context.Context, b *bench) (string, error) {
 		return "", err
 	}
 	queued := time.Since(start)
-	b.progress("scale: %d builds queued in %s; starting %d executors", total, queued.Round(time.Second), p.scaleExecutors)
+	b.progress("scale: %d builds queued in %s; timing the lists and counts", total, queued.Round(time.Second))
+	reads, err := s.timeReads(ctx, names[0])
+	if err != nil {
+		return "", err
+	}
+	b.progress("scale: starting %d executors", p.scaleExecutors)
 
 	drainStart := time.Now()
 	if _, err := s.startExecutors(ctx, p.scaleExecutors, false); err != nil {
@@ -113,8 +121,8 @@ func runScale(ctx context.Context, b *bench) (string, error) {
 			case <-done:
 				return
 			case <-t.C:
-				if n, err := count(ctx, s.Client, "WorkflowType = 'BuildWorkflow' AND ExecutionStatus != 'Running'"); err == nil {
-					b.progress("scale: %d/%d builds done", n, total)
+				if n, err := s.dispatched(ctx); err == nil {
+					b.progress("scale: %d/%d builds not started", n, total)
 				}
 			}
 		}
@@ -136,7 +144,13 @@ func runScale(ctx context.Context, b *bench) (string, error) {
 		}
 	}
 	drain := last.Sub(drainStart)
-	lag := visibilityCatchUp(ctx, s.Client, "WorkflowType = 'BuildWorkflow' AND ExecutionStatus != 'Running'", total, last)
+	// What `sluice build list` trails the builds by: build workflows, or
+	// the events that ran them.
+	closed, want := "WorkflowType = 'BuildWorkflow' AND ExecutionStatus != 'Running'", total
+	if b.buildsInEvents {
+		closed, want = "WorkflowType = 'EventWorkflow' AND ExecutionStatus != 'Running'", len(ids)
+	}
+	lag := visibilityCatchUp(ctx, s.Client, closed, want, last)
 	rss, err := peakRSSMB(s.controller.cmd.Process.Pid)
 	if err != nil {
 		return "", err
@@ -161,10 +175,10 @@ func runScale(ctx context.Context, b *bench) (string, error) {
 	}
 	return fmt.Sprintf("scale queued=%d drain_builds_per_s=%.2f controller_rss_mb=%.0f max_history_events=%d "+
 		"max_history_workflow=%s enqueue_builds_per_s=%.2f pipeline_max_history=%d pipeline_runs=%d registry_max_history=%d registry_runs=%d server_rss_mb=%.0f executors=%d %s "+
-		"comparable_drain_per_s=%.2f drain_ratio_comparable=%.2f",
+		"comparable_drain_per_s=%.2f drain_ratio_comparable=%.2f %s",
 		total, drainRate, rss, h.max, h.maxID, float64(total)/queued.Seconds(),
 		h.pipelineMax, h.pipelineRuns, h.registryMax, h.registryRuns, serverRSS, p.scaleExecutors, lag,
-		base, round2(ratio(drainRate, base))), nil
+		base, round2(ratio(drainRate, base)), reads), nil
 }
 
 // visibilityCatchUp waits up to three minutes for visibility to list want
@@ -252,4 +266,88 @@ func selfRSS() float64 {
 		return 0
 	}
 	return mb
+}
+
+// dispatched counts the builds dispatched to the bench's queue and not
+// started: build workflows by their dispatch time (a visibility count), or
+// the queue's backlog as `sluice queue status` reads it (the events' open
+// builds, docs/option-b.md).
+func (s *stack) dispatched(ctx context.Context) (int, error) {
+	if !s.b.buildsInEvents {
+		return count(ctx, s.Client, fmt.Sprintf("WorkflowType = 'BuildWorkflow' AND ExecutionStatus = 'Running' AND %s > '2000-01-01T00:00:00Z'",
+			workflows.SADispatchedAt.GetName()))
+	}
+	st, err := s.API.QueueStatus(ctx, benchQueue)
+	if err != nil {
+		return 0, err
+	}
+	return st.Backlog, nil
+}
+
+// timeReads times what a person's reads cost while the builds wait: the
+// first page of `build list` (every queued build, and one pipeline's),
+// `queue status`, `build show` of a waiting build (its place in line) and a
+// scrape of /metrics (the builds waiting per queue). Build workflows answer
+// these from visibility's counts and index; builds inside their events
+// from a scan of the events' memos. Each is the median of five.
+func (s *stack) timeReads(ctx context.Context, pipeline string) (string, error) {
+	var waiting string
+	reads := []struct {
+		name string
+		read func() error
+	}{
+		{"list_queued", func() error {
+			bs, err := s.API.ListBuilds(ctx, api.BuildFilter{Status: workflows.StatusQueued})
+			if err == nil && len(bs) == 0 {
+				err = errors.New("build list -status QUEUED listed nothing")
+			}
+			if len(bs) > 0 {
+				waiting = bs[len(bs)-1].ID
+			}
+			return err
+		}},
+		{"list_pipeline", func() error {
+			_, err := s.API.ListBuilds(ctx, api.BuildFilter{Pipeline: pipeline})
+			return err
+		}},
+		{"queue_status", func() error {
+			_, err := s.API.QueueStatus(ctx, benchQueue)
+			return err
+		}},
+		{"build_show", func() error {
+			_, err := s.API.GetBuild(ctx, waiting)
+			return err
+		}},
+		{"metrics", func() error {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.apiURL+"/metrics", nil)
+			if err != nil {
+				return err
+			}
+			resp, err := s.API.HTTP.Do(req)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = resp.Body.Close() }()
+			if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+				return err
+			}
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("GET /metrics: %s", resp.Status)
+			}
+			return nil
+		}},
+	}
+	var out []string
+	for _, r := range reads {
+		var ds []time.Duration
+		for range 5 {
+			t := time.Now()
+			if err := r.read(); err != nil {
+				return "", fmt.Errorf("%s: %w", r.name, err)
+			}
+			ds = append(ds, time.Since(t))
+		}
+		out = append(out, fmt.Sprintf("%s_ms=%.1f", r.name, ms(percentile(ds, 50))))
+	}
+	return strings.Join(out, " "), nil
 }

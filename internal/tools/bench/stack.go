@@ -197,7 +197,7 @@ func (s *stack) startAPI(ctx context.Context) error {
 		return err
 	}
 	s.http = &http.Server{
-		Handler:           api.NewHandler(api.Deps{Service: svc, Logs: store, Logger: s.b.log, Ready: ready, Secrets: secrets}),
+		Handler:           api.NewHandler(api.Deps{Service: svc, Logs: store, Logger: s.b.log, Ready: ready, Secrets: secrets, Metrics: api.NewMetrics(svc)}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	go func() { _ = s.http.Serve(ln) }()
