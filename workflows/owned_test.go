@@ -3,6 +3,8 @@ package workflows
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +20,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sluice-ci/sluice/activities"
+	"github.com/sluice-ci/sluice/pipeline"
 	"github.com/sluice-ci/sluice/runner"
 )
 
@@ -524,4 +527,34 @@ func TestPipelineTellsEventsOfTheirBuilds(t *testing.T) {
 	require.Equal(t, []any{BuildLanes{Effects: []LaneEffect{{Build: test2, Msg: grantMsg}}}}, h.rec.signalsTo(ev(2), SignalBuildLanes))
 	require.Equal(t, []any{BuildLanes{Effects: []LaneEffect{{Build: test3, Msg: sameJobBlock(test2)}}}}, h.rec.signalsTo(ev(3), SignalBuildLanes),
 		"told once that it waits; never granted")
+}
+
+// An event that runs its builds itself runs at most maxOwnedBuildsPerEvent
+// of them (its history holds every build's); a job past the limit is not
+// run and says why.
+func TestOwnedEventBuildLimit(t *testing.T) {
+	t.Parallel()
+	var spec strings.Builder
+	spec.WriteString("shared:\n  image: alpine\n  steps:\n    - run: ./run.sh\n  annotations:\n    screwdriver.cd/collapseBuilds: false\n    screwdriver.cd/blockedBySameJob: false\njobs:\n")
+	var vals []string
+	for i := range pipeline.MaxPermutations {
+		vals = append(vals, strconv.Itoa(i+1))
+	}
+	jobs := maxOwnedBuildsPerEvent/pipeline.MaxPermutations + 1
+	for i := range jobs {
+		fmt.Fprintf(&spec, "  j%02d:\n    requires: [~commit]\n    matrix:\n      N: [%s]\n", i+1, strings.Join(vals, ", "))
+	}
+	o := newOwnedEvent(t, spec.String())
+	st := o.run()
+	require.Equal(t, StatusSuccess, st.Status, st.Reason)
+	require.Len(t, st.Builds, maxOwnedBuildsPerEvent)
+	skipped := 0
+	for _, j := range st.Jobs {
+		if j.Status == StatusSkipped {
+			skipped++
+			require.Contains(t, j.Reason, fmt.Sprintf("reached its limit of %d builds", maxOwnedBuildsPerEvent))
+			require.Empty(t, j.Builds)
+		}
+	}
+	require.Equal(t, 1, skipped, "the job past the limit")
 }
