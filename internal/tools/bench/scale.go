@@ -289,7 +289,8 @@ func (s *stack) dispatched(ctx context.Context) (int, error) {
 // `queue status`, `build show` of a waiting build (its place in line) and a
 // scrape of /metrics (the builds waiting per queue). Build workflows answer
 // these from visibility's counts and index; builds inside their events
-// from a scan of the events' memos. Each is the median of five.
+// from a scan of the events' memos. Each is the median of five tries
+// that answered; a try that failed is counted (<name>_failed).
 func (s *stack) timeReads(ctx context.Context, pipeline string) (string, error) {
 	var waiting string
 	reads := []struct {
@@ -340,14 +341,23 @@ func (s *stack) timeReads(ctx context.Context, pipeline string) (string, error) 
 	var out []string
 	for _, r := range reads {
 		var ds []time.Duration
+		failed := 0
 		for range 5 {
 			t := time.Now()
 			if err := r.read(); err != nil {
-				return "", fmt.Errorf("%s: %w", r.name, err)
+				failed++
+				s.b.progress("scale: %s failed after %s: %v", r.name, time.Since(t).Round(time.Millisecond), err)
+				continue
 			}
 			ds = append(ds, time.Since(t))
 		}
+		if failed == 5 {
+			return "", fmt.Errorf("%s failed five times", r.name)
+		}
 		out = append(out, fmt.Sprintf("%s_ms=%.1f", r.name, ms(percentile(ds, 50))))
+		if failed > 0 {
+			out = append(out, fmt.Sprintf("%s_failed=%d", r.name, failed))
+		}
 	}
 	return strings.Join(out, " "), nil
 }
