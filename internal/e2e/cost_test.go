@@ -13,7 +13,10 @@ import (
 )
 
 // TestOneJobEventCostBudget holds a 1-job event's event and build
-// workflows to their budget of history events, workflow tasks and
+// workflows (a pipeline that starts a build workflow per build, as those
+// created before events ran their builds, or with
+// SLUICE_BUILDS_IN_EVENTS=false; TestOwnedEventCostBudget for the default)
+// to their budget of history events, workflow tasks and
 // visibility writes — the server work a build costs, counted from the
 // histories as `make bench`'s history figure counts it
 // (docs/performance.md). Unlike CPU these do not move with the machine, so
@@ -22,7 +25,7 @@ import (
 // timing.
 func TestOneJobEventCostBudget(t *testing.T) {
 	t.Parallel()
-	e := server.NewEnv(t, testenv.Options{LocalExecutor: true})
+	e := server.NewEnv(t, testenv.Options{LocalExecutor: true, BuildWorkflows: true})
 	createPipeline(t, e, "cost", oneJobSpec)
 
 	for range 2 { // the second event: nothing of the pipeline's first start left in it
@@ -50,7 +53,7 @@ func TestOneJobEventCostBudget(t *testing.T) {
 // workflow tasks and no visibility write.
 func TestChainedBuildCostBudget(t *testing.T) {
 	t.Parallel()
-	e := server.NewEnv(t, testenv.Options{LocalExecutor: true})
+	e := server.NewEnv(t, testenv.Options{LocalExecutor: true, BuildWorkflows: true})
 	createPipeline(t, e, "chain", `
 shared: {image: alpine}
 jobs:

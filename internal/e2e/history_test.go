@@ -49,7 +49,7 @@ func TestRecordedHistoriesReplay(t *testing.T) {
 }
 
 func recordedHistoriesReplay(t *testing.T, owned bool) {
-	e := server.NewEnv(t, testenv.Options{LocalExecutor: true, BuildsInEvents: owned})
+	e := server.NewEnv(t, testenv.Options{LocalExecutor: true, BuildWorkflows: !owned})
 	ctx := e.Context()
 	spec := `
 stages:

@@ -23,7 +23,7 @@ import (
 // SluiceOpenBuilds and cancelled by name, and no build workflow starts.
 func TestBuildsInEvents(t *testing.T) {
 	t.Parallel()
-	e := server.NewEnv(t, testenv.Options{BuildsInEvents: true})
+	e := server.NewEnv(t, testenv.Options{})
 	e.StartExecutor(testenv.ExecutorOptions{Name: "exec-a", Queues: []string{"default"}})
 	ctx := e.Context()
 	_, err := e.API.CreateQueue(ctx, api.QueueRequest{Name: "idle", Rules: []string{"run-on=executors"}})
@@ -148,7 +148,7 @@ jobs:
 // and tasks fewer, the build's search attributes folded into the event's.
 func TestOwnedEventCostBudget(t *testing.T) {
 	t.Parallel()
-	e := server.NewEnv(t, testenv.Options{LocalExecutor: true, BuildsInEvents: true})
+	e := server.NewEnv(t, testenv.Options{LocalExecutor: true})
 	createPipeline(t, e, "cost", oneJobSpec)
 	for range 2 {
 		event, _ := costedEvent(t, e, "cost")

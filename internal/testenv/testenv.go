@@ -96,9 +96,10 @@ type Options struct {
 	// (its RedirectURL is filled in) with the grants of Tokens' people:
 	// section.
 	OIDC *api.OIDCConfig
-	// BuildsInEvents: pipelines created through the API run their builds
-	// inside their events (api.Service.BuildsInEvents).
-	BuildsInEvents bool
+	// BuildWorkflows: pipelines created through the API start a build
+	// workflow per build, as before their events ran their builds
+	// (api.Service.BuildsInEvents, on by default).
+	BuildWorkflows bool
 }
 
 // Env is one isolated sluice installation on the shared server.
@@ -182,7 +183,7 @@ func (s *Server) NewEnv(t testing.TB, opts Options) *Env {
 		Client: e.Client, Namespace: e.Namespace, Liveness: cfg.LivenessTimeout, AdmitWait: cfg.AdmitWait,
 		Dispatch: workflows.Dispatch{HeartbeatTimeout: cfg.HeartbeatTimeout, MaxAttempts: cfg.MaxAttempts},
 		Repos:    activities.CachedRepos(filepath.Join(dir, "git")), Logger: e.Logger,
-		BuildsInEvents: opts.BuildsInEvents,
+		BuildsInEvents: !opts.BuildWorkflows,
 	}
 	var auth func(*http.Request) (queue.Identity, error)
 	var people *api.People

@@ -90,7 +90,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	registryMembers := fs.Int("registry-members", 0, "members of the registry figure (default 500, 100 with -quick)")
 	registryFor := fs.Duration("registry-for", 0, "how long the registry figure runs (default 5m, 30s with -quick)")
 	registryMode := fs.String("registry-mode", "lease", "what the registry figure's members do at each check-in: lease (read grants by query, renew the lease when needed, as executors do) or update (a heartbeat update every time, as before leases)")
-	buildsInEvents := fs.Bool("builds-in-events", false, "pipelines run their builds inside their events (docs/option-b.md) instead of a build workflow each")
+	buildsInEvents := fs.Bool("builds-in-events", true, "pipelines run their builds inside their events (docs/option-b.md, the default); -builds-in-events=false: a build workflow each, as pipelines created before")
 	dc := fs.String("dc", "", "override Temporal dynamic config for experiments: key=value,... (ints, floats, bools, durations)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
