@@ -128,8 +128,10 @@ func (a *app) buildShowCmd() *cobra.Command {
 		Use:   "show BUILD",
 		Short: "Show a build: status and why, times, attempts and steps",
 		Long: `Show everything about a build: status and reason (for a waiting build, what it
-waits for), queue, executor, times, every attempt (dispatch to an executor)
-with its outcome, and every step with its exit code and duration.`,
+waits for), queue, executor, times, the Temporal workflow that runs it (its
+event's, unless its pipeline starts a workflow per build), every attempt
+(dispatch to an executor) with its outcome, and every step with its exit code
+and duration.`,
 		Example: "  sluice build show myapp/test/12\n  sluice build show myapp/test/12 -o json",
 		Args:    args("BUILD"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
@@ -196,6 +198,8 @@ func writeBuild(w io.Writer, b api.Build, now time.Time) error {
 	}
 	f.Add("collapsed into", b.CollapsedInto)
 	f.Add("log key", b.LogKey)
+	// Where to find it in the Temporal UI: its event's workflow, or its own.
+	f.Add("temporal workflow", b.Workflow)
 	if err := f.Write(w); err != nil {
 		return err
 	}

@@ -80,6 +80,7 @@ jobs:
 	out, stderr, code = sluice(t, env, "build", "show", "causes/bad/"+n)
 	require.Zero(t, code, stderr)
 	require.Contains(t, out, "failed (step boom, exit code 3)")
+	require.Regexp(t, `temporal workflow:\s+event/causes/`+n+`\n`, out, "a build inside its event names the event's workflow")
 
 	_, stderr, code = sluice(t, env, "build", "list", "--cause", "exploded")
 	require.Equal(t, 2, code)
