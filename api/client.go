@@ -30,9 +30,17 @@ type Client struct {
 	HTTP                   *http.Client
 }
 
-// NewClient returns a client for baseURL.
+// NewClient returns a client for baseURL. It keeps connections of its own
+// (a clone of http.DefaultTransport, proxies and all): code elsewhere in
+// the process that closes the default transport's idle connections — an
+// httptest server's Close does — would break a request of its on a
+// connection being reused ("http: CloseIdleConnections called").
 func NewClient(baseURL string) *Client {
-	return &Client{BaseURL: strings.TrimRight(baseURL, "/"), HTTP: &http.Client{Timeout: 60 * time.Second}}
+	var rt http.RoundTripper = http.DefaultTransport
+	if t, ok := http.DefaultTransport.(*http.Transport); ok {
+		rt = t.Clone()
+	}
+	return &Client{BaseURL: strings.TrimRight(baseURL, "/"), HTTP: &http.Client{Timeout: 60 * time.Second, Transport: rt}}
 }
 
 // UnreachableError is an API that did not answer at all (connection
