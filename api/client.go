@@ -36,7 +36,7 @@ type Client struct {
 // httptest server's Close does — would break a request of its on a
 // connection being reused ("http: CloseIdleConnections called").
 func NewClient(baseURL string) *Client {
-	var rt http.RoundTripper = http.DefaultTransport
+	rt := http.DefaultTransport
 	if t, ok := http.DefaultTransport.(*http.Transport); ok {
 		rt = t.Clone()
 	}
