@@ -62,6 +62,14 @@ func TestEventAndBuildPagesLinkToTheForge(t *testing.T) {
 	require.Contains(t, page, `<td class="took">57s</td>`)
 	require.Contains(t, page, `<td>skipped</td>`)
 	require.Contains(t, page, `<td>exec-a</td>`)
+	require.NotContains(t, page, "Temporal", "no Temporal UI configured: no link")
+
+	// With the Temporal UI, the build links to the workflow that runs it:
+	// its event's.
+	b.Workflow = "event/app/3"
+	var linked strings.Builder
+	require.NoError(t, webTemplates.ExecuteTemplate(&linked, "build.html", pageData{Title: "t", UI: "http://ui/namespaces/default/workflows/", Data: &buildPage{Build: b}}))
+	require.Contains(t, linked.String(), `<a href="http://ui/namespaces/default/workflows/event%2Fapp%2F3">workflow event/app/3</a>`)
 }
 
 // The list pages render their rows and keep the filter in the links.
