@@ -352,10 +352,12 @@ func (s *Service) lineOf(ctx context.Context, q string) (*queueLine, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.counted = len(execs) > maxLineListed
-	for _, ex := range execs {
-		if b, ok := buildFromVisibility(ex); ok && !l.counted {
-			l.legacy = append(l.legacy, b)
+	// Past the bound each place is counted (ahead): the list is not read.
+	if l.counted = len(execs) > maxLineListed; !l.counted {
+		for _, ex := range execs {
+			if b, ok := buildFromVisibility(ex); ok {
+				l.legacy = append(l.legacy, b)
+			}
 		}
 	}
 	if s.BuildsInEvents {
