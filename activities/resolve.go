@@ -108,6 +108,11 @@ func (a *Activities) ResolveEvent(ctx context.Context, in ResolveEventInput) (Re
 	// can take minutes), so the event's heartbeat timeout can be short: a
 	// controller that dies here is noticed within it, not after minutes.
 	defer keepHeartbeating(ctx, ResolveHeartbeatEvery, func() { activity.RecordHeartbeat(ctx, "resolving") })()
+	// The queue definitions come from the registry (a query, several
+	// milliseconds) while the repository is read: neither waits for the
+	// other. An event whose spec cannot be read drops the answer.
+	queues := a.listQueuesAsync(ctx)
+	defer queues.cancel()
 	var err error
 	out.Statuses, out.StatusesOff, err = a.statusTarget(ctx, in.Pipeline, in.Statuses, in.Repo)
 	if err != nil {
@@ -190,14 +195,40 @@ func (a *Activities) ResolveEvent(ctx context.Context, in ResolveEventInput) (Re
 			out.ChangedFiles = files
 		}
 	}
-	if a.Queues != nil {
-		qs, err := a.Queues.ListQueues(ctx)
-		if err != nil {
-			return out, fmt.Errorf("list queues: %w", err)
-		}
-		out.Queues = qs
+	if out.Queues, err = queues.wait(); err != nil {
+		return out, fmt.Errorf("list queues: %w", err)
 	}
 	return out, nil
+}
+
+// pendingQueues is a ListQueues under way.
+type pendingQueues struct {
+	done   chan struct{}
+	cancel context.CancelFunc
+	qs     []queue.Queue
+	err    error
+}
+
+// listQueuesAsync starts reading the queue definitions (none without a
+// QueueLister).
+func (a *Activities) listQueuesAsync(ctx context.Context) *pendingQueues {
+	ctx, cancel := context.WithCancel(ctx)
+	p := &pendingQueues{done: make(chan struct{}), cancel: cancel}
+	if a.Queues == nil {
+		close(p.done)
+		return p
+	}
+	go func() {
+		defer close(p.done)
+		p.qs, p.err = a.Queues.ListQueues(ctx)
+	}()
+	return p
+}
+
+// wait is the definitions, once read.
+func (p *pendingQueues) wait() ([]queue.Queue, error) {
+	<-p.done
+	return p.qs, p.err
 }
 
 // readCommitSpec reads the spec file at sha and, for repositories with

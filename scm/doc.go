@@ -52,8 +52,9 @@
 // shared: a caller that waited for the lock skips its own fetch when one that
 // started after its request has completed meanwhile.
 //
-// Resolve answers a sha already in the mirror without network access.
-// Anything else fetches first, then tries refs/heads/<ref>, refs/tags/<ref>
+// Resolve answers a sha already in the mirror without network access, and
+// a branch whose tip the remote names (git ls-remote of that one ref) when
+// the mirror holds that commit: no fetch. Anything else fetches first, then tries refs/heads/<ref>, refs/tags/<ref>
 // and <ref> itself (full ref names, shas); annotated tags peel to their
 // commit. "" and HEAD ask the remote (git ls-remote) which commit its HEAD
 // names: the default branch's tip, or a local repository's detached HEAD.

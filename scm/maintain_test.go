@@ -33,12 +33,13 @@ func TestFetchMaintainsTheMirrorNowAndThen(t *testing.T) {
 		_, err := r.Resolve(ctx, "main")
 		require.NoError(t, err)
 	}
-	require.Equal(t, 4, count(" fetch "), "every resolve of a branch fetches")
+	require.Equal(t, 4, count(" fetch "), "every resolve of a branch that moved fetches")
 	require.Equal(t, 4, count("maintenance.auto=false"), "no fetch runs git's own maintenance")
 	require.Equal(t, 1, count("maintenance run --auto"), "within maintainEvery, no maintenance")
 
 	old := time.Now().Add(-maintainEvery - time.Minute)
 	require.NoError(t, os.Chtimes(filepath.Join(r.mirror, maintainedFile), old, old))
+	h.commit("more", map[string]string{"more.txt": "once more"})
 	_, err := r.Resolve(ctx, "main")
 	require.NoError(t, err)
 	require.Equal(t, 2, count("maintenance run --auto"), "maintainEvery later, maintenance again")

@@ -1,0 +1,139 @@
+package scm
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A branch's tip is asked of the remote before anything is fetched: `git
+// ls-remote <remote> refs/heads/<branch>` reads one ref of the remote's
+// advertisement and transfers no objects, where a fetch of mirrorRefspecs
+// reads every branch, tag and pull request head (thousands on a busy
+// GitHub repository) and negotiates a pack. When the mirror already holds
+// that commit — a manual or periodic build, a restart, a remote trigger,
+// the base branch of a pull request — it is the answer; otherwise Resolve
+// fetches as before. The mirror's own refs are left as they are: every
+// read takes a sha, and the next fetch brings them up to date.
+//
+// Callers in one process that ask about the same branch of the same mirror
+// while an ls-remote is under way share the next one to start (as
+// concurrent fetches share one, see fetch): an answer is never older than
+// the request it serves.
+
+// tipAsk is one ls-remote of a branch and what it said.
+type tipAsk struct {
+	started time.Time
+	done    chan struct{}
+	sha     string // "" when the remote has no such branch
+	err     error
+}
+
+// tipAsks coalesces ls-remote calls for one branch of one mirror.
+type tipAsks struct {
+	mu       sync.Mutex
+	inflight *tipAsk
+	last     *tipAsk
+	asked    atomic.Int64 // ls-remote calls run, for tests
+}
+
+// branchTips holds a tipAsks per mirror and branch ("<mirror>\x00<branch>").
+var branchTips sync.Map
+
+// tipsOf returns the shared state for branch of r's mirror.
+func (r *gitRepo) tipsOf(branch string) *tipAsks {
+	v, _ := branchTips.LoadOrStore(r.mirror+"\x00"+branch, &tipAsks{})
+	return v.(*tipAsks)
+}
+
+// remoteTip returns the sha of branch's tip on the remote ("" when it has
+// no such branch), from an ls-remote that started at or after requested.
+func (r *gitRepo) remoteTip(ctx context.Context, branch string, requested time.Time) (string, error) {
+	s := r.tipsOf(branch)
+	for {
+		s.mu.Lock()
+		if a := s.last; a != nil && !a.started.Before(requested) {
+			s.mu.Unlock()
+			return a.sha, nil
+		}
+		if a := s.inflight; a != nil {
+			s.mu.Unlock()
+			select {
+			case <-a.done:
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+			if !a.started.Before(requested) {
+				return a.sha, a.err
+			}
+			continue // it started before this request: ask again
+		}
+		a := &tipAsk{started: time.Now(), done: make(chan struct{})}
+		s.inflight = a
+		s.mu.Unlock()
+		s.asked.Add(1)
+		a.sha, a.err = r.lsRemoteBranch(ctx, branch)
+		s.mu.Lock()
+		s.inflight = nil
+		if a.err == nil {
+			s.last = a
+		}
+		s.mu.Unlock()
+		close(a.done)
+		return a.sha, a.err
+	}
+}
+
+// lsRemoteBranch asks the remote for refs/heads/<branch>.
+func (r *gitRepo) lsRemoteBranch(ctx context.Context, branch string) (string, error) {
+	name := "refs/heads/" + branch
+	out, err := r.remoteGit(ctx, r.mirror, "ls-remote", "--quiet", r.remote, name)
+	if err != nil {
+		return "", err
+	}
+	for line := range strings.Lines(string(out)) {
+		// The pattern matches ref names ending in it: take the exact one.
+		if id, ref, ok := strings.Cut(strings.TrimSpace(line), "\t"); ok && ref == name && isFullSHA(id) {
+			return id, nil
+		}
+	}
+	return "", nil
+}
+
+// heldTip answers Resolve for a branch from the remote's advertisement
+// when the mirror has the commit its tip names; ok is false when a fetch
+// is needed (no such branch on the remote, a commit not fetched yet, or a
+// remote that could not be asked: the fetch reports its error).
+func (r *gitRepo) heldTip(ctx context.Context, ref string, requested time.Time) (sha string, ok bool) {
+	branch, isBranch := branchOf(ref)
+	if !isBranch {
+		return "", false
+	}
+	tip, err := r.remoteTip(ctx, branch, requested)
+	if err != nil || tip == "" {
+		return "", false
+	}
+	if r.refTip(tip) {
+		return tip, true
+	}
+	full, found, err := r.commit(ctx, tip)
+	if err != nil || !found {
+		return "", false
+	}
+	return full, true
+}
+
+// branchOf returns the branch a ref Resolve was given names first: a
+// refs/heads/ name, or a short name that does not look like a sha (a short
+// name is a branch before it is a tag). "" and HEAD are the remote's HEAD.
+func branchOf(ref string) (string, bool) {
+	if b, ok := strings.CutPrefix(ref, "refs/heads/"); ok {
+		return b, b != ""
+	}
+	if ref == "" || ref == "HEAD" || strings.HasPrefix(ref, "refs/") || hexSHA.MatchString(ref) {
+		return "", false
+	}
+	return ref, true
+}

@@ -1,0 +1,87 @@
+package scm
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestResolveBranchAsksTheRemoteFirst(t *testing.T) {
+	t.Parallel()
+	h := newHistory(t)
+	r := openRepo(t, "file://"+h.dir).(*gitRepo)
+	ctx := context.Background()
+	resolve := func(ref, want string, fetches int64, why string) {
+		t.Helper()
+		got, err := r.Resolve(ctx, ref)
+		require.NoError(t, err, why)
+		require.Equal(t, want, got, why)
+		require.Equal(t, fetches, r.fetches.Load(), why)
+	}
+	require.Equal(t, int64(1), r.fetches.Load(), "the clone")
+
+	resolve("main", h.c4, 1, "a tip the mirror holds: no fetch")
+	resolve("refs/heads/feature", h.c3, 1, "a full branch ref alike")
+	require.Equal(t, int64(1), r.tipsOf("main").asked.Load())
+
+	c5 := h.commit("later", map[string]string{"later.txt": "later\n"})
+	resolve("main", c5, 2, "a branch that moved past the mirror fetches")
+	resolve("main", c5, 2, "then its tip is held")
+
+	h.git("update-ref", "refs/heads/main", h.c4)
+	resolve("main", h.c4, 2, "a branch forced back to a commit the mirror holds: the remote's tip, no fetch")
+
+	h.git("branch", "-D", "feature")
+	_, err := r.Resolve(ctx, "feature")
+	require.ErrorIs(t, err, ErrNotFound, "a branch the remote deleted is gone, though the mirror still had it")
+	require.Equal(t, int64(3), r.fetches.Load())
+
+	resolve("v1", h.c1, 4, "no branch of that name: a tag, after a fetch")
+	resolve(h.c2[:10], h.c2, 4, "a sha the mirror holds asks nobody")
+	require.Zero(t, r.tipsOf(h.c2[:10]).asked.Load())
+}
+
+func TestResolveBranchSharesAsksOfTheRemote(t *testing.T) {
+	h := newHistory(t)
+	marks := t.TempDir()
+	started, release := filepath.Join(marks, "started"), filepath.Join(marks, "release")
+	// An ls-remote says it started, then waits for the test.
+	wrapGit(t, fmt.Sprintf(`case "$*" in *ls-remote*) touch %q; while [ ! -e %q ]; do sleep 0.01; done;; esac`, started, release))
+	r := openRepo(t, "file://"+h.dir).(*gitRepo)
+	ctx := context.Background()
+
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var got []string
+	var errs []error
+	resolve := func() {
+		wg.Go(func() {
+			sha, err := r.Resolve(ctx, "main")
+			mu.Lock()
+			defer mu.Unlock()
+			got, errs = append(got, sha), append(errs, err)
+		})
+	}
+	resolve()
+	require.Eventually(t, func() bool { _, err := os.Stat(started); return err == nil }, 10*time.Second, 5*time.Millisecond)
+	for range 6 {
+		resolve() // asked while the first ask is under way
+	}
+	time.Sleep(100 * time.Millisecond) // they wait on the first ask
+	require.NoError(t, os.WriteFile(release, nil, 0o644))
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err)
+		require.Equal(t, h.c4, got[i])
+	}
+	require.Len(t, got, 7)
+	require.Equal(t, int64(2), r.tipsOf("main").asked.Load(),
+		"the callers that came during an ask share the next one (the first may predate a push they were told of)")
+	require.Equal(t, int64(1), r.fetches.Load(), "and nothing was fetched")
+}
