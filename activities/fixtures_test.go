@@ -207,6 +207,17 @@ type fakeQueues struct {
 
 func (q fakeQueues) ListQueues(context.Context) ([]queue.Queue, error) { return q.queues, q.err }
 
+// blockedQueues is a registry that never answers: ListQueues says it
+// started, then waits for its context's end and says it stopped.
+type blockedQueues struct{ started, stopped chan struct{} }
+
+func (q *blockedQueues) ListQueues(ctx context.Context) ([]queue.Queue, error) {
+	close(q.started)
+	<-ctx.Done()
+	close(q.stopped)
+	return nil, ctx.Err()
+}
+
 // fakeReporter takes build results by task token, like Temporal does.
 type fakeReporter struct {
 	heartbeat func(details []any) error

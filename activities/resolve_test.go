@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
@@ -199,6 +200,22 @@ func TestResolveEventQueues(t *testing.T) {
 		require.NoError(t, err)
 		require.Nil(t, out.Queues)
 		require.NotNil(t, out.Spec)
+	})
+	t.Run("read beside the repository, and dropped when the spec cannot be read", func(t *testing.T) {
+		t.Parallel()
+		h := setup(t)
+		q := &blockedQueues{started: make(chan struct{}), stopped: make(chan struct{})}
+		h.acts.Queues = q
+		out, err := h.resolve(t, activities.ResolveEventInput{Pipeline: "app", Repo: r.dir, SHA: r.none})
+		require.NoError(t, err, "the answer does not wait for a registry that has not answered")
+		require.Contains(t, out.SpecError, "screwdriver.yaml not found")
+		require.Nil(t, out.Queues)
+		<-q.started
+		select {
+		case <-q.stopped:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the registry's read goes on after the activity returned")
+		}
 	})
 	t.Run("registry unavailable is retried", func(t *testing.T) {
 		t.Parallel()

@@ -86,7 +86,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 	profileFigure := fs.String("profile-figure", "throughput", "the figure -cpuprofile covers")
 	keep := fs.Bool("keep", false, "keep the temporary directory (databases, logs) after the run")
 	verbose := fs.Bool("v", false, "log warnings of the server, controller and API to stderr")
-	trace := fs.Bool("trace", false, "print the merged history timeline of the last latency event on stderr")
+	trace := fs.Bool("trace", false, "print on stderr the merged history timeline of the last latency event (and of a throughput burst's middle event), and the events by type of history's workflows and of scale's largest history")
 	registryMembers := fs.Int("registry-members", 0, "members of the registry figure (default 500, 100 with -quick)")
 	registryFor := fs.Duration("registry-for", 0, "how long the registry figure runs (default 5m, 30s with -quick)")
 	registryMode := fs.String("registry-mode", "lease", "what the registry figure's members do at each check-in: lease (read grants by query, renew the lease when needed, as executors do) or update (a heartbeat update every time, as before leases)")

@@ -159,6 +159,12 @@ func runScale(ctx context.Context, b *bench) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if b.trace {
+		// What the largest history is made of: its events by type.
+		if err := writeTaskStats(ctx, os.Stderr, s.Client, h.maxID); err != nil {
+			return "", err
+		}
+	}
 	// Peak memory before the baseline's workers and checkouts join this
 	// process.
 	serverRSS := selfRSS()
