@@ -104,9 +104,6 @@ type Progress struct {
 // heartbeat timeout, after which the build is dispatched again.
 func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildResult, error) {
 	info := activity.GetInfo(ctx)
-	t0 := time.Now()
-	tr := func(what string) { f, _ := os.OpenFile("/tmp/rtrace.log", os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); fmt.Fprintf(f, "run %s %.2f (since started %.2f)\n", what, float64(time.Since(t0).Microseconds())/1000, float64(time.Since(info.StartedTime).Microseconds())/1000); f.Close() }
-	tr("begin")
 	name := a.Executor.Name()
 	res := RunBuildResult{Executor: name, LogKey: LogKey(in.BuildID, in.Attempt)}
 	queueName, untrusted, _ := SplitTaskQueue(info.TaskQueue)
@@ -154,14 +151,11 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 	// attempt): the two round trips overlap. Nothing of the build runs
 	// before the claim is accepted; a refused claim's checkout is removed.
 	early := a.earlyCheckout(ctx, in, dir, doCheckout)
-	tr("claiming")
-	defer tr("end")
 	if err := a.claim(ctx, in, name, credentialHash, stepHash); err != nil {
 		early.discard()
 		return res, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("build %s refused executor %s: %v", in.BuildID, name, err), ErrTypeSuperseded, nil)
 	}
-	tr("claimed")
 	if a.Metrics != nil {
 		a.Metrics.Claimed(queueName, time.Since(info.ScheduledTime))
 	}
