@@ -50,6 +50,9 @@ func writeTrace(ctx context.Context, w io.Writer, c client.Client, t0 time.Time,
 			if a := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes(); a != nil {
 				name += " " + a.GetAcceptedRequest().GetInput().GetName()
 			}
+			if a := ev.GetWorkflowTaskScheduledEventAttributes(); a != nil && a.GetTaskQueue().GetKind() == enumspb.TASK_QUEUE_KIND_STICKY {
+				name += " (sticky: the worker that ran the last task, no replay)"
+			}
 			lines = append(lines, traceLine{at: at, workflow: id, event: name})
 		}
 	}
