@@ -160,6 +160,15 @@ type Executor interface {
 	Begin(queueName string) (end func())
 }
 
+// LocalAcceptor is an Executor whose Accepting asks someone else (an
+// agent asks the registry): AcceptingLocally answers by what it knows
+// itself, and RunBuild starts the build's checkout once it passes, while
+// Accepting's question is on its way. A task that AcceptingLocally
+// declines checks nothing out.
+type LocalAcceptor interface {
+	AcceptingLocally(queueName string, untrusted bool) (bool, string)
+}
+
 // BuildMetrics records what an executor's builds do, for its metrics.
 type BuildMetrics interface {
 	// Claimed: a build waited wait in queue before this executor claimed it.

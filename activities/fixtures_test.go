@@ -178,6 +178,27 @@ func (e *fakeExecutor) Accepting(queueName string, _ bool) (bool, string) {
 	return e.decline == "", e.decline
 }
 
+// askingExecutor is a fakeExecutor that asks someone else whether it may
+// take a build (activities.LocalAcceptor, as an agent asks its registry):
+// its local answer is localDecline's, and ask runs inside Accepting's
+// question before it is answered.
+type askingExecutor struct {
+	*fakeExecutor
+	localDecline string
+	ask          func()
+}
+
+func (e askingExecutor) AcceptingLocally(string, bool) (bool, string) {
+	return e.localDecline == "", e.localDecline
+}
+
+func (e askingExecutor) Accepting(queueName string, untrusted bool) (bool, string) {
+	if e.ask != nil {
+		e.ask()
+	}
+	return e.fakeExecutor.Accepting(queueName, untrusted)
+}
+
 func (e *fakeExecutor) Begin(string) func() {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -107,29 +107,37 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 	name := a.Executor.Name()
 	res := RunBuildResult{Executor: name, LogKey: LogKey(in.BuildID, in.Attempt)}
 	queueName, untrusted, _ := SplitTaskQueue(info.TaskQueue)
-	if ok, why := a.Executor.Accepting(queueName, untrusted); !ok {
+	declined := func(why string) (RunBuildResult, error) {
 		return res, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("executor %s declined build %s: %s", name, in.BuildID, why), ErrTypeDeclined, nil)
 	}
+	// An executor that asks someone else whether it may take the build
+	// answers what it knows first: the checkout starts after that, beside
+	// the question (see below).
+	local, asksElsewhere := a.Executor.(LocalAcceptor)
+	accepting := a.Executor.Accepting
+	if asksElsewhere {
+		accepting = local.AcceptingLocally
+	}
+	if ok, why := accepting(queueName, untrusted); !ok {
+		return declined(why)
+	}
 	if in.Avoid == name && time.Now().Before(in.AvoidUntil) {
-		return res, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("executor %s declined build %s: it lost the build's previous attempt, so another executor gets it first (until %s)",
-				name, in.BuildID, in.AvoidUntil.UTC().Format(time.RFC3339)), ErrTypeDeclined, nil)
+		return declined(fmt.Sprintf("it lost the build's previous attempt, so another executor gets it first (until %s)",
+			in.AvoidUntil.UTC().Format(time.RFC3339)))
 	}
 	// The attempt's credential stays in this process: the claim carries
 	// only its hash, which the build records for the API to check.
 	credential, credentialHash, err := NewAttemptCredential()
 	if err != nil {
-		return res, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("executor %s declined build %s: %v", name, in.BuildID, err), ErrTypeDeclined, nil)
+		return declined(err.Error())
 	}
 	// The steps get a credential of their own (SD_BUILD_CREDENTIAL), which
 	// does not stand for the executor: the API takes it only on the routes
 	// for builds.
 	stepCredential, stepHash, err := NewAttemptCredential()
 	if err != nil {
-		return res, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("executor %s declined build %s: %v", name, in.BuildID, err), ErrTypeDeclined, nil)
+		return declined(err.Error())
 	}
 	dir := filepath.Join(a.WorkDir, filepath.FromSlash(in.BuildID), "attempt-"+strconv.Itoa(in.Attempt))
 	// The pipeline's own repository credentials go to git alone (its
@@ -147,10 +155,18 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 		return err
 	}
 	// A repository that needs no credentials is checked out while the
+	// executor's registry answers whether it may take the build and the
 	// claim is on its way (the API hands credentials only to a claimed
-	// attempt): the two round trips overlap. Nothing of the build runs
-	// before the claim is accepted; a refused claim's checkout is removed.
+	// attempt): the round trips overlap. Nothing of the build runs before
+	// the claim is accepted; the checkout of a build the registry declines
+	// or that refuses the claim is removed.
 	early := a.earlyCheckout(ctx, in, dir, doCheckout)
+	if asksElsewhere {
+		if ok, why := a.Executor.Accepting(queueName, untrusted); !ok {
+			early.discard()
+			return declined(why)
+		}
+	}
 	if err := a.claim(ctx, in, name, credentialHash, stepHash); err != nil {
 		early.discard()
 		return res, temporal.NewNonRetryableApplicationError(

@@ -338,6 +338,63 @@ func TestRunBuildChecksOutWhileClaiming(t *testing.T) {
 	require.FileExists(t, out+"/ran")
 }
 
+// TestRunBuildChecksOutWhileTheRegistryAnswers: an executor that asks its
+// registry whether it may take the build starts the checkout once its own
+// answer is yes, beside the question; a task its own answer declines
+// checks nothing out, and the checkout of one the registry declines is
+// removed.
+func TestRunBuildChecksOutWhileTheRegistryAnswers(t *testing.T) {
+	t.Parallel()
+	t.Run("accepted", func(t *testing.T) {
+		t.Parallel()
+		h, out := setup(t), t.TempDir()
+		in := buildInput(setupRepo(t), step("after", "touch "+out+"/ran"))
+		checkedOut := false
+		h.acts.Executor = askingExecutor{fakeExecutor: h.executor, ask: func() {
+			// The registry's answer waits for the checkout (bounded).
+			deadline := time.Now().Add(30 * time.Second)
+			for time.Now().Before(deadline) && !checkedOut {
+				_, err := os.Stat(filepath.Join(workspace(h, in), "README"))
+				checkedOut = err == nil
+				time.Sleep(5 * time.Millisecond)
+			}
+		}}
+		res, err := h.runBuild(t, in)
+		require.NoError(t, err)
+		require.Equal(t, runner.StatusSuccess, res.Status, res.Reason)
+		require.True(t, checkedOut, "the commit was checked out while the registry answered")
+		require.FileExists(t, out+"/ran")
+		require.Len(t, h.claimer.got(), 1)
+	})
+	for _, tt := range []struct{ name, local, registry string }{
+		{name: "declined by its own answer", local: "exec-t is draining"},
+		{name: "declined by the registry", registry: "exec-t is not in queue default's active rule: a preferred rule is live"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := setupRepo(t)
+			h, out := setup(t), t.TempDir()
+			h.executor.decline = tt.registry
+			h.acts.Executor = askingExecutor{fakeExecutor: h.executor, localDecline: tt.local}
+			_, err := h.runBuild(t, buildInput(r, step("never", "touch "+out+"/ran")))
+			app := requireAppError(t, err, activities.ErrTypeDeclined)
+			require.Contains(t, app.Error(), tt.local+tt.registry)
+			h.executor.mu.Lock()
+			asked := len(h.executor.asked)
+			h.executor.mu.Unlock()
+			require.Equal(t, tt.local == "", asked == 1, "the registry is asked only after the executor's own yes")
+			require.Empty(t, h.claimer.got(), "a declined build is not claimed")
+			require.NoFileExists(t, out+"/ran")
+			require.NoError(t, filepath.WalkDir(h.acts.WorkDir, func(p string, d fs.DirEntry, err error) error {
+				if err == nil && !d.IsDir() {
+					return fmt.Errorf("a declined build left %s", p)
+				}
+				return err
+			}))
+		})
+	}
+}
+
 func TestRunBuildCheckoutFailures(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -83,7 +83,10 @@ func (qw *queueWorker) side(untrusted bool) *taskQueueWorker {
 	return &qw.trusted
 }
 
-var _ activities.Executor = (*Agent)(nil)
+var (
+	_ activities.Executor      = (*Agent)(nil)
+	_ activities.LocalAcceptor = (*Agent)(nil)
+)
 
 // NewAgent makes an agent and makes it the activities' executor.
 func NewAgent(opts AgentOptions) *Agent {
@@ -115,28 +118,8 @@ func (ag *Agent) Name() string { return ag.opts.Member.Name }
 // untrusted: the build came from the queue's untrusted task queue (a pull
 // request from a fork); it is checked against the member's untrusted grant.
 func (ag *Agent) Accepting(queueName string, untrusted bool) (bool, string) {
-	ag.mu.Lock()
-	qw, state := ag.queues[queueName], ag.state
-	var limit int
-	var why string
-	if qw != nil {
-		sd := qw.side(untrusted)
-		limit, why = sd.gate.Limit(), sd.grant.Why
-	}
-	ag.mu.Unlock()
-	notInRule := func(why string) string {
-		if untrusted {
-			return fmt.Sprintf("%s may not run pull requests from forks of queue %s: %s", ag.Name(), queueName, why)
-		}
-		return fmt.Sprintf("%s is not in queue %s's active rule: %s", ag.Name(), queueName, why)
-	}
-	switch {
-	case qw == nil:
-		return false, fmt.Sprintf("%s does not serve queue %s", ag.Name(), queueName)
-	case state != queue.StateActive:
-		return false, fmt.Sprintf("%s is %s", ag.Name(), state)
-	case limit == 0:
-		return false, notInRule(why)
+	if ok, why := ag.AcceptingLocally(queueName, untrusted); !ok {
+		return false, why
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -162,9 +145,42 @@ func (ag *Agent) Accepting(queueName string, untrusted bool) (bool, string) {
 		grant = g.Untrusted
 	}
 	if grant.Allowed == 0 {
-		return false, notInRule(grant.Why)
+		return false, ag.notInRule(queueName, untrusted, grant.Why)
 	}
 	return true, ""
+}
+
+// AcceptingLocally is Accepting's first part, by the last heartbeat's
+// answer alone (no registry query): RunBuild starts a build's checkout
+// once it passes, while Accepting asks the registry
+// (activities.LocalAcceptor).
+func (ag *Agent) AcceptingLocally(queueName string, untrusted bool) (bool, string) {
+	ag.mu.Lock()
+	qw, state := ag.queues[queueName], ag.state
+	var limit int
+	var why string
+	if qw != nil {
+		sd := qw.side(untrusted)
+		limit, why = sd.gate.Limit(), sd.grant.Why
+	}
+	ag.mu.Unlock()
+	switch {
+	case qw == nil:
+		return false, fmt.Sprintf("%s does not serve queue %s", ag.Name(), queueName)
+	case state != queue.StateActive:
+		return false, fmt.Sprintf("%s is %s", ag.Name(), state)
+	case limit == 0:
+		return false, ag.notInRule(queueName, untrusted, why)
+	}
+	return true, ""
+}
+
+// notInRule says why the member may not take a build of the queue.
+func (ag *Agent) notInRule(queueName string, untrusted bool, why string) string {
+	if untrusted {
+		return fmt.Sprintf("%s may not run pull requests from forks of queue %s: %s", ag.Name(), queueName, why)
+	}
+	return fmt.Sprintf("%s is not in queue %s's active rule: %s", ag.Name(), queueName, why)
 }
 
 // Begin counts a running build until the returned func is called.

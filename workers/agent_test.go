@@ -157,6 +157,14 @@ func TestAgentAcceptingReasons(t *testing.T) {
 			case tt.qerr != nil:
 				onMemberQuery(tc).Return(nil, tt.qerr).Once()
 			}
+			// The local part asks no registry (the mock answers one query).
+			localOK, localWhy := ag.AcceptingLocally("gpu", false)
+			if tt.grant != nil || tt.member != nil || tt.qerr != nil {
+				require.True(t, localOK, "the last heartbeat's answer lets the registry decide")
+			} else {
+				require.Equal(t, tt.ok, localOK)
+				require.Equal(t, tt.why, localWhy)
+			}
 			ok, why := ag.Accepting("gpu", false)
 			require.Equal(t, tt.ok, ok)
 			require.Equal(t, tt.why, why)
