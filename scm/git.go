@@ -63,6 +63,7 @@ type gitRepo struct {
 	lockPath string       // cacheDir/git/<hash>-<suffix>.lock
 	cloned   bool         // whether this Open created the mirror
 	fetches  atomic.Int64 // fetches run through this value, for tests
+	tipAsks  atomic.Int64 // ls-remote calls of a branch's tip run through it, for tests
 }
 
 // openGit opens (cloning on first use) the mirror of location under cache.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -36,22 +35,34 @@ type tipAsks struct {
 	mu       sync.Mutex
 	inflight *tipAsk
 	last     *tipAsk
-	asked    atomic.Int64 // ls-remote calls run, for tests
+	// callers in remoteTip now: the last one out removes the entry, so
+	// that branches asked about once (every pushed branch's OnBranch) do
+	// not pile up in a long-lived controller.
+	callers int
 }
 
-// branchTips holds a tipAsks per mirror and branch ("<mirror>\x00<branch>").
+// branchTips holds a tipAsks per mirror and branch ("<mirror>\x00<branch>")
+// while someone asks about it.
 var branchTips sync.Map
-
-// tipsOf returns the shared state for branch of r's mirror.
-func (r *gitRepo) tipsOf(branch string) *tipAsks {
-	v, _ := branchTips.LoadOrStore(r.mirror+"\x00"+branch, &tipAsks{})
-	return v.(*tipAsks)
-}
 
 // remoteTip returns the sha of branch's tip on the remote ("" when it has
 // no such branch), from an ls-remote that started at or after requested.
 func (r *gitRepo) remoteTip(ctx context.Context, branch string, requested time.Time) (string, error) {
-	s := r.tipsOf(branch)
+	key := r.mirror + "\x00" + branch
+	v, _ := branchTips.LoadOrStore(key, &tipAsks{})
+	s := v.(*tipAsks)
+	s.mu.Lock()
+	s.callers++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.callers--; s.callers == 0 && s.inflight == nil {
+			// A caller that found the entry meanwhile still shares it
+			// with those that find it now; later ones start afresh.
+			branchTips.CompareAndDelete(key, s)
+		}
+	}()
 	for {
 		s.mu.Lock()
 		if a := s.last; a != nil && !a.started.Before(requested) {
@@ -73,7 +84,7 @@ func (r *gitRepo) remoteTip(ctx context.Context, branch string, requested time.T
 		a := &tipAsk{started: time.Now(), done: make(chan struct{})}
 		s.inflight = a
 		s.mu.Unlock()
-		s.asked.Add(1)
+		r.tipAsks.Add(1)
 		a.sha, a.err = r.lsRemoteBranch(ctx, branch)
 		s.mu.Lock()
 		s.inflight = nil

@@ -28,7 +28,7 @@ func TestResolveBranchAsksTheRemoteFirst(t *testing.T) {
 
 	resolve("main", h.c4, 1, "a tip the mirror holds: no fetch")
 	resolve("refs/heads/feature", h.c3, 1, "a full branch ref alike")
-	require.Equal(t, int64(1), r.tipsOf("main").asked.Load())
+	require.Equal(t, int64(2), r.tipAsks.Load(), "one ls-remote each")
 
 	c5 := h.commit("later", map[string]string{"later.txt": "later\n"})
 	resolve("main", c5, 2, "a branch that moved past the mirror fetches")
@@ -43,8 +43,11 @@ func TestResolveBranchAsksTheRemoteFirst(t *testing.T) {
 	require.Equal(t, int64(3), r.fetches.Load())
 
 	resolve("v1", h.c1, 4, "no branch of that name: a tag, after a fetch")
+	asked := r.tipAsks.Load()
 	resolve(h.c2[:10], h.c2, 4, "a sha the mirror holds asks nobody")
-	require.Zero(t, r.tipsOf(h.c2[:10]).asked.Load())
+	require.Equal(t, asked, r.tipAsks.Load())
+	_, held := branchTips.Load(r.mirror + "\x00main")
+	require.False(t, held, "nobody asks about main now: its entry is gone")
 }
 
 func TestResolveBranchSharesAsksOfTheRemote(t *testing.T) {
@@ -81,7 +84,7 @@ func TestResolveBranchSharesAsksOfTheRemote(t *testing.T) {
 		require.Equal(t, h.c4, got[i])
 	}
 	require.Len(t, got, 7)
-	require.Equal(t, int64(2), r.tipsOf("main").asked.Load(),
+	require.Equal(t, int64(2), r.tipAsks.Load(),
 		"the callers that came during an ask share the next one (the first may predate a push they were told of)")
 	require.Equal(t, int64(1), r.fetches.Load(), "and nothing was fetched")
 }
