@@ -54,10 +54,11 @@
 //
 // Resolve answers a sha already in the mirror without network access, and
 // a branch whose tip the remote names (git ls-remote of that one ref) when
-// the mirror holds that commit: no fetch. Anything else fetches first, then tries refs/heads/<ref>, refs/tags/<ref>
-// and <ref> itself (full ref names, shas); annotated tags peel to their
-// commit. "" and HEAD ask the remote (git ls-remote) which commit its HEAD
-// names: the default branch's tip, or a local repository's detached HEAD.
+// the mirror holds that commit: no fetch. Anything else fetches first, then
+// tries refs/heads/<ref>, refs/tags/<ref> and <ref> itself (full ref names,
+// shas); annotated tags peel to their commit. "" and HEAD ask the remote (git
+// ls-remote) which commit its HEAD names: the default branch's tip, or a local
+// repository's detached HEAD.
 // ReadFile, Checkout and ChangedFiles take shas; a sha missing from the
 // mirror causes one fetch (and, for a full sha, one attempt to fetch that
 // commit by name, kept under refs/sluice/commits/), then an ErrNotFound error

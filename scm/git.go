@@ -311,8 +311,8 @@ func isFullSHA(s string) bool {
 // Resolve implements Repo. A sha already in the mirror is answered without
 // network access; a branch whose tip (asked of the remote, see heldTip) is
 // in the mirror without a fetch; anything else fetches first (shared with
-// concurrent callers), then looks for refs/heads/<ref>, refs/tags/<ref>, then <ref>
-// itself (full ref names such as refs/pull/7/head, or a sha). "" and "HEAD"
+// concurrent callers), then looks for refs/heads/<ref>, refs/tags/<ref>,
+// then <ref> itself (full ref names such as refs/pull/7/head, or a sha). "" and "HEAD"
 // ask the remote which commit its HEAD names.
 func (r *gitRepo) Resolve(ctx context.Context, ref string) (string, error) {
 	requested := time.Now()
