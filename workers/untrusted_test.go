@@ -171,6 +171,16 @@ func TestAgentAcceptingUntrusted(t *testing.T) {
 					Member: active, Grant: workflows.SlotGrant{Allowed: 2}, Untrusted: *tt.registry,
 				}), nil).Once()
 			}
+			// A fork's pull request without untrusted slots here is
+			// refused before its checkout starts (AcceptingLocally); one
+			// the registry decides passes the local part.
+			localOK, localWhy := ag.AcceptingLocally("gpu", true)
+			if tt.registry == nil {
+				require.Equal(t, tt.ok, localOK)
+				require.Equal(t, tt.why, localWhy)
+			} else {
+				require.True(t, localOK)
+			}
 			ok, why := ag.Accepting("gpu", true)
 			require.Equal(t, tt.ok, ok)
 			require.Equal(t, tt.why, why)
