@@ -295,6 +295,15 @@ func defaultDynamicConfig(cachedSearchAttributes bool) map[string]any {
 		// Sizes of externally stored payloads, computed for every batch of
 		// history events (~2 % of a busy server's CPU); sluice stores none.
 		"history.externalPayloadsEnabled": false,
+		// A query of a workflow whose workflow task is under way waits in
+		// a buffer for the task's end; Temporal buffers one per workflow
+		// by default and refuses the next (ResourceExhausted, which the SDK
+		// retries after a back-off of a few hundred milliseconds). An
+		// event's builds each ask it for their record (metadata, secrets,
+		// log and metadata writes) while it handles their claims and ends:
+		// with one buffer place, a DAG's builds waited ~400 ms for those
+		// answers several times per level (docs/performance.md).
+		"history.MaxBufferedQueryCount": 64,
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -33,6 +34,21 @@ func runGraph(ctx context.Context, b *bench) (string, error) {
 	}
 	cp := criticalPath(jobs, steps)
 	overhead := (wall - cp) / time.Duration(len(jobs))
+	if b.trace {
+		fmt.Fprintf(os.Stderr, "graph: timeline of the DAG's event (started at 0, ended at %.1f ms)\n", ms(wall))
+		ids := []string{workflows.PipelineWorkflowID("dag"), st.Event.WorkflowID()}
+		if err := writeTrace(ctx, os.Stderr, s.Client, st.EndTime.Add(-wall), ids...); err != nil {
+			return "", err
+		}
+		t0 := st.EndTime.Add(-wall)
+		for _, bs := range st.Builds {
+			line := fmt.Sprintf("  %-12s %-8s created %7.1f queued %7.1f started %7.1f", bs.Build.Job, bs.Executor, ms(bs.CreateTime.Sub(t0)), ms(bs.QueuedTime.Sub(t0)), ms(bs.StartTime.Sub(t0)))
+			for _, step := range bs.Steps {
+				line += fmt.Sprintf(" %s %.1f–%.1f", step.Name, ms(step.Start.Sub(t0)), ms(step.End.Sub(t0)))
+			}
+			fmt.Fprintf(os.Stderr, "%s ended %7.1f\n", line, ms(bs.EndTime.Sub(t0)))
+		}
+	}
 
 	side := b.plan.matrixSide
 	var vals []string
