@@ -24,7 +24,7 @@ type recordingBuildData struct {
 	artifacts map[string]string
 }
 
-func (d *recordingBuildData) StartMeta(context.Context, string) ([]byte, error) {
+func (d *recordingBuildData) StartMeta(context.Context, MetaStart) ([]byte, error) {
 	return []byte("{}"), nil
 }
 

@@ -19,7 +19,7 @@ import (
 // saves the metadata it ends with (Screwdriver's `meta`), through the API.
 type BuildData interface {
 	// StartMeta returns the JSON object the build starts with.
-	StartMeta(ctx context.Context, build string) ([]byte, error)
+	StartMeta(ctx context.Context, req MetaStart) ([]byte, error)
 	// SaveMeta keeps the metadata an attempt ended with.
 	SaveMeta(ctx context.Context, req MetaSave) error
 	// SaveArtifact keeps one file of an attempt's artifacts.
@@ -34,6 +34,16 @@ type ArtifactSave struct {
 	// Path is the file's path under the artifacts directory ('/'-separated).
 	Path string
 	Body io.Reader
+}
+
+// MetaStart asks for the metadata an attempt starts with. The executor
+// presents the attempt's credential: the API, which reads the build's
+// record to answer, then takes the attempt's log and metadata writes that
+// follow within seconds without reading it again (api/attempts.go).
+type MetaStart struct {
+	Build      string
+	Attempt    int
+	Credential string
 }
 
 // MetaSave is one attempt's metadata, sent with its credential.
@@ -75,7 +85,7 @@ func (f buildFiles) metaPath() string { return filepath.Join(f.metaDir, metaFile
 // that it overlaps the checkout; wait returns it. An API or controller
 // that is down for a while delays the build; it does not fail it (the
 // heartbeats go on meanwhile).
-func (a *Activities) startMeta(ctx context.Context, in RunBuildInput) (wait func() (buildmeta.Doc, error)) {
+func (a *Activities) startMeta(ctx context.Context, in RunBuildInput, credential string) (wait func() (buildmeta.Doc, error)) {
 	if a.BuildData == nil {
 		return func() (buildmeta.Doc, error) { return buildmeta.Doc{}, nil }
 	}
@@ -87,7 +97,7 @@ func (a *Activities) startMeta(ctx context.Context, in RunBuildInput) (wait func
 	go func() {
 		defer close(done)
 		err = retryAPI(ctx, func(ctx context.Context) error {
-			b, err := a.BuildData.StartMeta(ctx, in.BuildID)
+			b, err := a.BuildData.StartMeta(ctx, MetaStart{Build: in.BuildID, Attempt: in.Attempt, Credential: credential})
 			if err == nil {
 				raw = b
 			}

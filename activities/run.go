@@ -186,7 +186,7 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 	defer cancelRun(nil)
 	// The metadata the build starts with comes from the API while the
 	// workspace is prepared and checked out.
-	startMeta := a.startMeta(runCtx, in)
+	startMeta := a.startMeta(runCtx, in, credential)
 	rep := a.reporter(ctx)
 	hb := newHeartbeater(runCtx, rep, info.TaskToken, name, info.HeartbeatTimeout, cancelRun, a.Logger)
 	defer hb.stop()

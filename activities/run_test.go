@@ -542,7 +542,7 @@ type blockingBuildData struct {
 	artifacts []string
 }
 
-func (d *blockingBuildData) StartMeta(context.Context, string) ([]byte, error) {
+func (d *blockingBuildData) StartMeta(context.Context, activities.MetaStart) ([]byte, error) {
 	return []byte("{}"), nil
 }
 

@@ -20,10 +20,12 @@ type startMetaData struct {
 	meta  string
 	err   error
 	calls atomic.Int32
+	asked atomic.Pointer[activities.MetaStart]
 }
 
-func (d *startMetaData) StartMeta(ctx context.Context, _ string) ([]byte, error) {
+func (d *startMetaData) StartMeta(ctx context.Context, req activities.MetaStart) ([]byte, error) {
 	d.calls.Add(1)
+	d.asked.Store(&req)
 	select {
 	case <-time.After(d.delay):
 	case <-ctx.Done():
@@ -60,6 +62,12 @@ func TestRunBuildStartsWithItsMetadata(t *testing.T) {
 		require.Equal(t, runner.StatusSuccess, res.Status, res.Reason)
 		require.JSONEq(t, `{"release":{"channel":"beta"}}`, readFile(t, out))
 		require.Equal(t, int32(1), data.calls.Load())
+		// Asked for the claimed attempt, with the credential whose hash
+		// the claim carried.
+		asked := data.asked.Load()
+		require.Equal(t, "app/main/7", asked.Build)
+		require.Equal(t, 1, asked.Attempt)
+		require.Equal(t, []string{activities.CredentialHash(asked.Credential)}, h.claimer.gotHashes())
 	})
 	t.Run("refused", func(t *testing.T) {
 		t.Parallel()

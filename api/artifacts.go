@@ -254,7 +254,7 @@ func (h *handler) putArtifact(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, invalid("attempt %q: want the attempt's number (?attempt=N)", r.URL.Query().Get("attempt")))
 		return
 	}
-	if err := h.attemptWriteAllowed(r, ref, attempt, "artifact uploads"); err != nil {
+	if err := h.attemptWriteAllowed(r, ref, attempt, "artifact uploads", false); err != nil {
 		h.fail(w, r, err)
 		return
 	}

@@ -178,6 +178,20 @@ func (h *handler) logWrites(next http.Handler) http.Handler {
 	})
 }
 
+// rememberAttempt takes the executor that presents attempt's credential
+// while reading build b's record (its start metadata) as a log write
+// check that passed: when attempt is b's latest and the credential its
+// recorded one, the attempt's log and metadata writes within
+// attemptCacheTTL pass without reading the record again. Anything else
+// is not remembered (nor refused: the read needs no credential).
+func (h *handler) rememberAttempt(b Build, ref workflows.BuildRef, attempt int, credential string) {
+	last, ok := lastAttempt(b)
+	if !ok || last.Number != attempt || last.CredentialHash == "" || !credentialMatches(last.CredentialHash, credential) {
+		return
+	}
+	h.attempts.remember(attemptCacheKey{log: activities.LogKey(ref.String(), attempt), hash: activities.CredentialHash(credential)}, time.Now())
+}
+
 // logWriteAllowed applies logWrites' rule to the build's record.
 func (h *handler) logWriteAllowed(ctx context.Context, b Build, ref workflows.BuildRef, attempt int, credential string) error {
 	idx := -1

@@ -1,7 +1,10 @@
 package api_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/mock"
@@ -15,6 +18,7 @@ import (
 	"github.com/sluice-ci/sluice/api"
 	"github.com/sluice-ci/sluice/logstore"
 	"github.com/sluice-ci/sluice/queue"
+	"github.com/sluice-ci/sluice/store"
 	"github.com/sluice-ci/sluice/workflows"
 )
 
@@ -300,4 +304,70 @@ func TestResolveCheckoutCredentials(t *testing.T) {
 	values, err = secrets.ResolveCheckout("app", []string{"SLUICE_GITHUB_TOKEN"}, true)
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"SLUICE_GITHUB_TOKEN": "repo-token"}, values)
+}
+
+// TestStartMetaSparesTheWriteChecks: the executor reads the metadata its
+// attempt starts with presenting the attempt's number and credential; the
+// API, which read the build's record to answer, then takes that attempt's
+// metadata write without reading the record again. A credential that is
+// not the latest attempt's is remembered for nothing: its writes are
+// checked, and refused, as before.
+func TestStartMetaSparesTheWriteChecks(t *testing.T) {
+	t.Parallel()
+	db, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "sluice.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	c := newMockClient(t)
+	svc := newService(t, c)
+	svc.Meta = db
+	h := newHandler(t, api.Deps{Service: svc, Authenticate: readSecretsOnly})
+	const path = "/api/v1/builds/app%2Fdeploy%2F7/meta"
+	start := func(attempt, credential string) (int, string) {
+		t.Helper()
+		rec := call(t, h, http.MethodGet, path+"?attempt="+attempt, "", withCredential(credential))
+		return rec.Code, rec.Body.String()
+	}
+	save := func(attempt int, credential string) (int, string) {
+		t.Helper()
+		body := fmt.Sprintf(`{"attempt":%d,"status":"SUCCESS","meta":{"by":%q}}`, attempt, credential)
+		rec := call(t, h, http.MethodPut, path, body, withCredential(credential))
+		return rec.Code, rec.Body.String()
+	}
+	// Each read of the start metadata asks the build and its event once;
+	// each write the cache does not vouch for asks the build once more.
+	serveBuild(t, c, attemptState(workflows.StatusRunning, true), 5)
+	answerQuery(t, c, "event/app/7", workflows.QueryEvent, workflows.EventState{Event: attemptRef.EventRef(), Status: workflows.StatusRunning}, 3)
+
+	// A guessed credential, and the lost attempt's: read, not remembered.
+	status, body := start("2", "guessed")
+	require.Equal(t, http.StatusOK, status, body)
+	status, body = save(2, "guessed")
+	require.Equal(t, http.StatusForbidden, status, body)
+	require.Contains(t, body, "is not the one of the executor that claimed it (exec-a); metadata writes refused")
+	status, body = start("1", credential1)
+	require.Equal(t, http.StatusOK, status, body)
+	status, body = save(1, credential1)
+	require.Equal(t, http.StatusConflict, status, body)
+	require.Contains(t, body, "build app/deploy/7 is not running attempt 1")
+	// The holder of attempt 2: its write passes on what its read checked
+	// (the mocks answer no further query).
+	status, body = start("2", credential2)
+	require.Equal(t, http.StatusOK, status, body)
+	require.Contains(t, body, `"buildId": "app/deploy/7"`)
+	status, body = save(2, credential2)
+	require.Equal(t, http.StatusNoContent, status, body)
+	m, ok, err := db.GetBuildMeta(t.Context(), attemptRef.String())
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, 2, m.Attempt)
+	require.JSONEq(t, `{"by":"`+credential2+`"}`, string(m.Meta))
+
+	// Not an attempt number: refused, naming it, before anything is read.
+	for _, bad := range []string{"0", "two", "-1"} {
+		status, body = start(bad, credential2)
+		require.Equal(t, http.StatusBadRequest, status, body)
+		var answer struct{ Error string }
+		require.NoError(t, json.Unmarshal([]byte(body), &answer))
+		require.Equal(t, fmt.Sprintf("invalid request: attempt %q: want the attempt's number (?attempt=N)", bad), answer.Error)
+	}
 }

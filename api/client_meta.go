@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/sluice-ci/sluice/activities"
@@ -15,6 +16,17 @@ import (
 func (c *Client) GetBuildMeta(ctx context.Context, id string) (BuildMetaResponse, error) {
 	var out BuildMetaResponse
 	return out, c.do(ctx, http.MethodGet, "/api/v1/builds/"+seg(strings.TrimPrefix(id, "build/"))+"/meta", nil, &out)
+}
+
+// StartBuildMeta is GetBuildMeta for the executor running attempt of
+// build id: it presents the attempt's credential, so that the API takes the
+// attempt's log and metadata writes that follow within seconds without
+// reading the build's record again.
+func (c *Client) StartBuildMeta(ctx context.Context, id string, attempt int, credential string) (BuildMetaResponse, error) {
+	var out BuildMetaResponse
+	hdr := http.Header{attemptCredentialHeader: {credential}}
+	path := "/api/v1/builds/" + seg(id) + "/meta?attempt=" + strconv.Itoa(attempt)
+	return out, c.doWith(ctx, http.MethodGet, path, hdr, nil, &out)
 }
 
 // SaveBuildMeta uploads the metadata an attempt ended with, presenting the
@@ -35,8 +47,8 @@ func (c *Client) BuildData() activities.BuildData { return clientBuildData{c} }
 
 type clientBuildData struct{ c *Client }
 
-func (d clientBuildData) StartMeta(ctx context.Context, build string) ([]byte, error) {
-	m, err := d.c.GetBuildMeta(ctx, build)
+func (d clientBuildData) StartMeta(ctx context.Context, req activities.MetaStart) ([]byte, error) {
+	m, err := d.c.StartBuildMeta(ctx, req.Build, req.Attempt, req.Credential)
 	if err != nil {
 		return nil, err
 	}
@@ -59,8 +71,8 @@ type localBuildData struct {
 	blobs *blobstore.Store
 }
 
-func (d localBuildData) StartMeta(ctx context.Context, build string) ([]byte, error) {
-	ref, err := workflows.ParseBuildRef(build)
+func (d localBuildData) StartMeta(ctx context.Context, req activities.MetaStart) ([]byte, error) {
+	ref, err := workflows.ParseBuildRef(req.Build)
 	if err != nil {
 		return nil, err
 	}

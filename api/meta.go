@@ -12,7 +12,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
+	"github.com/sluice-ci/sluice/activities"
 	"github.com/sluice-ci/sluice/internal/buildmeta"
 	"github.com/sluice-ci/sluice/queue"
 	"github.com/sluice-ci/sluice/store"
@@ -117,24 +120,32 @@ func (s *Service) NewEventMeta(ctx context.Context, pipeline string, entries map
 // GetBuildMeta returns a build's saved metadata or, before its executor
 // saved any, what it starts with.
 func (s *Service) GetBuildMeta(ctx context.Context, ref workflows.BuildRef) (BuildMetaResponse, error) {
+	m, _, err := s.buildMeta(ctx, ref)
+	return m, err
+}
+
+// buildMeta is GetBuildMeta, with the build's record when it read one
+// (nil: the saved metadata answered).
+func (s *Service) buildMeta(ctx context.Context, ref workflows.BuildRef) (BuildMetaResponse, *Build, error) {
 	st, err := s.metaStore()
 	if err != nil {
-		return BuildMetaResponse{}, err
+		return BuildMetaResponse{}, nil, err
 	}
 	m, ok, err := st.GetBuildMeta(ctx, ref.String())
 	if err != nil {
-		return BuildMetaResponse{}, err
+		return BuildMetaResponse{}, nil, err
 	}
 	if ok {
-		return BuildMetaResponse{Build: ref.String(), Saved: true, Attempt: m.Attempt, Status: m.Status, Meta: m.Meta}, nil
+		return BuildMetaResponse{Build: ref.String(), Saved: true, Attempt: m.Attempt, Status: m.Status, Meta: m.Meta}, nil, nil
 	}
 	// The record alone (its upstream jobs and commit): a waiting build's
 	// live wait picture would cost registry reads for nothing.
 	b, err := s.buildRecord(ctx, ref)
 	if err != nil {
-		return BuildMetaResponse{}, err
+		return BuildMetaResponse{}, nil, err
 	}
-	return s.startMetaResponse(ctx, b)
+	resp, err := s.startMetaResponse(ctx, b)
+	return resp, &b, err
 }
 
 // metaOf is b's saved metadata, else what it starts with.
@@ -185,7 +196,7 @@ func (s *Service) StartMeta(ctx context.Context, b Build) (buildmeta.Doc, error)
 	if err != nil {
 		return nil, err
 	}
-	ev, err := s.eventState(ctx, ref.EventRef())
+	ev, err := s.startEventState(ctx, ref.EventRef(), b.Upstream)
 	if err != nil {
 		return nil, err
 	}
@@ -297,6 +308,76 @@ func triggerMeta(tr workflows.Trigger) buildmeta.Doc {
 	return doc
 }
 
+// startEventCache keeps, per API process, the state of events whose builds
+// read their start metadata, so that an event's builds do not each ask
+// it: what StartMeta reads of an event (its trigger, parameters, parent,
+// and the builds of its jobs that started) is settled before its first
+// build starts, except that more of its jobs start later. A build whose
+// upstream jobs the kept state does not list reads the event again.
+type startEventCache struct {
+	mu sync.Mutex
+	m  map[workflows.EventRef]keptEvent
+}
+
+type keptEvent struct {
+	st      workflows.EventState
+	expires time.Time
+}
+
+const (
+	// startEventTTL bounds how long an event's state is kept.
+	startEventTTL = time.Minute
+	// startEventMax bounds the cache; expired entries go first when full.
+	startEventMax = 1024
+)
+
+func (c *startEventCache) get(ref workflows.EventRef, now time.Time) (workflows.EventState, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k, ok := c.m[ref]
+	return k.st, ok && now.Before(k.expires)
+}
+
+func (c *startEventCache) put(ref workflows.EventRef, st workflows.EventState, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[workflows.EventRef]keptEvent{}
+	}
+	if len(c.m) >= startEventMax {
+		maps.DeleteFunc(c.m, func(_ workflows.EventRef, k keptEvent) bool { return !now.Before(k.expires) })
+		if len(c.m) >= startEventMax {
+			clear(c.m)
+		}
+	}
+	c.m[ref] = keptEvent{st: st, expires: now.Add(startEventTTL)}
+}
+
+// startEventState is event ref's state for the start metadata of a build
+// whose upstream jobs are upstream: kept, when the kept state lists them
+// all, else read (and kept once the event has started jobs).
+func (s *Service) startEventState(ctx context.Context, ref workflows.EventRef, upstream []string) (workflows.EventState, error) {
+	now := time.Now()
+	if st, ok := s.startEvents.get(ref, now); ok && startedJobs(st, upstream) {
+		return st, nil
+	}
+	st, err := s.eventState(ctx, ref)
+	if err == nil && len(st.Jobs) > 0 {
+		s.startEvents.put(ref, st, now)
+	}
+	return st, err
+}
+
+// startedJobs reports whether st lists builds for every job of jobs.
+func startedJobs(st workflows.EventState, jobs []string) bool {
+	for _, job := range jobs {
+		if !slices.ContainsFunc(st.Jobs, func(j workflows.JobOutcome) bool { return j.Job == job && len(j.Builds) > 0 }) {
+			return false
+		}
+	}
+	return true
+}
+
 // upstreamBuilds finds the builds of job in event ref (state ev) or, when
 // the event inherited the job's success from its restart chain, in the
 // nearest parent that ran it.
@@ -375,10 +456,22 @@ func (h *handler) getBuildMeta(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	m, err := h.svc.GetBuildMeta(r.Context(), ref)
+	// The executor that runs an attempt asks with the attempt's number
+	// and credential (Client.StartBuildMeta).
+	attempt := 0
+	if v := r.URL.Query().Get("attempt"); v != "" {
+		if attempt, err = strconv.Atoi(v); err != nil || attempt < 1 {
+			h.fail(w, r, invalid("attempt %q: want the attempt's number (?attempt=N)", v))
+			return
+		}
+	}
+	m, rec, err := h.svc.buildMeta(r.Context(), ref)
 	if err != nil {
 		h.fail(w, r, err)
 		return
+	}
+	if credential := r.Header.Get(attemptCredentialHeader); attempt > 0 && credential != "" && rec != nil {
+		h.rememberAttempt(*rec, ref, attempt, credential)
 	}
 	writeJSON(w, http.StatusOK, m)
 }
@@ -397,7 +490,7 @@ func (h *handler) putBuildMeta(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	if err := h.attemptWriteAllowed(r, ref, req.Attempt, "metadata writes"); err != nil {
+	if err := h.attemptWriteAllowed(r, ref, req.Attempt, "metadata writes", true); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -409,9 +502,19 @@ func (h *handler) putBuildMeta(w http.ResponseWriter, r *http.Request) {
 }
 
 // attemptWriteAllowed checks that the request presents the credential of
-// attempt of build ref, and that it is the build's latest attempt.
-func (h *handler) attemptWriteAllowed(r *http.Request, ref workflows.BuildRef, attempt int, what string) error {
-	b, err := h.svc.GetBuild(r.Context(), ref)
+// attempt of build ref, and that it is the build's latest attempt. cached:
+// a check of the same attempt and credential that passed within
+// attemptCacheTTL (a log write's, the start metadata's) is enough — for
+// writes a later attempt's own write supersedes (the metadata store keeps
+// the highest attempt's).
+func (h *handler) attemptWriteAllowed(r *http.Request, ref workflows.BuildRef, attempt int, what string, cached bool) error {
+	credential := r.Header.Get(attemptCredentialHeader)
+	ck := attemptCacheKey{log: activities.LogKey(ref.String(), attempt), hash: activities.CredentialHash(credential)}
+	now := time.Now()
+	if cached && credential != "" && h.attempts.allowed(ck, now) {
+		return nil
+	}
+	b, err := h.svc.buildRecord(r.Context(), ref)
 	if err != nil {
 		return err
 	}
@@ -423,7 +526,11 @@ func (h *handler) attemptWriteAllowed(r *http.Request, ref workflows.BuildRef, a
 		return fmt.Errorf("%w: build %s attempt %d was claimed without a credential (an older executor): %s are refused",
 			queue.ErrForbidden, ref, attempt, what)
 	}
-	return h.checkCredential(r.Context(), ref, last, r.Header.Get(attemptCredentialHeader), what)
+	if err := h.checkCredential(r.Context(), ref, last, credential, what); err != nil {
+		return err
+	}
+	h.attempts.remember(ck, now)
+	return nil
 }
 
 func (h *handler) getJobMeta(w http.ResponseWriter, r *http.Request) {

@@ -93,6 +93,9 @@ type Service struct {
 	asks admissionAsker
 	// regRead caches the registry for event starts' warnings (waits.go).
 	regRead registryRead
+	// startEvents keeps events' states for their builds' start metadata
+	// (meta.go).
+	startEvents startEventCache
 }
 
 func (s *Service) now() time.Time {

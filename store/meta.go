@@ -32,7 +32,8 @@ type BuildMeta struct {
 // Meta keeps build and event metadata.
 type Meta interface {
 	// PutBuildMeta inserts or replaces a build's metadata (a later attempt's
-	// replaces an earlier one's).
+	// replaces an earlier one's; an earlier attempt's, arriving late, is
+	// dropped).
 	PutBuildMeta(ctx context.Context, m BuildMeta) error
 	// GetBuildMeta returns a build's metadata (found false: none saved).
 	GetBuildMeta(ctx context.Context, build string) (BuildMeta, bool, error)
@@ -58,7 +59,8 @@ func (d *DB) PutBuildMeta(ctx context.Context, m BuildMeta) error {
 INSERT INTO build_meta (build, pipeline, job, pr, event, attempt, status, meta, updated_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT (build) DO UPDATE SET
-	attempt = excluded.attempt, status = excluded.status, meta = excluded.meta, updated_at = excluded.updated_at`,
+	attempt = excluded.attempt, status = excluded.status, meta = excluded.meta, updated_at = excluded.updated_at
+WHERE build_meta.attempt <= excluded.attempt`,
 		m.Build, m.Pipeline, m.Job, m.PR, m.Event, m.Attempt, m.Status, string(m.Meta), formatTime(m.UpdatedAt))
 	if err != nil {
 		return fmt.Errorf("store: save the metadata of build %s: %w", m.Build, err)

@@ -27,7 +27,8 @@ func TestBuildMeta(t *testing.T) {
 			}))
 		}
 		put("app/build/1", "build", 0, 1, 1, "FAILURE", `{"v":"1a"}`)
-		put("app/build/1", "build", 0, 1, 2, "SUCCESS", `{"v":"1"}`) // a later attempt replaces it
+		put("app/build/1", "build", 0, 1, 2, "SUCCESS", `{"v":"1"}`)    // a later attempt replaces it
+		put("app/build/1", "build", 0, 1, 1, "FAILURE", `{"v":"late"}`) // an earlier one's, late, does not
 		put("app/build/2", "build", 0, 2, 1, "SUCCESS", `{"v":"2"}`)
 		put("app/build/3", "build", 0, 3, 1, "FAILURE", `{"v":"3"}`)
 		put("app/PR-7:build/4", "build", 7, 4, 1, "SUCCESS", `{"v":"pr"}`)
