@@ -47,6 +47,19 @@ type Agent struct {
 	link    RegistryLink
 	// janitors poll deleted queues' task queues (controllers; janitor.go).
 	janitors map[string][]worker.Worker
+	// grantAsks are the registry queries under way, by queue: builds of a
+	// queue that start together share one (Accepting).
+	grantAsks map[string]*grantAsk
+	// grantJoins counts the builds that shared a query under way (tests).
+	grantJoins int
+}
+
+// grantAsk is one registry query for the member's grant of a queue; its
+// answer is g (or err) once done is closed.
+type grantAsk struct {
+	done chan struct{}
+	g    workflows.MemberGrant
+	err  error
 }
 
 // queueWorker is what the member runs for one queue: a worker for each of
@@ -113,7 +126,10 @@ func (ag *Agent) Name() string { return ag.opts.Member.Name }
 // the last heartbeat's answer it asks the registry afresh, so deactivating or
 // draining an executor stops new builds at once, and a member that the
 // queue's active rule no longer includes hands the build back (the build
-// workflow dispatches it again without counting an attempt).
+// workflow dispatches it again without counting an attempt). Builds of a
+// queue that ask while a query of the registry for that queue is under way
+// share its answer (asked at most one round trip before them) instead of
+// each queueing a query behind it on the one registry workflow.
 //
 // untrusted: the build came from the queue's untrusted task queue (a pull
 // request from a fork); it is checked against the member's untrusted grant.
@@ -121,15 +137,9 @@ func (ag *Agent) Accepting(queueName string, untrusted bool) (bool, string) {
 	if ok, why := ag.AcceptingLocally(queueName, untrusted); !ok {
 		return false, why
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	v, err := ag.opts.Client.QueryWorkflow(ctx, workflows.RegistryID, "", workflows.QueryMemberGrant, ag.Name(), queueName)
+	g, err := ag.memberGrant(queueName)
 	if err != nil {
 		return true, "" // registry unreachable: trust the last heartbeat
-	}
-	var g workflows.MemberGrant
-	if err := v.Get(&g); err != nil {
-		return true, ""
 	}
 	if m := g.Member; m.State != queue.StateActive && m.State != "" {
 		ag.mu.Lock()
@@ -148,6 +158,38 @@ func (ag *Agent) Accepting(queueName string, untrusted bool) (bool, string) {
 		return false, ag.notInRule(queueName, untrusted, grant.Why)
 	}
 	return true, ""
+}
+
+// memberGrant asks the registry for the member's state and grant of
+// queueName, or waits for the answer of a query for it already under way.
+func (ag *Agent) memberGrant(queueName string) (workflows.MemberGrant, error) {
+	ag.mu.Lock()
+	if a := ag.grantAsks[queueName]; a != nil {
+		ag.grantJoins++
+		ag.mu.Unlock()
+		<-a.done
+		return a.g, a.err
+	}
+	a := &grantAsk{done: make(chan struct{})}
+	if ag.grantAsks == nil {
+		ag.grantAsks = map[string]*grantAsk{}
+	}
+	ag.grantAsks[queueName] = a
+	ag.mu.Unlock()
+	defer func() {
+		ag.mu.Lock()
+		delete(ag.grantAsks, queueName)
+		ag.mu.Unlock()
+		close(a.done)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	v, err := ag.opts.Client.QueryWorkflow(ctx, workflows.RegistryID, "", workflows.QueryMemberGrant, ag.Name(), queueName)
+	if err == nil {
+		err = v.Get(&a.g)
+	}
+	a.err = err
+	return a.g, a.err
 }
 
 // AcceptingLocally is Accepting's first part, by the last heartbeat's

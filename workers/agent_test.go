@@ -312,3 +312,66 @@ func TestAgentBeginConcurrent(t *testing.T) {
 	}
 	require.Equal(t, map[string]int{"gpu": 0}, ag.Running())
 }
+
+// TestAgentAcceptingSharesAQuery: builds of a queue that ask whether they
+// may start while a registry query for that queue is under way share its
+// answer: one query for all of them, a refusal for all of them alike.
+func TestAgentAcceptingSharesAQuery(t *testing.T) {
+	t.Parallel()
+	for _, state := range []queue.MemberState{queue.StateActive, queue.StateDraining} {
+		t.Run(string(state), func(t *testing.T) {
+			t.Parallel()
+			ag, tc := setupAgent(t)
+			withWorker(t, ag, "gpu", 4)
+			asked, release := make(chan struct{}), make(chan struct{})
+			onMemberQuery(tc).Run(func(mock.Arguments) {
+				close(asked)
+				<-release
+			}).Return(grantAnswer(t, workflows.MemberGrant{
+				Member: queue.Member{Name: "exec-a", State: state}, Grant: workflows.SlotGrant{Allowed: 4},
+			}), nil).Once()
+			type answer struct {
+				ok  bool
+				why string
+			}
+			answers := make(chan answer, 4)
+			ask := func() {
+				ok, why := ag.Accepting("gpu", false)
+				answers <- answer{ok, why}
+			}
+			go ask()
+			<-asked
+			for range 3 {
+				go ask()
+			}
+			require.Eventually(t, func() bool {
+				ag.mu.Lock()
+				defer ag.mu.Unlock()
+				return ag.grantJoins == 3
+			}, 10*time.Second, time.Millisecond, "the three later builds wait for the query under way")
+			close(release)
+			for range 4 {
+				a := <-answers
+				if state == queue.StateActive {
+					require.Equal(t, answer{ok: true}, a)
+				} else {
+					require.Equal(t, answer{why: "exec-a is draining"}, a)
+				}
+			}
+			// The next build, after it, asks again; a draining member
+			// took that to itself and refuses without asking.
+			if state == queue.StateActive {
+				onMemberQuery(tc).Return(grantAnswer(t, workflows.MemberGrant{
+					Member: queue.Member{Name: "exec-a", State: queue.StateActive}, Grant: workflows.SlotGrant{Allowed: 4},
+				}), nil).Once()
+			}
+			ok, why := ag.Accepting("gpu", false)
+			if state == queue.StateActive {
+				require.True(t, ok, why)
+			} else {
+				require.False(t, ok)
+				require.Equal(t, "exec-a is draining", why)
+			}
+		})
+	}
+}
