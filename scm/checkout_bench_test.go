@@ -9,7 +9,8 @@ import (
 
 // BenchmarkCheckout compares a build's checkout from a warm mirror with the
 // four git processes it took before (rev-parse, clone, remote set-url,
-// checkout): go test -run '^$' -bench Checkout ./scm/
+// checkout) and with git clone and checkout (before assemble): go test
+// -run '^$' -bench Checkout ./scm/
 func BenchmarkCheckout(b *testing.B) {
 	h := newHistory(b)
 	r, err := Open(context.Background(), "file://"+h.dir, b.TempDir())
@@ -34,6 +35,20 @@ func BenchmarkCheckout(b *testing.B) {
 				b.Fatal(err)
 			}
 			if _, err := runGit(ctx, d, nil, "remote", "set-url", "origin", "file://"+h.dir); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := runGit(ctx, d, nil, "checkout", "--quiet", "--detach", h.c4); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("git-clone", func(b *testing.B) { // the checkout before assemble
+		for b.Loop() {
+			d := dir()
+			if err := g.gitClone(ctx, d, false); err != nil {
+				b.Fatal(err)
+			}
+			if err := g.setOrigin(ctx, d); err != nil {
 				b.Fatal(err)
 			}
 			if _, err := runGit(ctx, d, nil, "checkout", "--quiet", "--detach", h.c4); err != nil {

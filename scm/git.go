@@ -690,20 +690,29 @@ func (r *gitRepo) renew(ctx context.Context, since time.Time) error {
 
 // cloneAt clones the mirror into the empty dir and checks out sha there.
 func (r *gitRepo) cloneAt(ctx context.Context, sha, dir string, copyObjects bool) error {
-	args := []string{"clone", "--quiet", "--no-checkout"}
-	if copyObjects {
-		args = append(args, "--no-hardlinks")
+	err := r.assemble(ctx, dir, stripUserInfo(r.location), copyObjects)
+	if errors.Is(err, errCloneInstead) {
+		if err = r.gitClone(ctx, dir, copyObjects); err == nil {
+			err = r.setOrigin(ctx, dir)
+		}
 	}
-	if _, err := runGit(ctx, "", nil, append(args, r.mirror, dir)...); err != nil {
-		return fmt.Errorf("into %s: %w", dir, err)
-	}
-	if err := r.setOrigin(ctx, dir); err != nil {
+	if err != nil {
 		return fmt.Errorf("into %s: %w", dir, err)
 	}
 	if _, err := runGit(ctx, dir, nil, "checkout", "--quiet", "--detach", sha); err != nil {
 		return fmt.Errorf("into %s: %w", dir, err)
 	}
 	return nil
+}
+
+// gitClone is assemble by `git clone --no-checkout` of the mirror.
+func (r *gitRepo) gitClone(ctx context.Context, dir string, copyObjects bool) error {
+	args := []string{"clone", "--quiet", "--no-checkout"}
+	if copyObjects {
+		args = append(args, "--no-hardlinks")
+	}
+	_, err := runGit(ctx, "", nil, append(args, r.mirror, dir)...)
+	return err
 }
 
 // setOrigin points the clone's origin at the repository's location instead
