@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/mock"
@@ -18,7 +17,6 @@ import (
 	"github.com/sluice-ci/sluice/api"
 	"github.com/sluice-ci/sluice/logstore"
 	"github.com/sluice-ci/sluice/queue"
-	"github.com/sluice-ci/sluice/store"
 	"github.com/sluice-ci/sluice/workflows"
 )
 
@@ -314,13 +312,7 @@ func TestResolveCheckoutCredentials(t *testing.T) {
 // checked, and refused, as before.
 func TestStartMetaSparesTheWriteChecks(t *testing.T) {
 	t.Parallel()
-	db, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "sluice.db"))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
-	c := newMockClient(t)
-	svc := newService(t, c)
-	svc.Meta = db
-	h := newHandler(t, api.Deps{Service: svc, Authenticate: readSecretsOnly})
+	db, c, h := metaHandler(t)
 	const path = "/api/v1/builds/app%2Fdeploy%2F7/meta"
 	start := func(attempt, credential string) (int, string) {
 		t.Helper()

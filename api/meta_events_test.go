@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/mocks"
 
 	"github.com/sluice-ci/sluice/api"
 	"github.com/sluice-ci/sluice/store"
@@ -20,13 +21,7 @@ import (
 // saved).
 func TestStartMetaReadsAnEventOnce(t *testing.T) {
 	t.Parallel()
-	db, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "sluice.db"))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
-	c := newMockClient(t)
-	svc := newService(t, c)
-	svc.Meta = db
-	h := newHandler(t, api.Deps{Service: svc, Authenticate: readSecretsOnly})
+	db, c, h := metaHandler(t)
 
 	build := func(job string, upstream ...string) workflows.BuildRef {
 		ref := workflows.BuildRef{Pipeline: "app", Job: job, Event: 9}
@@ -64,4 +59,18 @@ func TestStartMetaReadsAnEventOnce(t *testing.T) {
 	body = meta(late)
 	require.Contains(t, body, `"from_a": 1`)
 	require.Contains(t, body, `"from_c": 1`)
+}
+
+// metaHandler is a handler whose service keeps metadata in a fresh store
+// (db) and asks c, a mocked Temporal client, for builds and events; its
+// caller holds a read-secrets token.
+func metaHandler(t *testing.T) (*store.DB, *mocks.Client, http.Handler) {
+	t.Helper()
+	db, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "sluice.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	c := newMockClient(t)
+	svc := newService(t, c)
+	svc.Meta = db
+	return db, c, newHandler(t, api.Deps{Service: svc, Authenticate: readSecretsOnly})
 }
