@@ -138,13 +138,15 @@ func (s *Service) buildMeta(ctx context.Context, ref workflows.BuildRef) (BuildM
 	if ok {
 		return BuildMetaResponse{Build: ref.String(), Saved: true, Attempt: m.Attempt, Status: m.Status, Meta: m.Meta}, nil, nil
 	}
-	// The record alone (its upstream jobs and commit): a waiting build's
-	// live wait picture would cost registry reads for nothing.
+	// The event's state, which the metadata reads too, is asked beside
+	// the build's record (its upstream jobs and commit: a waiting build's
+	// live wait picture would cost registry reads for nothing).
+	pre := s.readEventBeside(ctx, ref.EventRef())
 	b, err := s.buildRecord(ctx, ref)
 	if err != nil {
 		return BuildMetaResponse{}, nil, err
 	}
-	resp, err := s.startMetaResponse(ctx, b)
+	resp, err := s.startMetaResponse(ctx, b, pre)
 	return resp, &b, err
 }
 
@@ -161,15 +163,17 @@ func (s *Service) metaOf(ctx context.Context, b Build) (BuildMetaResponse, error
 	if ok {
 		return BuildMetaResponse{Build: b.ID, Saved: true, Attempt: m.Attempt, Status: m.Status, Meta: m.Meta}, nil
 	}
-	return s.startMetaResponse(ctx, b)
+	return s.startMetaResponse(ctx, b, nil)
 }
 
-func (s *Service) startMetaResponse(ctx context.Context, b Build) (BuildMetaResponse, error) {
+// startMetaResponse answers with the metadata b starts with; pre, when
+// not nil, is its event's state being read meanwhile.
+func (s *Service) startMetaResponse(ctx context.Context, b Build, pre *eventRead) (BuildMetaResponse, error) {
 	ref, err := workflows.ParseBuildRef(b.ID)
 	if err != nil {
 		return BuildMetaResponse{}, err
 	}
-	doc, err := s.StartMeta(ctx, b)
+	doc, err := s.startMeta(ctx, b, pre)
 	if err != nil {
 		return BuildMetaResponse{}, err
 	}
@@ -188,6 +192,10 @@ func (s *Service) startMetaResponse(ctx context.Context, b Build) (BuildMetaResp
 // own build.* keys. The event's parameters come right after its own
 // metadata, as parameters.NAME.value.
 func (s *Service) StartMeta(ctx context.Context, b Build) (buildmeta.Doc, error) {
+	return s.startMeta(ctx, b, nil)
+}
+
+func (s *Service) startMeta(ctx context.Context, b Build, pre *eventRead) (buildmeta.Doc, error) {
 	st, err := s.metaStore()
 	if err != nil {
 		return nil, err
@@ -196,7 +204,7 @@ func (s *Service) StartMeta(ctx context.Context, b Build) (buildmeta.Doc, error)
 	if err != nil {
 		return nil, err
 	}
-	ev, err := s.startEventState(ctx, ref.EventRef(), b.Upstream)
+	ev, err := s.startEventState(ctx, ref.EventRef(), b.Upstream, pre)
 	if err != nil {
 		return nil, err
 	}
@@ -353,13 +361,50 @@ func (c *startEventCache) put(ref workflows.EventRef, st workflows.EventState, n
 	c.m[ref] = keptEvent{st: st, expires: now.Add(startEventTTL)}
 }
 
+// eventRead is an event's state read in the background (readEventBeside).
+type eventRead struct {
+	done chan struct{}
+	st   workflows.EventState
+	err  error
+}
+
+// readEventBeside starts reading event ref's state unless it is kept (nil
+// then): a build's start metadata reads its record and its event's state,
+// one round trip instead of two.
+func (s *Service) readEventBeside(ctx context.Context, ref workflows.EventRef) *eventRead {
+	if _, ok := s.startEvents.get(ref, time.Now()); ok {
+		return nil
+	}
+	r := &eventRead{done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.st, r.err = s.eventState(ctx, ref)
+	}()
+	return r
+}
+
 // startEventState is event ref's state for the start metadata of a build
 // whose upstream jobs are upstream: kept, when the kept state lists them
-// all, else read (and kept once the event has started jobs).
-func (s *Service) startEventState(ctx context.Context, ref workflows.EventRef, upstream []string) (workflows.EventState, error) {
+// all, else pre's (read since the build's record was asked for, after the
+// build, and so its upstream jobs, started), else read; kept once the
+// event has started jobs.
+func (s *Service) startEventState(ctx context.Context, ref workflows.EventRef, upstream []string, pre *eventRead) (workflows.EventState, error) {
 	now := time.Now()
 	if st, ok := s.startEvents.get(ref, now); ok && startedJobs(st, upstream) {
 		return st, nil
+	}
+	if pre != nil {
+		select {
+		case <-pre.done:
+		case <-ctx.Done():
+			return workflows.EventState{}, ctx.Err()
+		}
+		if pre.err == nil && startedJobs(pre.st, upstream) {
+			if len(pre.st.Jobs) > 0 {
+				s.startEvents.put(ref, pre.st, now)
+			}
+			return pre.st, nil
+		}
 	}
 	st, err := s.eventState(ctx, ref)
 	if err == nil && len(st.Jobs) > 0 {

@@ -5,8 +5,11 @@ import (
 	"net/url"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/mocks"
 
 	"github.com/sluice-ci/sluice/api"
@@ -73,4 +76,33 @@ func metaHandler(t *testing.T) (*store.DB, *mocks.Client, http.Handler) {
 	svc := newService(t, c)
 	svc.Meta = db
 	return db, c, newHandler(t, api.Deps{Service: svc, Authenticate: readSecretsOnly})
+}
+
+// TestStartMetaAsksTheEventBesideTheBuild: the start metadata's read asks
+// the event for its state while it asks for the build's record, not after
+// (one round trip instead of two on the way to a build's first step).
+func TestStartMetaAsksTheEventBesideTheBuild(t *testing.T) {
+	t.Parallel()
+	_, c, h := metaHandler(t)
+	ref := workflows.BuildRef{Pipeline: "app", Job: "b", Event: 4}
+	eventAsked := make(chan struct{})
+	c.On("QueryWorkflowWithOptions", mock.Anything, mock.MatchedBy(func(r *client.QueryWorkflowWithOptionsRequest) bool {
+		return r.WorkflowID == ref.WorkflowID() && r.QueryType == workflows.QueryBuild
+	})).Run(func(mock.Arguments) {
+		select {
+		case <-eventAsked:
+		case <-time.After(10 * time.Second):
+			t.Error("the build's record was answered before its event was asked")
+		}
+	}).Return(&client.QueryWorkflowWithOptionsResponse{QueryResult: encode(t, workflows.BuildState{
+		ID: ref.String(), Build: ref, Status: workflows.StatusRunning, Branch: "main",
+	})}, nil).Once()
+	c.On("QueryWorkflowWithOptions", mock.Anything, mock.MatchedBy(func(r *client.QueryWorkflowWithOptionsRequest) bool {
+		return r.WorkflowID == ref.EventRef().WorkflowID() && r.QueryType == workflows.QueryEvent
+	})).Run(func(mock.Arguments) { close(eventAsked) }).Return(&client.QueryWorkflowWithOptionsResponse{QueryResult: encode(t, workflows.EventState{
+		Event: ref.EventRef(), Status: workflows.StatusRunning, Trigger: workflows.Trigger{Kind: workflows.TriggerManual, Sender: "ann"},
+	})}, nil).Once()
+	rec := call(t, h, http.MethodGet, "/api/v1/builds/"+url.PathEscape(ref.String())+"/meta", "", nil)
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	require.Contains(t, rec.Body.String(), `"creator": "ann"`)
 }
