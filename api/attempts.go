@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sluice-ci/sluice/activities"
@@ -39,8 +38,7 @@ const attemptCacheMax = 4096
 // attemptCache remembers log write checks that passed, by log key and
 // credential hash.
 type attemptCache struct {
-	mu sync.Mutex
-	ok map[attemptCacheKey]time.Time // expiry
+	ok ttlMap[attemptCacheKey, struct{}]
 }
 
 type attemptCacheKey struct {
@@ -49,29 +47,12 @@ type attemptCacheKey struct {
 }
 
 func (c *attemptCache) allowed(k attemptCacheKey, now time.Time) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	exp, ok := c.ok[k]
-	return ok && now.Before(exp)
+	_, ok := c.ok.get(k, now)
+	return ok
 }
 
 func (c *attemptCache) remember(k attemptCacheKey, now time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.ok == nil {
-		c.ok = map[attemptCacheKey]time.Time{}
-	}
-	if len(c.ok) >= attemptCacheMax {
-		for key, exp := range c.ok {
-			if !now.Before(exp) {
-				delete(c.ok, key)
-			}
-		}
-		if len(c.ok) >= attemptCacheMax {
-			clear(c.ok)
-		}
-	}
-	c.ok[k] = now.Add(attemptCacheTTL)
+	c.ok.put(k, struct{}{}, now, attemptCacheTTL, attemptCacheMax)
 }
 
 // credentialMatches compares the presented credential's hash with the

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sluice-ci/sluice/activities"
@@ -323,13 +322,7 @@ func triggerMeta(tr workflows.Trigger) buildmeta.Doc {
 // build starts, except that more of its jobs start later. A build whose
 // upstream jobs the kept state does not list reads the event again.
 type startEventCache struct {
-	mu sync.Mutex
-	m  map[workflows.EventRef]keptEvent
-}
-
-type keptEvent struct {
-	st      workflows.EventState
-	expires time.Time
+	kept ttlMap[workflows.EventRef, workflows.EventState]
 }
 
 const (
@@ -340,25 +333,11 @@ const (
 )
 
 func (c *startEventCache) get(ref workflows.EventRef, now time.Time) (workflows.EventState, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	k, ok := c.m[ref]
-	return k.st, ok && now.Before(k.expires)
+	return c.kept.get(ref, now)
 }
 
 func (c *startEventCache) put(ref workflows.EventRef, st workflows.EventState, now time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = map[workflows.EventRef]keptEvent{}
-	}
-	if len(c.m) >= startEventMax {
-		maps.DeleteFunc(c.m, func(_ workflows.EventRef, k keptEvent) bool { return !now.Before(k.expires) })
-		if len(c.m) >= startEventMax {
-			clear(c.m)
-		}
-	}
-	c.m[ref] = keptEvent{st: st, expires: now.Add(startEventTTL)}
+	c.kept.put(ref, st, now, startEventTTL, startEventMax)
 }
 
 // eventRead is an event's state read in the background (readEventBeside).
