@@ -28,8 +28,9 @@ import (
 var errCloneInstead = errors.New("the mirror needs git clone")
 
 // assemble makes dir (empty) the repository `git clone --no-checkout` of
-// the mirror would make, with origin pointing at origin.
-func (r *gitRepo) assemble(ctx context.Context, dir, origin string, copyObjects bool) error {
+// the mirror would make, with origin pointing at origin; refs are the
+// mirror's refs when the caller just read them (nil: read here).
+func (r *gitRepo) assemble(ctx context.Context, dir, origin string, copyObjects bool, refs *mirrorRefs) error {
 	if _, err := os.Stat(filepath.Join(r.mirror, "shallow")); err == nil {
 		return errCloneInstead
 	}
@@ -38,10 +39,13 @@ func (r *gitRepo) assemble(ctx context.Context, dir, origin string, copyObjects 
 	}
 	// The refs first, the objects after: whatever the refs name was in
 	// the mirror's objects before its refs named it.
-	heads, tags, head, err := mirrorRefs(r.mirror)
-	if err != nil {
-		return err
+	if refs == nil {
+		var err error
+		if refs, err = readMirrorRefs(r.mirror); err != nil {
+			return err
+		}
 	}
+	heads, tags, head := refs.heads, refs.tags, refs.head
 	if _, err := runGit(ctx, "", nil, "init", "--quiet", dir); err != nil {
 		return err
 	}
@@ -51,20 +55,20 @@ func (r *gitRepo) assemble(ctx context.Context, dir, origin string, copyObjects 
 	}
 	var packed strings.Builder
 	packed.WriteString("# pack-refs with: sorted \n")
-	var refs []packedRef
+	var lines []packedRef
 	for name, id := range heads {
-		refs = append(refs, packedRef{name: "refs/remotes/origin/" + strings.TrimPrefix(name, "refs/heads/"), id: id})
+		lines = append(lines, packedRef{name: "refs/remotes/origin/" + strings.TrimPrefix(name, "refs/heads/"), id: id})
 	}
 	// Like clone, a local branch for the one origin's HEAD names.
 	headID, headOK := heads[head]
 	if headOK {
-		refs = append(refs, packedRef{name: head, id: headID})
+		lines = append(lines, packedRef{name: head, id: headID})
 	}
 	for name, t := range tags {
-		refs = append(refs, packedRef{name: name, id: t.id, peeled: t.peeled})
+		lines = append(lines, packedRef{name: name, id: t.id, peeled: t.peeled})
 	}
-	slices.SortFunc(refs, func(a, b packedRef) int { return strings.Compare(a.name, b.name) })
-	for _, ref := range refs {
+	slices.SortFunc(lines, func(a, b packedRef) int { return strings.Compare(a.name, b.name) })
+	for _, ref := range lines {
 		fmt.Fprintf(&packed, "%s %s\n", ref.id, ref.name)
 		if ref.peeled != "" {
 			fmt.Fprintf(&packed, "^%s\n", ref.peeled)
@@ -96,11 +100,36 @@ func (r *gitRepo) assemble(ctx context.Context, dir, origin string, copyObjects 
 // packedRef is one line of a packed-refs file (and its peeled line).
 type packedRef struct{ name, id, peeled string }
 
-// mirrorRefs reads the mirror's branches and tags (name → id; a tag with
+// mirrorRefs are the mirror's branches and tags (name → id; a tag with
 // the commit it peels to, when the mirror's packed-refs says) and the
-// branch its HEAD names, from its files: loose refs over packed ones.
-func mirrorRefs(mirror string) (heads map[string]string, tags map[string]packedRef, head string, err error) {
-	heads, tags = map[string]string{}, map[string]packedRef{}
+// branch its HEAD names.
+type mirrorRefs struct {
+	heads map[string]string
+	tags  map[string]packedRef
+	head  string
+}
+
+// tip reports whether a branch or tag points at sha (a full sha): such a
+// commit is in the mirror, since a fetch writes a ref only once its
+// objects are in.
+func (m *mirrorRefs) tip(sha string) bool {
+	for _, id := range m.heads {
+		if id == sha {
+			return true
+		}
+	}
+	for _, t := range m.tags {
+		if t.id == sha || t.peeled == sha {
+			return true
+		}
+	}
+	return false
+}
+
+// readMirrorRefs reads the mirror's refs from its files (no git process):
+// loose refs over packed ones.
+func readMirrorRefs(mirror string) (*mirrorRefs, error) {
+	heads, tags := map[string]string{}, map[string]packedRef{}
 	for _, kind := range []string{"heads", "tags"} {
 		root := filepath.Join(mirror, "refs", kind)
 		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -137,7 +166,7 @@ func mirrorRefs(mirror string) (heads map[string]string, tags map[string]packedR
 			return nil
 		})
 		if err != nil {
-			return nil, nil, "", fmt.Errorf("refs of %s: %w", mirror, err)
+			return nil, fmt.Errorf("refs of %s: %w", mirror, err)
 		}
 	}
 	// Loose refs first, then the packed ones they do not override: a
@@ -174,15 +203,16 @@ func mirrorRefs(mirror string) (heads map[string]string, tags map[string]packedR
 		}
 		err = errors.Join(sc.Err(), f.Close())
 		if err != nil {
-			return nil, nil, "", fmt.Errorf("packed refs of %s: %w", mirror, err)
+			return nil, fmt.Errorf("packed refs of %s: %w", mirror, err)
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, "", err
+		return nil, err
 	}
+	refs := &mirrorRefs{heads: heads, tags: tags}
 	if b, err := os.ReadFile(filepath.Join(mirror, "HEAD")); err == nil {
-		head = strings.TrimSpace(strings.TrimPrefix(string(b), "ref:"))
+		refs.head = strings.TrimSpace(strings.TrimPrefix(string(b), "ref:"))
 	}
-	return heads, tags, head, nil
+	return refs, nil
 }
 
 // linkObjects hard-links (or, with copyObjects or across file systems,

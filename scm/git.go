@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/url"
 	"os"
 	"os/exec"
@@ -588,7 +587,14 @@ func (r *gitRepo) checkout(ctx context.Context, sha, dir string, copyObjects boo
 	// mirror holds it.
 	attempt := func(fast bool) error {
 		full := strings.ToLower(sha)
-		if !fast || !isFullSHA(sha) || !r.refTip(full) {
+		// The mirror's refs, read for the fast check, are the clone's too.
+		var refs *mirrorRefs
+		if fast && isFullSHA(sha) {
+			if rs, err := readMirrorRefs(r.mirror); err == nil && rs.tip(full) {
+				refs = rs
+			}
+		}
+		if refs == nil {
 			var err error
 			if full, err = r.ensureCommit(ctx, sha); err != nil {
 				return err
@@ -597,7 +603,7 @@ func (r *gitRepo) checkout(ctx context.Context, sha, dir string, copyObjects boo
 		if _, err := prepareCheckoutDir(dir); err != nil {
 			return err
 		}
-		return r.cloneAt(ctx, full, dir, copyObjects)
+		return r.cloneAt(ctx, full, dir, copyObjects, refs)
 	}
 	begun := time.Now()
 	giveUp := func(err error) bool { return err == nil || ctx.Err() != nil || errors.Is(err, ErrNotFound) }
@@ -632,35 +638,8 @@ func (r *gitRepo) checkout(ctx context.Context, sha, dir string, copyObjects boo
 // sha, from the ref files alone (no git process): such a commit is in the
 // mirror, since a fetch writes a ref only once its objects are in.
 func (r *gitRepo) refTip(sha string) bool {
-	if b, err := os.ReadFile(filepath.Join(r.mirror, "packed-refs")); err == nil {
-		for line := range strings.Lines(string(b)) {
-			id, name, _ := strings.Cut(strings.TrimSpace(line), " ")
-			if strings.HasPrefix(id, "^") {
-				id, name = id[1:], "refs/tags/" // the peeled commit of the tag above
-			}
-			if id == sha && (strings.HasPrefix(name, "refs/heads/") || strings.HasPrefix(name, "refs/tags/")) {
-				return true
-			}
-		}
-	}
-	heads, err := os.OpenRoot(filepath.Join(r.mirror, "refs", "heads"))
-	if err != nil {
-		return false
-	}
-	defer func() { _ = heads.Close() }()
-	fsys := heads.FS()
-	found := false
-	_ = fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || found || d.IsDir() {
-			return nil //nolint:nilerr // a ref that cannot be read is not a match
-		}
-		if b, err := fs.ReadFile(fsys, p); err == nil && strings.TrimSpace(string(b)) == sha {
-			found = true
-			return fs.SkipAll
-		}
-		return nil
-	})
-	return found
+	refs, err := readMirrorRefs(r.mirror)
+	return err == nil && refs.tip(sha)
 }
 
 // renew sets a damaged mirror aside and clones it again, under the lock,
@@ -689,8 +668,9 @@ func (r *gitRepo) renew(ctx context.Context, since time.Time) error {
 }
 
 // cloneAt clones the mirror into the empty dir and checks out sha there.
-func (r *gitRepo) cloneAt(ctx context.Context, sha, dir string, copyObjects bool) error {
-	err := r.assemble(ctx, dir, stripUserInfo(r.location), copyObjects)
+// refs are the mirror's refs when just read (nil: read them).
+func (r *gitRepo) cloneAt(ctx context.Context, sha, dir string, copyObjects bool, refs *mirrorRefs) error {
+	err := r.assemble(ctx, dir, stripUserInfo(r.location), copyObjects, refs)
 	if errors.Is(err, errCloneInstead) {
 		if err = r.gitClone(ctx, dir, copyObjects); err == nil {
 			err = r.setOrigin(ctx, dir)
