@@ -36,11 +36,11 @@ func runGraph(ctx context.Context, b *bench) (string, error) {
 	overhead := (wall - cp) / time.Duration(len(jobs))
 	if b.trace {
 		fmt.Fprintf(os.Stderr, "graph: timeline of the DAG's event (started at 0, ended at %.1f ms)\n", ms(wall))
+		t0 := st.EndTime.Add(-wall)
 		ids := []string{workflows.PipelineWorkflowID("dag"), st.Event.WorkflowID()}
-		if err := writeTrace(ctx, os.Stderr, s.Client, st.EndTime.Add(-wall), ids...); err != nil {
+		if err := writeTrace(ctx, os.Stderr, s.Client, t0, ids...); err != nil {
 			return "", err
 		}
-		t0 := st.EndTime.Add(-wall)
 		for _, bs := range st.Builds {
 			line := fmt.Sprintf("  %-12s %-8s created %7.1f queued %7.1f started %7.1f", bs.Build.Job, bs.Executor, ms(bs.CreateTime.Sub(t0)), ms(bs.QueuedTime.Sub(t0)), ms(bs.StartTime.Sub(t0)))
 			for _, step := range bs.Steps {
