@@ -16,9 +16,12 @@ import (
 // Cost is one run's (or a sum of runs') count. Tasks are workflow tasks,
 // each a persistence write when it starts and one when it completes, and a
 // round trip through matching. Visibility are the visibility writes: the
-// run's start, its close, and every search-attribute or memo upsert of a
-// workflow task that did not also close the run (the server skips the
-// upserts of a run that has closed by the time their task runs).
+// run's start, its close, and one for each workflow task that upserted
+// search attributes or the memo and did not also close the run. The server
+// collapses a transaction's visibility tasks into one (start < upsert <
+// close < delete: the highest is kept, and writes the run's whole row), so
+// a task that sets both costs one write, and the upserts of the task that
+// closes the run cost none.
 type Cost struct {
 	Events, Tasks, Visibility int
 }
@@ -44,7 +47,7 @@ func Of(types []enumspb.EventType) Cost {
 			c.Visibility++
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
 			c.Tasks++
-			c.Visibility += upserts
+			c.Visibility += min(upserts, 1)
 			upserts = 0
 		case enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES, enumspb.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED:
 			upserts++
@@ -53,11 +56,11 @@ func Of(types []enumspb.EventType) Cost {
 			c.Visibility++ // the close; the closing task's upserts are skipped
 			upserts = 0
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT:
-			c.Visibility += 1 + upserts // closed from outside, after its last task's upserts ran
+			c.Visibility += 1 + min(upserts, 1) // closed from outside, after its last task's upserts ran
 			upserts = 0
 		}
 	}
-	c.Visibility += upserts // still running
+	c.Visibility += min(upserts, 1) // still running
 	return c
 }
 
