@@ -327,6 +327,11 @@ func groupAlive(pgid int) bool {
 	if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
 		return false
 	}
+	// The group's leader (the session shell, whose pid is the group's id)
+	// alive answers at once: one read instead of every process's.
+	if state, pgrp, ok := procStat(pgid); ok && pgrp == pgid && state != 'Z' && state != 'X' {
+		return true
+	}
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return true // no /proc: trust kill(2)
