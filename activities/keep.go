@@ -124,7 +124,7 @@ func (a *Activities) keepAfterRestart(ctx context.Context, f *outboxFile) {
 	}
 	hctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	hb := newHeartbeater(hctx, a.Reporter, f.p.TaskToken, f.p.Result.Executor, f.p.HeartbeatTimeout, cancel, a.Logger)
+	hb := newHeartbeater(hctx, a.Reporter, f.p.TaskToken, f.p.Result.Executor, f.p.HeartbeatTimeout, cancel, a.Logger, true)
 	var openLog func() (io.WriteCloser, error)
 	if a.Logs != nil {
 		openLog = func() (io.WriteCloser, error) { return a.Logs(f.p.Result.LogKey, k.Credential).Open(artifactsLog) }

@@ -63,8 +63,8 @@ func (a *Activities) reporter(ctx context.Context) Reporter {
 	return activity.GetClient(ctx)
 }
 
-// keepHeartbeating calls beat now and then every interval until the
-// returned stop is called; with activity.RecordHeartbeat as beat, the SDK
+// keepHeartbeating calls beat every interval, the first time after one,
+// until the returned stop is called; with activity.RecordHeartbeat as beat, the SDK
 // throttles what it sends to a fraction of the heartbeat timeout.
 func keepHeartbeating(ctx context.Context, every time.Duration, beat func()) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
@@ -74,12 +74,12 @@ func keepHeartbeating(ctx context.Context, every time.Duration, beat func()) (st
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
-			beat()
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
 			}
+			beat()
 		}
 	}()
 	return func() {
@@ -93,8 +93,9 @@ func keepHeartbeating(ctx context.Context, every time.Duration, beat func()) (st
 // long `sluice build cancel` takes to kill the steps.
 const heartbeatPeriod = time.Second
 
-// heartbeater records a heartbeat by task token every period (and at once
-// when the step changes), carrying the current step, until stopped. It
+// heartbeater records a heartbeat by task token every period, carrying the
+// current step, until stopped (each is a write of the workflow's state on
+// the server: a short build's attempt makes none). It
 // cancels the build (through cancel, with a cause) when the answer says the
 // build was cancelled or the attempt is gone, or when no heartbeat got
 // through for the whole heartbeat timeout.
@@ -106,14 +107,15 @@ type heartbeater struct {
 	cancel  context.CancelCauseFunc
 	log     *slog.Logger
 	period  time.Duration
+	// beatFirst: the first beat goes at once (see loop).
+	beatFirst bool
 
 	mu     sync.Mutex
 	p      Progress
 	lastOK time.Time
 	failed bool
 
-	kick chan struct{}
-	wg   sync.WaitGroup
+	wg sync.WaitGroup
 	// rpc lives until stop (or the build's end) and bounds the heartbeat
 	// calls: stop cancels it, so that a call hanging on an unreachable
 	// server does not hold the result back from the outbox (an executor
@@ -123,33 +125,39 @@ type heartbeater struct {
 }
 
 func newHeartbeater(ctx context.Context, rep Reporter, token []byte, executor string, timeout time.Duration,
-	cancel context.CancelCauseFunc, log *slog.Logger,
+	cancel context.CancelCauseFunc, log *slog.Logger, beatFirst bool,
 ) *heartbeater {
 	if timeout <= 0 {
 		timeout = 20 * time.Second
 	}
 	h := &heartbeater{
 		ctx: ctx, rep: rep, token: token, timeout: timeout, cancel: cancel, log: log,
-		period: min(heartbeatPeriod, max(timeout/4, 100*time.Millisecond)),
-		p:      Progress{Executor: executor}, lastOK: time.Now(),
-		kick: make(chan struct{}, 1),
+		period:    min(heartbeatPeriod, max(timeout/4, 100*time.Millisecond)),
+		beatFirst: beatFirst,
+		p:         Progress{Executor: executor}, lastOK: time.Now(),
 	}
 	h.rpc, h.rpcCancel = context.WithCancel(ctx)
 	h.wg.Go(h.loop)
 	return h
 }
 
+// loop beats every period, the first time at once when h.beatFirst (an
+// attempt picked up again after its executor restarted, whose heartbeat
+// timeout may be close) and otherwise after one period: a build's attempt
+// just started, and a short build ends before it needs any.
 func (h *heartbeater) loop() {
 	t := time.NewTicker(h.period)
 	defer t.Stop()
-	for {
+	if h.beatFirst {
 		h.beat()
+	}
+	for {
 		select {
 		case <-h.rpc.Done():
 			return
-		case <-h.kick:
 		case <-t.C:
 		}
+		h.beat()
 	}
 }
 
@@ -194,14 +202,11 @@ func (h *heartbeater) beat() {
 	}
 }
 
+// step notes the step now running: the next heartbeat carries it.
 func (h *heartbeater) step(name string) {
 	h.mu.Lock()
 	h.p.Step = name
 	h.mu.Unlock()
-	select {
-	case h.kick <- struct{}{}:
-	default:
-	}
 }
 
 // stop ends the heartbeats at once: a call in flight is abandoned.

@@ -86,7 +86,7 @@ func TestHeartbeaterCauses(t *testing.T) {
 			rep := &fakeReporter{heartbeat: func() error { return tt.answer }}
 			ctx, cancel := context.WithCancelCause(t.Context())
 			defer cancel(nil)
-			hb := newHeartbeater(ctx, rep, []byte("token"), "exec", tt.timeout, cancel, discardLogger())
+			hb := newHeartbeater(ctx, rep, []byte("token"), "exec", tt.timeout, cancel, discardLogger(), false)
 			hb.step("work")
 			select {
 			case <-ctx.Done():
@@ -102,6 +102,43 @@ func TestHeartbeaterCauses(t *testing.T) {
 			defer rep.mu.Unlock()
 			require.Positive(t, rep.beats)
 		})
+	}
+}
+
+// TestHeartbeaterBeatsAfterAPeriod: a build's attempt, which just started,
+// is first heartbeaten after one period, so that a build shorter than that
+// costs the server no heartbeat; an attempt picked up again after its
+// executor restarted is heartbeaten at once.
+func TestHeartbeaterBeatsAfterAPeriod(t *testing.T) {
+	t.Parallel()
+	for _, beatFirst := range []bool{false, true} {
+		rep := &fakeReporter{}
+		ctx, cancel := context.WithCancelCause(t.Context())
+		began := time.Now()
+		hb := newHeartbeater(ctx, rep, []byte("token"), "exec", time.Minute, cancel, discardLogger(), beatFirst)
+		hb.step("work")
+		if beatFirst {
+			require.Eventually(t, func() bool {
+				rep.mu.Lock()
+				defer rep.mu.Unlock()
+				return rep.beats == 1
+			}, 10*time.Second, time.Millisecond)
+		}
+		hb.stop()
+		elapsed := time.Since(began)
+		cancel(nil)
+		rep.mu.Lock()
+		beats := rep.beats
+		rep.mu.Unlock()
+		// One beat a period (1s here), the first after one unless
+		// beatFirst: stopped at once, the attempt got none.
+		periods := int(elapsed / heartbeatPeriod)
+		if beatFirst {
+			require.LessOrEqual(t, beats, 1+periods)
+			require.GreaterOrEqual(t, beats, 1)
+		} else {
+			require.LessOrEqual(t, beats, periods, "no beat before the first period")
+		}
 	}
 }
 
@@ -135,7 +172,7 @@ func TestHeartbeaterStopAbandonsACallInFlight(t *testing.T) {
 	rep := &hangingReporter{started: make(chan struct{}, 1), ended: make(chan error, 1)}
 	ctx, cancel := context.WithCancelCause(t.Context())
 	defer cancel(nil)
-	hb := newHeartbeater(ctx, rep, []byte("token"), "exec", time.Minute, cancel, discardLogger())
+	hb := newHeartbeater(ctx, rep, []byte("token"), "exec", time.Minute, cancel, discardLogger(), false)
 	<-rep.started
 	hb.stop()
 	require.ErrorIs(t, <-rep.ended, context.Canceled, "the call in flight was abandoned by stop, not by its own timeout")

@@ -202,7 +202,7 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 	// vouches for the attempt's writes (docs/security.md).
 	startMeta := a.startMeta(runCtx, in, credential)
 	rep := a.reporter(ctx)
-	hb := newHeartbeater(runCtx, rep, info.TaskToken, name, info.HeartbeatTimeout, cancelRun, a.Logger)
+	hb := newHeartbeater(runCtx, rep, info.TaskToken, name, info.HeartbeatTimeout, cancelRun, a.Logger, false)
 	defer hb.stop()
 	// The steps' logs ship in the background once each step ends, so that
 	// the result reaches the outbox without waiting for the API; it is
