@@ -161,29 +161,16 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 	// the claim is accepted; the checkout of a build the registry declines
 	// or that refuses the claim is removed.
 	early := a.earlyCheckout(ctx, in, dir, doCheckout)
-	// The registry's answer and the claim go side by side: two round trips
-	// in the time of the longer. Nothing of the build runs before both said
-	// yes. A claim the registry's answer then refuses hands the build back
-	// (ErrTypeDeclined after a claim: the workflow closes the attempt as
-	// declined and dispatches the build again).
-	var registry func() (bool, string)
 	if asksElsewhere {
-		registry = goAsk(func() (bool, string) { return a.Executor.Accepting(queueName, untrusted) })
-	}
-	claimErr := a.claim(ctx, in, name, credentialHash, stepHash)
-	if registry != nil {
-		if ok, why := registry(); !ok {
+		if ok, why := a.Executor.Accepting(queueName, untrusted); !ok {
 			early.discard()
-			if claimErr == nil {
-				why += " (it had claimed the build beside the registry's answer: the attempt is handed back)"
-			}
 			return declined(why)
 		}
 	}
-	if claimErr != nil {
+	if err := a.claim(ctx, in, name, credentialHash, stepHash); err != nil {
 		early.discard()
 		return res, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("build %s refused executor %s: %v", in.BuildID, name, claimErr), ErrTypeSuperseded, nil)
+			fmt.Sprintf("build %s refused executor %s: %v", in.BuildID, name, err), ErrTypeSuperseded, nil)
 	}
 	if a.Metrics != nil {
 		a.Metrics.Claimed(queueName, time.Since(info.ScheduledTime))
@@ -198,8 +185,7 @@ func (a *Activities) RunBuild(ctx context.Context, in RunBuildInput) (RunBuildRe
 	runCtx, cancelRun := context.WithCancelCause(ctx)
 	defer cancelRun(nil)
 	// The metadata the build starts with comes from the API while the
-	// workspace is prepared and checked out. Read after the claim, it
-	// vouches for the attempt's writes (docs/security.md).
+	// workspace is prepared and checked out.
 	startMeta := a.startMeta(runCtx, in, credential)
 	rep := a.reporter(ctx)
 	hb := newHeartbeater(runCtx, rep, info.TaskToken, name, info.HeartbeatTimeout, cancelRun, a.Logger, false)
@@ -636,24 +622,6 @@ type pendingCheckout struct {
 	done   chan struct{}
 	err    error
 	dir    string
-}
-
-// goAsk runs f in the background; the function it returns waits for f's
-// answer.
-func goAsk[A, B any](f func() (A, B)) func() (A, B) {
-	var (
-		a    A
-		b    B
-		done = make(chan struct{})
-	)
-	go func() {
-		defer close(done)
-		a, b = f()
-	}()
-	return func() (A, B) {
-		<-done
-		return a, b
-	}
 }
 
 // earlyCheckout begins checkout (of in's commit into dir, which it empties

@@ -340,25 +340,22 @@ func TestRunBuildChecksOutWhileClaiming(t *testing.T) {
 
 // TestRunBuildChecksOutWhileTheRegistryAnswers: an executor that asks its
 // registry whether it may take the build starts the checkout once its own
-// answer is yes, and claims the build, beside the question; a task its
-// own answer declines checks nothing out and claims nothing, and one the
-// registry declines is handed back (declined, after its claim) with its
-// checkout removed and no step run.
+// answer is yes, beside the question; a task its own answer declines
+// checks nothing out, and the checkout of one the registry declines is
+// removed.
 func TestRunBuildChecksOutWhileTheRegistryAnswers(t *testing.T) {
 	t.Parallel()
 	t.Run("accepted", func(t *testing.T) {
 		t.Parallel()
 		h, out := setup(t), t.TempDir()
 		in := buildInput(setupRepo(t), step("after", "touch "+out+"/ran"))
-		checkedOut, claimed := false, false
+		checkedOut := false
 		h.acts.Executor = askingExecutor{fakeExecutor: h.executor, ask: func() {
-			// The registry's answer waits for the checkout and the
-			// claim (bounded).
+			// The registry's answer waits for the checkout (bounded).
 			deadline := time.Now().Add(30 * time.Second)
-			for time.Now().Before(deadline) && (!checkedOut || !claimed) {
+			for time.Now().Before(deadline) && !checkedOut {
 				_, err := os.Stat(filepath.Join(workspace(h, in), "README"))
 				checkedOut = err == nil
-				claimed = len(h.claimer.got()) == 1
 				time.Sleep(5 * time.Millisecond)
 			}
 		}}
@@ -366,7 +363,6 @@ func TestRunBuildChecksOutWhileTheRegistryAnswers(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, runner.StatusSuccess, res.Status, res.Reason)
 		require.True(t, checkedOut, "the commit was checked out while the registry answered")
-		require.True(t, claimed, "the build was claimed while the registry answered")
 		require.FileExists(t, out+"/ran")
 		require.Len(t, h.claimer.got(), 1)
 	})
@@ -387,12 +383,7 @@ func TestRunBuildChecksOutWhileTheRegistryAnswers(t *testing.T) {
 			asked := len(h.executor.asked)
 			h.executor.mu.Unlock()
 			require.Equal(t, tt.local == "", asked == 1, "the registry is asked only after the executor's own yes")
-			if tt.local != "" {
-				require.Empty(t, h.claimer.got(), "a build its executor's own answer declines is not claimed")
-			} else {
-				require.Len(t, h.claimer.got(), 1, "the claim went beside the registry's question")
-				require.Contains(t, app.Error(), "the attempt is handed back")
-			}
+			require.Empty(t, h.claimer.got(), "a declined build is not claimed")
 			require.NoFileExists(t, out+"/ran")
 			require.NoError(t, filepath.WalkDir(h.acts.WorkDir, func(p string, d fs.DirEntry, err error) error {
 				if err == nil && !d.IsDir() {

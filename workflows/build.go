@@ -286,7 +286,7 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 				sel.AddFuture(maxWait, func(workflow.Future) {
 					maxWaitFired = true
 					if !b.claimed && b.fail == "" && b.state.StartTime.IsZero() {
-						b.fail = maxWaitRefusal(in)
+						b.fail = fmt.Sprintf("refused: no executor took it within queue %s's max-wait of %s", in.Queue, in.MaxWait)
 						cancelAct()
 					}
 				})
@@ -333,20 +333,6 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 		case activities.IsDeclined(actErr), activities.IsSuperseded(actErr) && !b.claimed:
 			if !b.frozenUntil.IsZero() {
 				continue // the claim fell inside a freeze window: wait for its end
-			}
-			if b.claimed {
-				// The executor claimed the build beside its registry's
-				// answer, which said no (RunBuild): nothing of the build
-				// ran. The attempt is closed as declined; the next one
-				// has a new number, so nothing of this one is taken.
-				b.recordAttempt(ctx, b.state.Executor, "declined: "+rootMessage(actErr))
-				if n := len(b.state.Attempts); b.state.StartTime.Equal(b.state.Attempts[n-1].Start) {
-					b.state.StartTime = time.Time{} // it never started: the queue's max-wait still applies
-				}
-				b.nextAttempt(ctx)
-				if maxWaitFired && b.state.StartTime.IsZero() {
-					return b.finish(ctx, StatusFailure, maxWaitRefusal(in), CauseRefused, nil)
-				}
 			}
 			// Not an attempt: the executor handed the build back. Back off a
 			// little when it keeps happening (a member whose slots were just
@@ -419,11 +405,6 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 		}
 		b.nextAttempt(ctx)
 	}
-}
-
-// maxWaitRefusal is the reason of a build refused by its queue's max-wait.
-func maxWaitRefusal(in BuildInput) string {
-	return fmt.Sprintf("refused: no executor took it within queue %s's max-wait of %s", in.Queue, in.MaxWait)
 }
 
 // onLaneMessage handles a message that arrives while the build is

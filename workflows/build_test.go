@@ -581,22 +581,6 @@ func TestBuildWorkflowRedispatch(t *testing.T) {
 				wantAttempts: []attemptWant{{1, "exec-b", "success"}},
 			},
 			{
-				// The executor claimed it beside its registry's answer,
-				// which said no: the attempt is closed as declined, not
-				// lost, and the next one (a new number) claims and runs.
-				name:        "a claim its registry then declines is handed back",
-				maxAttempts: 1,
-				plans: []attemptPlan{
-					{steps: []buildStep{claimAs("exec-a")}, err: declined},
-					{steps: []buildStep{claimAs("exec-b")}, result: succeeded("exec-b")},
-				},
-				wantStatus: StatusSuccess,
-				wantInputs: []int{1, 2},
-				wantAttempts: []attemptWant{
-					{1, "exec-a", "declined: executor exec-x declined build app/test/7: draining"}, {2, "exec-b", "success"},
-				},
-			},
-			{
 				name:        "a stopping executor does not count as a lost attempt",
 				maxAttempts: 1,
 				plans: []attemptPlan{
