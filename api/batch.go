@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -43,7 +44,17 @@ type eventBatcher struct {
 	admitWait time.Duration
 	// queued holds each pipeline's starts queued behind the one in flight.
 	queued callQueues[*startCall]
+	// numbering counts the UpdateStartEvents in flight, across pipelines.
+	numbering atomic.Int32
 }
+
+// maxNumbering is how many pipelines' UpdateStartEvents may be in flight
+// at once before further batches are admitted by signal straight away: a
+// burst that reaches many pipelines at once (a push to a monorepo watched
+// by many of them) gets its pending answers without first waiting out the
+// admit wait, and the pipelines number its events from the signals alone
+// instead of from an update each as well.
+const maxNumbering = 4
 
 // startCall is one caller's event start.
 type startCall struct {
@@ -133,7 +144,15 @@ func (b *eventBatcher) drain(ctx context.Context, c client.Client, pipeline stri
 			go admitPending(ctx, c, pipeline, calls)
 			continue
 		}
-		if numberStarts(ctx, c, pipeline, calls) {
+		if b.numbering.Add(1) > maxNumbering {
+			// Many pipelines are numbering at once: a burst.
+			b.numbering.Add(-1)
+			admitPending(ctx, c, pipeline, calls)
+			continue
+		}
+		numbered := numberStarts(ctx, c, pipeline, calls)
+		b.numbering.Add(-1)
+		if numbered {
 			continue // answered by the pipeline within the wait
 		}
 		admitPending(ctx, c, pipeline, calls)

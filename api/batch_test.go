@@ -202,6 +202,34 @@ func TestEventStartAnswersPendingWhenThePipelineIsBusy(t *testing.T) {
 	require.Equal(t, f.signals[0][0].Admission, pending)
 }
 
+// TestEventStartInABurstAcrossPipelinesIsAdmittedAtOnce: while as many
+// pipelines as maxNumbering are numbering starts by update, a start to
+// another pipeline is admitted by signal at once — no update, no admit
+// wait — and answered pending; once they are done, starts go by update
+// again.
+func TestEventStartInABurstAcrossPipelinesIsAdmittedAtOnce(t *testing.T) {
+	t.Parallel()
+	f := newFakePipeline()
+	close(f.hold)
+	b := &eventBatcher{admitWait: time.Hour}
+	b.numbering.Store(maxNumbering) // the other pipelines' updates in flight
+	res, pending, err := b.admit(context.Background(), f.client(t), "app", commitAt("aaa"))
+	require.NoError(t, err)
+	require.Zero(t, res)
+	require.Empty(t, f.updates, "no update in a burst")
+	require.Len(t, f.signals, 1)
+	require.Equal(t, f.signals[0][0].Admission, pending)
+	require.Equal(t, int32(maxNumbering), b.numbering.Load(), "the burst's count is left as it was")
+
+	b.numbering.Store(maxNumbering - 1)
+	res, pending, err = b.admit(context.Background(), f.client(t), "app", commitAt("bbb"))
+	require.NoError(t, err)
+	require.Empty(t, pending)
+	require.Equal(t, 2, res.Event.Number, "numbered by update")
+	require.Len(t, f.updates, 1)
+	require.Equal(t, int32(maxNumbering-1), b.numbering.Load())
+}
+
 func TestEventStartsSignalFailureReachesEveryCaller(t *testing.T) {
 	t.Parallel()
 	f := newFakePipeline()
