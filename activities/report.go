@@ -64,8 +64,9 @@ func (a *Activities) reporter(ctx context.Context) Reporter {
 }
 
 // keepHeartbeating calls beat every interval, the first time after one,
-// until the returned stop is called; with activity.RecordHeartbeat as beat, the SDK
-// throttles what it sends to a fraction of the heartbeat timeout.
+// until the returned stop is called; with activity.RecordHeartbeat as
+// beat, the SDK throttles what it sends to a fraction of the heartbeat
+// timeout.
 func keepHeartbeating(ctx context.Context, every time.Duration, beat func()) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -100,7 +101,6 @@ const heartbeatPeriod = time.Second
 // build was cancelled or the attempt is gone, or when no heartbeat got
 // through for the whole heartbeat timeout.
 type heartbeater struct {
-	ctx     context.Context
 	rep     Reporter
 	token   []byte
 	timeout time.Duration
@@ -131,7 +131,7 @@ func newHeartbeater(ctx context.Context, rep Reporter, token []byte, executor st
 		timeout = 20 * time.Second
 	}
 	h := &heartbeater{
-		ctx: ctx, rep: rep, token: token, timeout: timeout, cancel: cancel, log: log,
+		rep: rep, token: token, timeout: timeout, cancel: cancel, log: log,
 		period:    min(heartbeatPeriod, max(timeout/4, 100*time.Millisecond)),
 		beatFirst: beatFirst,
 		p:         Progress{Executor: executor}, lastOK: time.Now(),

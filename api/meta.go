@@ -372,20 +372,22 @@ func (s *Service) startEventState(ctx context.Context, ref workflows.EventRef, u
 	if st, ok := s.startEvents.get(ref, now); ok && startedJobs(st, upstream) {
 		return st, nil
 	}
+	var (
+		st  workflows.EventState
+		err error
+		got bool
+	)
 	if pre != nil {
 		select {
 		case <-pre.done:
 		case <-ctx.Done():
 			return workflows.EventState{}, ctx.Err()
 		}
-		if pre.err == nil && startedJobs(pre.st, upstream) {
-			if len(pre.st.Jobs) > 0 {
-				s.startEvents.put(ref, pre.st, now)
-			}
-			return pre.st, nil
-		}
+		st, got = pre.st, pre.err == nil && startedJobs(pre.st, upstream)
 	}
-	st, err := s.eventState(ctx, ref)
+	if !got {
+		st, err = s.eventState(ctx, ref)
+	}
 	if err == nil && len(st.Jobs) > 0 {
 		s.startEvents.put(ref, st, now)
 	}
