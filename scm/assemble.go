@@ -20,8 +20,9 @@ import (
 // local mirror costs two git processes and a shell besides the checkout's
 // (upload-pack lists the refs through sh) and about three times the
 // checkout's time: the repository is laid out here instead, around one
-// `git init` (which applies the user's templates and probes the file
-// system as clone does) and the `git checkout`.
+// `git init` (which applies the user's templates, sluice's lean one
+// otherwise (template.go), and probes the file system as clone does) and
+// the `git checkout`.
 
 // errCloneInstead: the mirror has something assemble does not lay out (a
 // shallow or SHA-256 mirror): git clone makes the checkout's repository.
@@ -46,7 +47,8 @@ func (r *gitRepo) assemble(ctx context.Context, dir, origin string, copyObjects 
 		}
 	}
 	heads, tags, head := refs.heads, refs.tags, refs.head
-	if _, err := runGit(ctx, "", nil, "init", "--quiet", dir); err != nil {
+	initArgs := append([]string{"init", "--quiet"}, initTemplateArgs(filepath.Dir(r.mirror))...)
+	if _, err := runGit(ctx, "", nil, append(initArgs, dir)...); err != nil {
 		return err
 	}
 	gitDir := filepath.Join(dir, ".git")
