@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -83,15 +84,11 @@ func (r *gitRepo) readCommitFileApart(ctx context.Context, sha, p string) (*Comm
 // The commit is nil when its object says something parseRawCommit does not
 // read as `git show` would (a legacy encoding): CommitOf reads it then.
 func (r *gitRepo) catCommitFile(ctx context.Context, sha, p string) (c *Commit, data []byte, found bool, err error) {
-	s, err := startCatFile(ctx, r.mirror)
+	s, err := takeCatFile(ctx, r.mirror)
 	if err != nil {
 		return nil, nil, false, err
 	}
-	defer func() {
-		if cerr := s.close(); err == nil && cerr != nil {
-			err = cerr
-		}
-	}()
+	defer func() { err = s.release(err) }()
 	header, raw, err := s.contents(sha+"^{commit}", maxCommitObject)
 	switch {
 	case err != nil:
@@ -128,22 +125,37 @@ func (r *gitRepo) catCommitFile(ctx context.Context, sha, p string) (c *Commit, 
 }
 
 // catFile is a `git cat-file --batch-command --follow-symlinks` session on
-// one repository: each question is answered before the next is asked.
+// one repository: each question is answered before the next is asked. A
+// session outlives the read that started it (catfile_pool.go); ctx is the
+// read that uses it now.
 type catFile struct {
 	ctx    context.Context
+	dir    string
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	stdout *bufio.Reader
 	stderr bytes.Buffer
+	// stop ends the watch that kills the session when ctx ends.
+	stop func() bool
+	// idle closes a kept session that nobody took again in time.
+	idle *time.Timer
+	// dirInfo is dir's when the session started (os.SameFile).
+	dirInfo os.FileInfo
 }
 
 func startCatFile(ctx context.Context, dir string) (*catFile, error) {
 	args := append(append([]string{}, gitOptions...), "cat-file", "--batch-command", "--follow-symlinks")
-	cmd := exec.CommandContext(ctx, "git", args...)
+	// Not ended with the read's context: the session is kept for later
+	// reads. A read whose context ends kills it (takeCatFile).
+	cmd := exec.CommandContext(context.WithoutCancel(ctx), "git", args...)
 	cmd.Dir = dir
 	cmd.Env = gitEnv()
 	cmd.WaitDelay = 5 * time.Second
-	s := &catFile{ctx: ctx, cmd: cmd}
+	info, err := os.Stat(dir)
+	if err != nil {
+		return nil, &gitError{cmd: "cat-file", err: err}
+	}
+	s := &catFile{dir: dir, cmd: cmd, dirInfo: info}
 	cmd.Stderr = &s.stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -165,4 +166,98 @@ done`)
 	require.Equal(t, "second", c.Message)
 	_, _, err = r.(CommitFileReader).ReadCommitFile(context.Background(), h.c2, "absent")
 	require.ErrorIs(t, err, ErrNotFound)
+}
+
+// keptSession is the pid of the cat-file session kept for dir (0: none).
+func keptSession(dir string) int {
+	keptCatFiles.mu.Lock()
+	defer keptCatFiles.mu.Unlock()
+	if s := keptCatFiles.byDir[dir]; s != nil {
+		return s.cmd.Process.Pid
+	}
+	return 0
+}
+
+// TestCatFileSessionIsKeptBetweenReads: the session a read started answers
+// the next read on the same mirror, and sees what a fetch brought since;
+// a read whose context ends mid-way kills its session, which is not kept;
+// a mirror set aside and made again is not read through the old session.
+func TestCatFileSessionIsKeptBetweenReads(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := newHistory(t)
+	r := openRepo(t, "file://"+h.dir)
+	g := r.(*gitRepo)
+	cf := r.(CommitFileReader)
+	_, data, err := cf.ReadCommitFile(ctx, h.c2, "screwdriver.yaml")
+	require.NoError(t, err)
+	require.Contains(t, string(data), "node:22")
+	first := keptSession(g.mirror)
+	require.NotZero(t, first, "the session is kept")
+
+	// A commit made after the session started, fetched into the mirror
+	// by the read (the session first answers "missing").
+	c5 := h.commit("fifth", map[string]string{"screwdriver.yaml": "jobs: {}\n"})
+	_, data, err = cf.ReadCommitFile(ctx, c5, "screwdriver.yaml")
+	require.NoError(t, err)
+	require.Equal(t, "jobs: {}\n", string(data))
+	require.Equal(t, first, keptSession(g.mirror), "the same session answered")
+
+	// A read whose context ends while it reads: the session is killed,
+	// the read fails, and the session is not kept.
+	cctx, cancel := context.WithCancel(ctx)
+	s, err := takeCatFile(cctx, g.mirror)
+	require.NoError(t, err)
+	require.Equal(t, first, s.cmd.Process.Pid, "the kept session is taken")
+	require.Zero(t, keptSession(g.mirror), "and is no longer kept meanwhile")
+	cancel()
+	require.Eventually(t, func() bool {
+		// Killed: a zombie until the session reaps it.
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", first))
+		return err != nil || strings.Contains(string(stat), ") Z ")
+	}, 5*time.Second, 10*time.Millisecond, "the session's git is killed")
+	_, err = s.info(h.c1)
+	require.Error(t, err)
+	require.ErrorIs(t, s.release(err), context.Canceled)
+	require.Zero(t, keptSession(g.mirror), "a killed session is not kept")
+	_, _, err = cf.ReadCommitFile(cctx, h.c1, "screwdriver.yaml")
+	require.ErrorIs(t, err, context.Canceled, "a read under an ended context starts nothing")
+	require.Zero(t, keptSession(g.mirror))
+
+	// A new session, then the mirror set aside and cloned again.
+	_, _, err = cf.ReadCommitFile(ctx, h.c1, "screwdriver.yaml")
+	require.NoError(t, err)
+	old := keptSession(g.mirror)
+	require.NotZero(t, old)
+	require.NoError(t, g.renew(ctx, time.Now()))
+	_, data, err = cf.ReadCommitFile(ctx, c5, "screwdriver.yaml")
+	require.NoError(t, err)
+	require.Equal(t, "jobs: {}\n", string(data))
+	require.NotEqual(t, old, keptSession(g.mirror), "the renewed mirror has a session of its own")
+}
+
+// TestCatFileSessionsOfConcurrentReads: reads at once on one mirror each
+// get a session; one is kept, the others end.
+func TestCatFileSessionsOfConcurrentReads(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := newHistory(t)
+	r := openRepo(t, h.dir)
+	cf := r.(CommitFileReader)
+	var wg sync.WaitGroup
+	errs := make([]error, 6)
+	for i := range errs {
+		wg.Go(func() {
+			_, data, err := cf.ReadCommitFile(ctx, h.c2, "screwdriver.yaml")
+			if err == nil && !strings.Contains(string(data), "node:22") {
+				err = fmt.Errorf("read %q", data)
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	require.NotZero(t, keptSession(r.(*gitRepo).mirror))
 }
