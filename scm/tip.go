@@ -1,9 +1,15 @@
 package scm
 
 import (
+	"bufio"
 	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -97,9 +103,17 @@ func (r *gitRepo) remoteTip(ctx context.Context, branch string, requested time.T
 	}
 }
 
-// lsRemoteBranch asks the remote for refs/heads/<branch>.
+// lsRemoteBranch asks the remote for refs/heads/<branch>: from its files
+// when it is a repository on this machine that keeps its refs as files
+// (localBranchTip), otherwise by ls-remote.
 func (r *gitRepo) lsRemoteBranch(ctx context.Context, branch string) (string, error) {
 	name := "refs/heads/" + branch
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	if sha, ok := localBranchTip(r.location, name); ok {
+		return sha, nil
+	}
 	out, err := r.remoteGit(ctx, r.mirror, "ls-remote", "--quiet", r.remote, name)
 	if err != nil {
 		return "", err
@@ -147,4 +161,56 @@ func branchOf(ref string) (string, bool) {
 		return "", false
 	}
 	return ref, true
+}
+
+// localBranchTip reads a branch of a repository on this machine (location
+// a path: its work tree or a bare repository) from its files, as
+// ls-remote would advertise it: the loose ref, else the packed one; "" when
+// it has neither. ls-remote of a local path costs three processes (git, a
+// shell, git-upload-pack: ~8 ms here); this reads one or two files and
+// runs nothing of the repository's. ok is false when the answer must come
+// from git: a URL, a work tree whose .git is a file (a linked work tree, a
+// submodule), a repository that keeps its refs in a reftable, a symbolic
+// or unreadable ref.
+func localBranchTip(location, name string) (sha string, ok bool) {
+	if isRemote(location) || !filepath.IsAbs(location) || strings.Contains(name, "..") {
+		return "", false
+	}
+	gitDir := filepath.Join(location, ".git")
+	if st, err := os.Lstat(gitDir); err != nil || !st.IsDir() {
+		if err == nil || !isGitDir(location) {
+			return "", false
+		}
+		gitDir = location // bare
+	}
+	for _, other := range []string{"commondir", "reftable"} {
+		if _, err := os.Lstat(filepath.Join(gitDir, other)); !errors.Is(err, fs.ErrNotExist) {
+			return "", false
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(gitDir, filepath.FromSlash(name))) //nolint:gosec // a ref of the pipeline's own repository, read, never run
+	switch {
+	case err == nil:
+		id := strings.TrimSpace(string(b))
+		return id, isFullSHA(id)
+	case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
+		return "", false
+	}
+	// Not loose (a pack-refs moves refs from loose to packed, never back).
+	f, err := os.Open(filepath.Join(gitDir, "packed-refs"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", true
+	}
+	if err != nil {
+		return "", false
+	}
+	defer func() { _ = f.Close() }()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	for sc.Scan() {
+		if id, ref, found := strings.Cut(sc.Text(), " "); found && ref == name {
+			return id, isFullSHA(id)
+		}
+	}
+	return "", sc.Err() == nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -87,4 +88,78 @@ func TestResolveBranchSharesAsksOfTheRemote(t *testing.T) {
 	require.Equal(t, int64(2), r.tipAsks.Load(),
 		"the callers that came during an ask share the next one (the first may predate a push they were told of)")
 	require.Equal(t, int64(1), r.fetches.Load(), "and nothing was fetched")
+}
+
+// TestLocalBranchTipIsWhatLsRemoteSays: a branch of a repository on this
+// machine is read from its files as ls-remote advertises it — loose,
+// packed, in a bare repository, absent — and left to git where files
+// cannot say (a URL, a linked work tree, a symbolic ref).
+func TestLocalBranchTipIsWhatLsRemoteSays(t *testing.T) {
+	t.Parallel()
+	h := newHistory(t)
+	lsRemote := func(dir, name string) string {
+		out := gitIn(t, h.dir, "ls-remote", dir, name)
+		id, _, _ := strings.Cut(out, "\t")
+		return id
+	}
+	same := func(dir, name, why string) {
+		t.Helper()
+		got, ok := localBranchTip(dir, name)
+		require.True(t, ok, why)
+		require.Equal(t, lsRemote(dir, name), got, why)
+	}
+	same(h.dir, "refs/heads/main", "a loose branch of a work tree")
+	same(h.dir, "refs/heads/feature", "another")
+	same(h.dir, "refs/heads/absent", "no such branch: none")
+	h.git("pack-refs", "--all")
+	same(h.dir, "refs/heads/main", "packed")
+	c5 := h.commit("after packing", map[string]string{"p.txt": "p\n"})
+	same(h.dir, "refs/heads/main", "loose again over the packed one")
+	require.Equal(t, c5, lsRemote(h.dir, "refs/heads/main"))
+	same(h.dir, "refs/heads/main/sub", "under a loose ref's name")
+
+	bare := filepath.Join(t.TempDir(), "bare.git")
+	gitIn(t, h.dir, "clone", "--quiet", "--bare", h.dir, bare)
+	same(bare, "refs/heads/main", "a bare repository (packed by clone)")
+
+	for _, tc := range []struct{ why, dir, name string }{
+		{"a URL", "file://" + h.dir, "refs/heads/main"},
+		{"a relative path", "src", "refs/heads/main"},
+		{"a name that climbs", h.dir, "refs/heads/../../config"},
+	} {
+		_, ok := localBranchTip(tc.dir, tc.name)
+		require.False(t, ok, tc.why)
+	}
+	wt := filepath.Join(t.TempDir(), "linked")
+	h.git("worktree", "add", "--quiet", "--detach", wt)
+	_, ok := localBranchTip(wt, "refs/heads/main")
+	require.False(t, ok, "a linked work tree: its .git is a file")
+	h.git("symbolic-ref", "refs/heads/alias", "refs/heads/main")
+	_, ok = localBranchTip(h.dir, "refs/heads/alias")
+	require.False(t, ok, "a symbolic ref")
+}
+
+// TestResolveBranchOfALocalRepository: Resolve of a repository given by
+// its path answers a branch from its files, fetching only when the
+// mirror lacks the tip, as with a URL.
+func TestResolveBranchOfALocalRepository(t *testing.T) {
+	t.Parallel()
+	h := newHistory(t)
+	r := openRepo(t, h.dir).(*gitRepo)
+	ctx := context.Background()
+	resolve := func(ref, want string, fetches int64, why string) {
+		t.Helper()
+		got, err := r.Resolve(ctx, ref)
+		require.NoError(t, err, why)
+		require.Equal(t, want, got, why)
+		require.Equal(t, fetches, r.fetches.Load(), why)
+	}
+	resolve("main", h.c4, 1, "a tip the mirror holds: no fetch")
+	c5 := h.commit("later", map[string]string{"later.txt": "later\n"})
+	resolve("main", c5, 2, "a branch that moved past the mirror fetches")
+	h.git("pack-refs", "--all")
+	resolve("main", c5, 2, "packed, held")
+	h.git("branch", "-D", "feature")
+	_, err := r.Resolve(ctx, "feature")
+	require.ErrorIs(t, err, ErrNotFound, "a deleted branch is gone")
 }
