@@ -9,10 +9,10 @@ import (
 
 // A controller reads every event's spec and commit with a cat-file
 // session on the pipeline's mirror; starting git for each read cost more
-// than the read (a process, git's start-up, its configuration: a read took
-// 2.7-3.1 ms here, 0.2-0.3 ms through a kept session). A session is kept after a read, one
-// per mirror, and taken by the next read; it ends after catFileIdle
-// without one. A long-lived session sees what later fetches bring: git
+// than the read (a process, git's start-up, its configuration: a read
+// took 2.7-3.1 ms here, 0.2-0.3 ms through a kept session). A session is
+// kept after a read, one per mirror, and taken by the next read; it ends
+// after catFileIdle without one. A long-lived session sees what later fetches bring: git
 // looks its packs up again when an object is not in those it knows, and
 // the questions name commits by sha, never by ref. A session kept for a
 // directory that was replaced since (a damaged mirror renewed) is closed
@@ -54,7 +54,9 @@ func takeCatFile(ctx context.Context, dir string) (*catFile, error) {
 		}
 	}
 	s.ctx = ctx
-	s.stop = context.AfterFunc(ctx, func() { _ = s.cmd.Process.Kill() })
+	// The process, not s.cmd, which a broken session clears meanwhile.
+	proc := s.cmd.Process
+	s.stop = context.AfterFunc(ctx, func() { _ = proc.Kill() })
 	return s, nil
 }
 

@@ -33,7 +33,11 @@ var checkoutTemplates sync.Map
 // userTemplate reports whether git is configured with a template
 // directory of the user's (read once per process: `git config`).
 var userTemplate = sync.OnceValue(func() bool {
-	out, err := exec.CommandContext(context.Background(), "git", "config", "--get", "init.templateDir").Output() //nolint:gosec // fixed arguments
+	cmd := exec.CommandContext(context.Background(), "git", "config", "--get", "init.templateDir")
+	// What a checkout's git init reads: the user's and the system's
+	// configuration, no repository's.
+	cmd.Dir, cmd.Env = "/", gitEnv()
+	out, err := cmd.Output()
 	var exit *exec.ExitError
 	if errors.As(err, &exit) && exit.ExitCode() == 1 {
 		return false // not set
