@@ -812,6 +812,10 @@ func (r *gitRepo) OnBranch(ctx context.Context, sha, branch string) (bool, error
 	if err != nil {
 		return false, err
 	}
+	if strings.EqualFold(tip, sha) {
+		// A push's commit is usually its branch's tip: no git needed.
+		return true, nil
+	}
 	if _, err := r.ensureCommit(ctx, sha); err != nil {
 		return false, err
 	}

@@ -163,3 +163,28 @@ func TestResolveBranchOfALocalRepository(t *testing.T) {
 	_, err := r.Resolve(ctx, "feature")
 	require.ErrorIs(t, err, ErrNotFound, "a deleted branch is gone")
 }
+
+// TestOnBranch: a commit is on a branch when the branch's tip reaches it —
+// the tip itself (answered without git), an ancestor — and not when only
+// another branch reaches it.
+func TestOnBranch(t *testing.T) {
+	t.Parallel()
+	h := newHistory(t)
+	r := openRepo(t, h.dir).(*gitRepo)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		why, sha, branch string
+		want             bool
+	}{
+		{"the tip", h.c4, "main", true},
+		{"the tip, upper case", strings.ToUpper(h.c4), "main", true},
+		{"an ancestor", h.c2, "main", true},
+		{"merged from feature", h.c3, "main", true},
+		{"feature's own tip", h.c3, "feature", true},
+		{"main's commit is not on feature", h.c2, "feature", false},
+	} {
+		got, err := r.OnBranch(ctx, tc.sha, tc.branch)
+		require.NoError(t, err, tc.why)
+		require.Equal(t, tc.want, got, tc.why)
+	}
+}
