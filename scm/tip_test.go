@@ -18,13 +18,7 @@ func TestResolveBranchAsksTheRemoteFirst(t *testing.T) {
 	h := newHistory(t)
 	r := openRepo(t, "file://"+h.dir).(*gitRepo)
 	ctx := context.Background()
-	resolve := func(ref, want string, fetches int64, why string) {
-		t.Helper()
-		got, err := r.Resolve(ctx, ref)
-		require.NoError(t, err, why)
-		require.Equal(t, want, got, why)
-		require.Equal(t, fetches, r.fetches.Load(), why)
-	}
+	resolve := resolver(t, r)
 	require.Equal(t, int64(1), r.fetches.Load(), "the clone")
 
 	resolve("main", h.c4, 1, "a tip the mirror holds: no fetch")
@@ -146,22 +140,26 @@ func TestResolveBranchOfALocalRepository(t *testing.T) {
 	t.Parallel()
 	h := newHistory(t)
 	r := openRepo(t, h.dir).(*gitRepo)
-	ctx := context.Background()
-	resolve := func(ref, want string, fetches int64, why string) {
-		t.Helper()
-		got, err := r.Resolve(ctx, ref)
-		require.NoError(t, err, why)
-		require.Equal(t, want, got, why)
-		require.Equal(t, fetches, r.fetches.Load(), why)
-	}
+	resolve := resolver(t, r)
 	resolve("main", h.c4, 1, "a tip the mirror holds: no fetch")
 	c5 := h.commit("later", map[string]string{"later.txt": "later\n"})
 	resolve("main", c5, 2, "a branch that moved past the mirror fetches")
 	h.git("pack-refs", "--all")
 	resolve("main", c5, 2, "packed, held")
 	h.git("branch", "-D", "feature")
-	_, err := r.Resolve(ctx, "feature")
+	_, err := r.Resolve(context.Background(), "feature")
 	require.ErrorIs(t, err, ErrNotFound, "a deleted branch is gone")
+}
+
+// resolver checks r.Resolve(ref): want, after fetches fetches in all.
+func resolver(t *testing.T, r *gitRepo) func(ref, want string, fetches int64, why string) {
+	return func(ref, want string, fetches int64, why string) {
+		t.Helper()
+		got, err := r.Resolve(context.Background(), ref)
+		require.NoError(t, err, why)
+		require.Equal(t, want, got, why)
+		require.Equal(t, fetches, r.fetches.Load(), why)
+	}
 }
 
 // TestOnBranch: a commit is on a branch when the branch's tip reaches it —
