@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
@@ -24,6 +25,8 @@ func waitEvents(ctx context.Context, c client.Client, ids []string) (map[string]
 	var firstErr error
 	sem := make(chan struct{}, 64)
 	var wg sync.WaitGroup
+	progress := &burstProgress{}
+	progress.mark()
 	for _, id := range ids {
 		wg.Go(func() {
 			sem <- struct{}{}
@@ -31,7 +34,7 @@ func waitEvents(ctx context.Context, c client.Client, ids []string) (map[string]
 			ref, err := workflows.ParseEventRef(id)
 			var st workflows.EventState
 			if err == nil {
-				err = waitWorkflow(ctx, c, ref.WorkflowID(), &st)
+				err = waitWorkflow(ctx, c, ref.WorkflowID(), &st, progress)
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -63,19 +66,34 @@ func buildState(ctx context.Context, c client.Client, ref workflows.BuildRef, ev
 	return bs, nil
 }
 
+// burstProgress is when a burst's waiters last saw one of its workflows
+// end: a workflow not started yet is waited for while others still do.
+type burstProgress struct{ last atomic.Int64 }
+
+func (p *burstProgress) mark() { p.last.Store(time.Now().UnixNano()) }
+
+// stalled reports whether no workflow of the burst ended for a minute.
+func (p *burstProgress) stalled() bool {
+	return time.Since(time.Unix(0, p.last.Load())) > time.Minute
+}
+
 // waitWorkflow waits for a workflow's result. A workflow not started yet
 // (an event admitted in a burst starts a moment after its number is handed
-// out, up to tens of seconds later behind a busy pipeline) is asked for
-// again after 100 ms, then less and less often (up to every 2 s), for up to
-// a minute: a burst's waiters would otherwise ask the server hundreds of
-// times a second, and that CPU would count as sluice's.
-func waitWorkflow(ctx context.Context, c client.Client, id string, out any) error {
-	deadline := time.Now().Add(time.Minute)
+// out, up to a minute or more later behind a busy pipeline) is asked for
+// again after 100 ms, then less and less often (up to every 2 s), for as
+// long as other workflows of its burst keep ending (progress; a minute
+// without one fails the figure, which a lost event would): a burst's
+// waiters would otherwise ask the server hundreds of times a second, and
+// that CPU would count as sluice's.
+func waitWorkflow(ctx context.Context, c client.Client, id string, out any, progress *burstProgress) error {
 	delay := 100 * time.Millisecond
 	for {
 		err := c.GetWorkflow(ctx, id, "").Get(ctx, out)
 		var nf *serviceerror.NotFound
-		if !errors.As(err, &nf) || time.Now().After(deadline) {
+		if err == nil {
+			progress.mark()
+		}
+		if !errors.As(err, &nf) || progress.stalled() {
 			return err
 		}
 		select {
