@@ -21,6 +21,11 @@ import (
 // catFileIdle is how long a kept session waits for its next read.
 const catFileIdle = 30 * time.Second
 
+// maxKeptCatFiles bounds the sessions kept at once (a process each): a
+// controller of many pipelines keeps those of the busiest, the others
+// start git for a read as before.
+const maxKeptCatFiles = 32
+
 // keptCatFiles holds the idle session of each repository.
 var keptCatFiles = struct {
 	mu    sync.Mutex
@@ -62,7 +67,8 @@ func takeCatFile(ctx context.Context, dir string) (*catFile, error) {
 
 // release ends one read (err: how it ended): a session that answered
 // every question and was not killed is kept for the next read on its
-// repository (unless one is kept already), any other is closed; the
+// repository (unless one is kept already, or maxKeptCatFiles are), any
+// other is closed; the
 // result is err, or the session's own error when it exited badly.
 func (s *catFile) release(err error) error {
 	killed := !s.stop()
@@ -73,7 +79,7 @@ func (s *catFile) release(err error) error {
 		return err
 	}
 	keptCatFiles.mu.Lock()
-	if keptCatFiles.byDir[s.dir] != nil {
+	if keptCatFiles.byDir[s.dir] != nil || len(keptCatFiles.byDir) >= maxKeptCatFiles {
 		keptCatFiles.mu.Unlock()
 		return s.close()
 	}

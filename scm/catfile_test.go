@@ -261,3 +261,50 @@ func TestCatFileSessionsOfConcurrentReads(t *testing.T) {
 	}
 	require.NotZero(t, keptSession(r.(*gitRepo).mirror))
 }
+
+// TestCatFileSessionsKeptAreBounded: reads of more mirrors than
+// maxKeptCatFiles keep that many sessions at most, and the others still
+// read. Not parallel: it fills the process's kept sessions, which the
+// other tests count on (it closes its own at the end).
+func TestCatFileSessionsKeptAreBounded(t *testing.T) {
+	ctx := context.Background()
+	h := newHistory(t)
+	mirror := openRepo(t, h.dir).(*gitRepo).mirror
+	// Copies of one mirror under names of their own: sessions are kept
+	// by directory.
+	base := t.TempDir()
+	t.Cleanup(func() {
+		keptCatFiles.mu.Lock()
+		var mine []*catFile
+		for dir, s := range keptCatFiles.byDir {
+			if strings.HasPrefix(dir, base) {
+				s.idle.Stop()
+				delete(keptCatFiles.byDir, dir)
+				mine = append(mine, s)
+			}
+		}
+		keptCatFiles.mu.Unlock()
+		for _, s := range mine {
+			_ = s.close()
+		}
+	})
+	for i := range maxKeptCatFiles + 3 {
+		dir := filepath.Join(base, fmt.Sprintf("m%d.git", i))
+		gitIn(t, base, "clone", "--quiet", "--bare", mirror, dir)
+		s, err := takeCatFile(ctx, dir)
+		require.NoError(t, err)
+		header, _, err := s.contents(h.c2+"^{commit}", maxCommitObject)
+		require.NoError(t, s.release(err))
+		require.Contains(t, header, " commit ")
+	}
+	keptCatFiles.mu.Lock()
+	n := 0
+	for dir := range keptCatFiles.byDir {
+		if strings.HasPrefix(dir, base) {
+			n++
+		}
+	}
+	keptCatFiles.mu.Unlock()
+	require.LessOrEqual(t, n, maxKeptCatFiles)
+	require.Positive(t, n)
+}
