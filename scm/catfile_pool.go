@@ -68,8 +68,8 @@ func takeCatFile(ctx context.Context, dir string) (*catFile, error) {
 // release ends one read (err: how it ended): a session that answered
 // every question and was not killed is kept for the next read on its
 // repository (unless one is kept already, or maxKeptCatFiles are), any
-// other is closed; the
-// result is err, or the session's own error when it exited badly.
+// other is closed; the result is err, or the session's own error when it
+// exited badly.
 func (s *catFile) release(err error) error {
 	killed := !s.stop()
 	if err != nil || killed || s.cmd == nil {
