@@ -33,13 +33,12 @@ var checkoutTemplates sync.Map
 // userTemplate reports whether git is configured with a template
 // directory of the user's (read once per process: `git config`).
 var userTemplate = sync.OnceValue(func() bool {
-	cmd := exec.CommandContext(context.Background(), "git", "config", "--get", "init.templateDir")
 	// What a checkout's git init reads: the user's and the system's
-	// configuration, no repository's.
-	cmd.Dir, cmd.Env = "/", gitEnv()
-	out, err := cmd.Output()
+	// configuration, no repository's (run from /).
+	out, err := runGit(context.Background(), "/", nil, "config", "--get", "init.templateDir")
+	var ge *gitError
 	var exit *exec.ExitError
-	if errors.As(err, &exit) && exit.ExitCode() == 1 {
+	if errors.As(err, &ge) && errors.As(ge.err, &exit) && exit.ExitCode() == 1 {
 		return false // not set
 	}
 	// Set, or git could not say: leave git its own choice.
