@@ -84,8 +84,12 @@ func (f buildFiles) metaPath() string { return filepath.Join(f.metaDir, metaFile
 // the build starts with (an API call that reads its event: ≈10 ms), so
 // that it overlaps the checkout; wait returns it. An API or controller
 // that is down for a while delays the build; it does not fail it (the
-// heartbeats go on meanwhile).
+// heartbeats go on meanwhile). Metadata the task brings
+// (RunBuildInput.StartMeta) is used as it is.
 func (a *Activities) startMeta(ctx context.Context, in RunBuildInput, credential string) (wait func() (buildmeta.Doc, error)) {
+	if in.StartMeta != nil {
+		return func() (buildmeta.Doc, error) { return in.StartMeta, nil }
+	}
 	if a.BuildData == nil {
 		return func() (buildmeta.Doc, error) { return buildmeta.Doc{}, nil }
 	}

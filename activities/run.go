@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/sluice-ci/sluice/cache"
+	"github.com/sluice-ci/sluice/internal/buildmeta"
 	"github.com/sluice-ci/sluice/pipeline"
 	"github.com/sluice-ci/sluice/runner"
 	"github.com/sluice-ci/sluice/scm"
@@ -67,6 +68,11 @@ type RunBuildInput struct {
 	// Cache is the job's cache paths per scope (Screwdriver `cache:`),
 	// restored before the first step and saved after a success.
 	Cache *pipeline.JobCache `json:"cache,omitempty"`
+	// StartMeta, when set, is the metadata the build starts with, which
+	// the workflow holds all of for most first attempts
+	// (workflows.OwnStartMeta): the executor then does not ask the API for
+	// it.
+	StartMeta buildmeta.Doc `json:"start_meta,omitempty"`
 }
 
 // LogKey is the log store key of one build attempt's step logs.

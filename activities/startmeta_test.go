@@ -69,6 +69,20 @@ func TestRunBuildStartsWithItsMetadata(t *testing.T) {
 		require.Equal(t, 1, asked.Attempt)
 		require.Equal(t, []string{activities.CredentialHash(asked.Credential)}, h.claimer.gotHashes())
 	})
+	t.Run("brought by the task", func(t *testing.T) {
+		t.Parallel()
+		h := setup(t)
+		data := &startMetaData{meta: `{"from":"the API"}`}
+		h.acts.BuildData = data
+		out := filepath.Join(t.TempDir(), "meta")
+		in := buildInput(r, step("read", "cat $SD_META_PATH > "+out))
+		in.StartMeta = map[string]any{"build": map[string]any{"buildId": "app/main/7"}}
+		res, err := h.runBuild(t, in)
+		require.NoError(t, err)
+		require.Equal(t, runner.StatusSuccess, res.Status, res.Reason)
+		require.JSONEq(t, `{"build":{"buildId":"app/main/7"}}`, readFile(t, out))
+		require.Zero(t, data.calls.Load(), "the API is not asked for what the task brought")
+	})
 	t.Run("refused", func(t *testing.T) {
 		t.Parallel()
 		h := setup(t)

@@ -271,48 +271,8 @@ func (s *Service) startMeta(ctx context.Context, b Build, pre *eventRead) (build
 			buildmeta.Merge(doc, pm)
 		}
 	}
-	own := map[string]any{
-		"buildId": ref.String(), "eventId": ref.EventRef().String(), "pipelineId": ref.Pipeline,
-		"jobName": ref.Job, "sha": b.SHA,
-	}
-	if ref.PR > 0 {
-		own["pr"] = strconv.Itoa(ref.PR)
-	}
-	buildmeta.Merge(doc, buildmeta.Doc{
-		"build": own,
-		"event": map[string]any{"id": ref.EventRef().String(), "trigger": string(ev.Trigger.Kind), "creator": ev.Trigger.Sender},
-	})
-	buildmeta.Merge(doc, triggerMeta(ev.Trigger))
+	buildmeta.Merge(doc, workflows.OwnStartMeta(ref, b.SHA, ev.Trigger))
 	return doc, nil
-}
-
-// triggerMeta is the metadata Screwdriver gives builds from what started
-// their event: sd.tag.name for a tag, sd.release.name and
-// sd.release.author for a release, commit.changedFiles (comma-separated)
-// for a push or pull request that says which files it changed, and
-// event.branch / event.pr where they apply.
-func triggerMeta(tr workflows.Trigger) buildmeta.Doc {
-	doc := buildmeta.Doc{}
-	event := map[string]any{}
-	if tr.Branch != "" {
-		event["branch"] = tr.Branch
-	}
-	if tr.PR > 0 {
-		event["pr"] = strconv.Itoa(tr.PR)
-	}
-	if len(event) > 0 {
-		doc["event"] = event
-	}
-	switch tr.Kind {
-	case workflows.TriggerTag:
-		doc["sd"] = map[string]any{"tag": map[string]any{"name": tr.Ref}}
-	case workflows.TriggerRelease:
-		doc["sd"] = map[string]any{"release": map[string]any{"name": tr.Ref, "author": tr.Sender}}
-	}
-	if len(tr.ChangedFiles) > 0 {
-		doc["commit"] = map[string]any{"changedFiles": strings.Join(tr.ChangedFiles, ",")}
-	}
-	return doc
 }
 
 // startEventCache keeps, per API process, the state of events whose builds

@@ -259,6 +259,7 @@ func (b *build) dispatch(ctx workflow.Context, laneCh workflow.ReceiveChannel) B
 			RepoAuth: in.RepoAuth,
 			Cache:    in.Cache,
 		}
+		runIn.StartMeta = knownStartMeta(in, b.attempt)
 		if !b.legacy {
 			runIn.Dispatch = b.dispatchN
 		}

@@ -338,6 +338,7 @@ func testBuildRunsOnItsQueue(t *testing.T, host hostKind, lean bool) {
 		WorkflowID: h.workflowID(), BuildID: "app/test/7", Pipeline: "app", Job: "test", EventID: "app/7",
 		Attempt: 1, Repo: in.Repo, SHA: in.SHA, Branch: "main", Trigger: "commit", Image: in.Image,
 		Steps: in.Steps, Environment: in.Environment, Timeout: in.Timeout, Dispatch: 1,
+		StartMeta: OwnStartMeta(in.Build, in.SHA, in.Trigger),
 	}, got)
 	require.Equal(t, "queue/gpu", h.infos[0].TaskQueue)
 	opts := h.rec.activityOptions("RunBuild")

@@ -9,11 +9,15 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/converter"
 
+	"github.com/sluice-ci/sluice/activities"
 	"github.com/sluice-ci/sluice/api"
 	"github.com/sluice-ci/sluice/internal/testenv"
 	"github.com/sluice-ci/sluice/workflows"
@@ -206,4 +210,85 @@ func requireStaticBinary(t *testing.T) {
 		_ = f.Close()
 		require.False(t, dynamic, "the sluice binary is dynamically linked: build it with CGO_ENABLED=0 (make build does) to run its meta command in a busybox container")
 	}
+}
+
+// TestStartMetaInTheTask: a build whose metadata is all its own and its
+// trigger's gets it with its task (the API is not asked), and it is what
+// the API would have answered; a build with an upstream job is not handed
+// any and reads it from the API, its upstream's included.
+func TestStartMetaInTheTask(t *testing.T) {
+	t.Parallel()
+	e := server.NewEnv(t, testenv.Options{})
+	ctx := e.Context()
+	e.StartExecutor(testenv.ExecutorOptions{Name: "taskmeta-1"})
+	e.WaitExecutorLive("taskmeta-1")
+	spec := `
+shared: {image: alpine}
+jobs:
+  first:
+    requires: [~commit]
+    steps:
+      - show: echo "meta=$(tr -d '\n' < "$SD_META_PATH")" && meta set from.first yes
+  second:
+    requires: [first]
+    steps:
+      - show: echo "meta=$(tr -d '\n' < "$SD_META_PATH")"
+`
+	_, err := e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "taskmeta", Repo: testenv.NewRepo(t, map[string]string{"screwdriver.yaml": spec}).Dir})
+	require.NoError(t, err)
+	started, err := e.StartEvent(ctx, "taskmeta", api.StartEventRequest{})
+	require.NoError(t, err)
+	ev := e.WaitEvent(started.ID, 2*time.Minute)
+	require.Equal(t, workflows.StatusSuccess, ev.Status, ev.Reason)
+	first, second := buildOf(t, ev, "first"), buildOf(t, ev, "second")
+
+	seen := func(b api.Build) map[string]any {
+		t.Helper()
+		out := readStepLog(t, e, b.ID, 1, "show")
+		_, doc, ok := strings.Cut(out, "meta=")
+		require.True(t, ok, out)
+		doc, _, _ = strings.Cut(doc, "\n")
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(doc), &m), doc)
+		return m
+	}
+	// The API's answer for first, made the way it answers an executor.
+	record, err := e.API.GetBuild(ctx, first.ID)
+	require.NoError(t, err)
+	fromAPI, err := e.Service.StartMeta(ctx, record)
+	require.NoError(t, err)
+	require.NotEmpty(t, fromAPI["build"])
+	require.Equal(t, map[string]any(fromAPI), seen(first), "the task's metadata is the API's")
+	require.Equal(t, "yes", metaAt(t, seen(second), "from", "first"), "second starts with what first saved")
+	require.Equal(t, second.ID, metaAt(t, seen(second), "build", "buildId"))
+
+	// Which builds the event's workflow handed their metadata.
+	handed := map[string]bool{}
+	it := e.Client.GetWorkflowHistory(ctx, workflows.EventRef{Pipeline: "taskmeta", Number: ev.Number}.WorkflowID(), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		he, err := it.Next()
+		require.NoError(t, err)
+		at := he.GetActivityTaskScheduledEventAttributes()
+		if at.GetActivityType().GetName() != "RunBuild" {
+			continue
+		}
+		var in activities.RunBuildInput
+		require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(at.GetInput(), &in))
+		handed[in.Job] = in.StartMeta != nil
+	}
+	require.Equal(t, map[string]bool{"first": true, "second": false}, handed)
+}
+
+// metaAt is the value at path in a metadata document ("" when absent).
+func metaAt(t *testing.T, doc map[string]any, path ...string) any {
+	t.Helper()
+	var v any = doc
+	for _, k := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return ""
+		}
+		v = m[k]
+	}
+	return v
 }
