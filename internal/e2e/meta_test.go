@@ -258,7 +258,7 @@ jobs:
 	fromAPI, err := e.Service.StartMeta(ctx, record)
 	require.NoError(t, err)
 	require.NotEmpty(t, fromAPI["build"])
-	require.Equal(t, map[string]any(fromAPI), seen(first), "the task's metadata is the API's")
+	require.Equal(t, fromAPI, seen(first), "the task's metadata is the API's")
 	require.Equal(t, "yes", metaAt(t, seen(second), "from", "first"), "second starts with what first saved")
 	require.Equal(t, second.ID, metaAt(t, seen(second), "build", "buildId"))
 
