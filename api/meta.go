@@ -66,12 +66,6 @@ var ErrNoMetaStore = errors.New("build metadata needs sluice's store (SLUICE_DB)
 // chain to find an upstream job's build.
 const maxUpstreamHops = 50
 
-// EventMetaFunc gives extra metadata every build of an event starts with
-// (merged over the event's own, under the builds' upstream metadata): the
-// hook for event-level data such as parameters (Screwdriver exposes them
-// as parameters.NAME.value).
-type EventMetaFunc func(ctx context.Context, st workflows.EventState) (buildmeta.Doc, error)
-
 func (s *Service) metaStore() (store.Meta, error) {
 	if s.Meta == nil {
 		return nil, ErrNoMetaStore
@@ -184,11 +178,12 @@ func (s *Service) startMetaResponse(ctx context.Context, b Build, pre *eventRead
 }
 
 // StartMeta is the metadata build b starts with, as Screwdriver merges it:
-// its event's (`event start --meta`, plus the event hook's, plus a remote
-// trigger's build under sd.<pipeline>.<job>), then its upstream builds'
-// (for a join, every parent's, in the order its requires list them; a job
-// a restart inherited is found along the restart chain), then the build's
-// own build.* keys. The event's parameters come right after its own
+// its event's (`event start --meta`, plus a remote trigger's build under
+// sd.<pipeline>.<job>), then its upstream builds' (for a join, every
+// parent's, in the order its requires list them; a job a restart inherited
+// is found along the restart chain), then the build's own keys
+// (workflows.OwnStartMeta, which a build's task brings when nothing else
+// makes its metadata). The event's parameters come right after its own
 // metadata, as parameters.NAME.value.
 func (s *Service) StartMeta(ctx context.Context, b Build) (buildmeta.Doc, error) {
 	return s.startMeta(ctx, b, nil)
@@ -243,13 +238,6 @@ func (s *Service) startMeta(ctx context.Context, b Build, pre *eventRead) (build
 				}
 			}
 		}
-	}
-	if s.EventMeta != nil {
-		extra, err := s.EventMeta(ctx, ev)
-		if err != nil {
-			return nil, err
-		}
-		buildmeta.Merge(doc, extra)
 	}
 	for _, job := range b.Upstream {
 		ids, err := s.upstreamBuilds(ctx, ref.EventRef(), ev, job)

@@ -79,9 +79,6 @@ type Service struct {
 	// Meta keeps build and event metadata (nil: the metadata routes are
 	// off, and builds start with no metadata from sluice).
 	Meta store.Meta
-	// EventMeta, if set, adds event-level metadata every build of an event
-	// starts with (see EventMetaFunc).
-	EventMeta EventMetaFunc
 	// Audit keeps the audit trail (nil: none is kept; audit.go).
 	Audit store.AuditTrail
 
