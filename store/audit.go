@@ -3,9 +3,11 @@ package store
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -62,7 +64,13 @@ func newAuditID() string {
 	return hex.EncodeToString(b)
 }
 
-// AppendAudit implements AuditTrail.
+// AppendAudit implements AuditTrail. It returns once the record is
+// committed. Records appended while another commit is under way go
+// together in the next one (group commit): a burst of audited requests
+// (hundreds of event starts, a storm of webhook pushes) costs a
+// transaction, and a sync to disk, per round rather than per record, which
+// on SQLite (one writer, synchronous=FULL) would queue each request behind
+// every other's sync.
 func (d *DB) AppendAudit(ctx context.Context, r AuditRecord) error {
 	if r.At.IsZero() {
 		r.At = time.Now()
@@ -70,12 +78,116 @@ func (d *DB) AppendAudit(ctx context.Context, r AuditRecord) error {
 	if r.ID == "" {
 		r.ID = newAuditID()
 	}
-	_, err := d.db.ExecContext(ctx, `INSERT INTO audit_log (id, at, actor, action, pipeline, target, detail) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		r.ID, formatTime(r.At), r.Actor, r.Action, r.Pipeline, r.Target, r.Detail)
-	if err != nil {
+	a := &auditAppend{rec: r, done: make(chan error, 1)}
+	g := &d.audits
+	g.mu.Lock()
+	g.queued = append(g.queued, a)
+	g.waiting++
+	lead := !g.committing
+	g.committing = true
+	g.mu.Unlock()
+	if lead {
+		// The commit outlives the request that leads it: it commits the
+		// others' records too.
+		go d.commitAudits(context.WithoutCancel(ctx))
+	}
+	select {
+	case err := <-a.done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("store: record %s by %s in the audit trail: %w (it may still be recorded)", r.Action, r.Actor, ctx.Err())
+	}
+}
+
+// auditGroup gathers the audit records waiting for a commit.
+type auditGroup struct {
+	mu         sync.Mutex
+	queued     []*auditAppend
+	committing bool
+	// waiting counts the appends not answered yet (queued or being
+	// committed); commits counts the transactions that committed.
+	waiting, commits int
+}
+
+// auditAppend is one AppendAudit waiting for its record's commit.
+type auditAppend struct {
+	rec  AuditRecord
+	done chan error
+}
+
+// Bounds of one group commit.
+const (
+	maxAuditBatch   = 500
+	auditCommitTime = time.Minute
+)
+
+// commitAudits commits the queued records, a batch at a time, until none
+// is left.
+func (d *DB) commitAudits(base context.Context) {
+	g := &d.audits
+	for {
+		g.mu.Lock()
+		n := min(len(g.queued), maxAuditBatch)
+		batch := g.queued[:n:n]
+		g.queued = g.queued[n:]
+		if n == 0 {
+			g.queued = nil
+			g.committing = false
+		}
+		g.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		ctx, cancel := context.WithTimeout(base, auditCommitTime)
+		errs := make([]error, n)
+		if err := d.insertAudits(ctx, batch); err != nil && n > 1 {
+			// One bad record (a duplicate ID given by the caller) must not
+			// cost the others theirs: each on its own, as if alone.
+			for i, a := range batch {
+				errs[i] = d.insertAudits(ctx, []*auditAppend{a})
+			}
+		} else {
+			for i := range errs {
+				errs[i] = err
+			}
+		}
+		cancel()
+		g.mu.Lock()
+		g.waiting -= n
+		g.mu.Unlock()
+		for i, a := range batch {
+			a.done <- errs[i]
+		}
+	}
+}
+
+// insertAudits inserts batch in one transaction.
+func (d *DB) insertAudits(ctx context.Context, batch []*auditAppend) error {
+	err := d.tx(ctx, func(tx *sql.Tx) error {
+		stmt, err := tx.PrepareContext(ctx, `INSERT INTO audit_log (id, at, actor, action, pipeline, target, detail) VALUES ($1, $2, $3, $4, $5, $6, $7)`)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = stmt.Close() }()
+		for _, a := range batch {
+			r := a.rec
+			if _, err := stmt.ExecContext(ctx, r.ID, formatTime(r.At), r.Actor, r.Action, r.Pipeline, r.Target, r.Detail); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		d.audits.mu.Lock()
+		d.audits.commits++
+		d.audits.mu.Unlock()
+		return nil
+	}
+	if len(batch) == 1 {
+		r := batch[0].rec
 		return fmt.Errorf("store: record %s by %s in the audit trail: %w", r.Action, r.Actor, err)
 	}
-	return nil
+	return fmt.Errorf("store: record %d entries in the audit trail: %w", len(batch), err)
 }
 
 // ListAudit implements AuditTrail.

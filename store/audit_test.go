@@ -2,10 +2,12 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/sluice-ci/sluice/store"
 )
@@ -56,6 +58,63 @@ func TestAuditTrail(t *testing.T) {
 		require.NoError(t, err)
 		require.EqualValues(t, 1, n)
 		require.ElementsMatch(t, []string{"secret.set", "queue.define", "event.start"}, sel(store.AuditFilter{}))
+	})
+}
+
+// TestAuditRecordsOfABurst: records appended while another replica holds
+// the audit trail are committed together once it lets go, a transaction
+// for the lot; one that cannot be recorded (an ID already taken) fails
+// alone, and the others of its group are recorded.
+func TestAuditRecordsOfABurst(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b backend) {
+		ctx := t.Context()
+		d, other := b.open(t), b.open(t)
+		at := time.Date(2031, 3, 1, 12, 0, 0, 0, time.UTC)
+		require.NoError(t, d.AppendAudit(ctx, store.AuditRecord{ID: "taken", At: at, Actor: "alice", Action: "pipeline.create", Pipeline: "app"}))
+		// burst appends n records at once, with extra, while other holds
+		// the trail, and lets go once every append waits.
+		burst := func(n int, extra func() error) (*errgroup.Group, chan error) {
+			t.Helper()
+			release, err := other.HoldAuditWrites(ctx)
+			require.NoError(t, err)
+			var g errgroup.Group
+			for i := range n {
+				g.Go(func() error {
+					return d.AppendAudit(ctx, store.AuditRecord{At: at, Actor: "hook", Action: "event.start", Pipeline: "app", Target: fmt.Sprintf("app/%d-%d", n, i+1)})
+				})
+			}
+			want := n
+			out := make(chan error, 1)
+			if extra != nil {
+				want++
+				go func() { out <- extra() }()
+			}
+			require.Eventually(t, func() bool { w, _ := d.AuditAppends(); return w == want }, 30*time.Second, 5*time.Millisecond)
+			require.NoError(t, release())
+			return &g, out
+		}
+		_, before := d.AuditAppends()
+		g, _ := burst(200, nil)
+		require.NoError(t, g.Wait())
+		_, after := d.AuditAppends()
+		require.LessOrEqual(t, after-before, 2, "200 records in at most two transactions (the first may have gone alone)")
+
+		g, taken := burst(20, func() error {
+			return d.AppendAudit(ctx, store.AuditRecord{ID: "taken", At: at, Actor: "mallory", Action: "event.start", Pipeline: "app"})
+		})
+		require.NoError(t, g.Wait())
+		require.ErrorContains(t, <-taken, "record event.start by mallory in the audit trail")
+
+		all, err := d.ListAudit(ctx, store.AuditFilter{Limit: 500})
+		require.NoError(t, err)
+		require.Len(t, all, 1+200+20)
+		targets := map[string]bool{}
+		for _, r := range all {
+			require.NotEqual(t, "mallory", r.Actor)
+			targets[r.Target] = true
+		}
+		require.Len(t, targets, 1+200+20, "each record once")
 	})
 }
 

@@ -46,6 +46,8 @@ type DB struct {
 	db      *sql.DB
 	backend string
 	where   string // for messages: a path, or the URL without its password
+	// audits are the audit records waiting for their group commit.
+	audits auditGroup
 }
 
 var _ Store = (*DB)(nil)
