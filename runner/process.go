@@ -282,8 +282,14 @@ func (r *run) cleanup() {
 	}
 }
 
+// killWait bounds the wait for process groups to be gone after SIGKILL
+// (a process in uninterruptible sleep dies only when it wakes).
+const killWait = 2 * time.Second
+
 // terminateGroups makes sure the process groups are gone: SIGTERM (unless
-// already sent), then SIGKILL to any group still alive after grace.
+// already sent), then SIGKILL to any group still alive after grace, and
+// it returns once they are gone (within killWait): a signal takes effect
+// when its process next runs, which on a busy machine is not at once.
 func terminateGroups(pgids []int, grace time.Duration, sendTerm bool) {
 	var live []int
 	for _, pgid := range pgids {
@@ -297,16 +303,24 @@ func terminateGroups(pgids []int, grace time.Duration, sendTerm bool) {
 	// Poll quickly at first: a shell usually dies within a millisecond of
 	// SIGTERM, and every build ends here (its session shell), between its
 	// last step and its result being saved.
-	deadline := time.Now().Add(grace)
-	wait := time.Millisecond
-	for len(live) > 0 && time.Now().Before(deadline) {
-		time.Sleep(wait)
-		wait = min(2*wait, pollInterval)
-		live = filterAlive(live)
-	}
+	live = awaitGone(live, grace)
 	for _, pgid := range live {
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	}
+	awaitGone(live, killWait)
+}
+
+// awaitGone polls the groups until none is alive or wait has passed, and
+// returns those still alive.
+func awaitGone(live []int, wait time.Duration) []int {
+	deadline := time.Now().Add(wait)
+	pause := time.Millisecond
+	for len(live) > 0 && time.Now().Before(deadline) {
+		time.Sleep(pause)
+		pause = min(2*pause, pollInterval)
+		live = filterAlive(live)
+	}
+	return live
 }
 
 func filterAlive(pgids []int) []int {
