@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluice-ci/sluice/activities"
 	"github.com/sluice-ci/sluice/api"
+	"github.com/sluice-ci/sluice/internal/buildmeta"
 	"github.com/sluice-ci/sluice/internal/testenv"
 	"github.com/sluice-ci/sluice/workflows"
 )
@@ -259,8 +260,14 @@ jobs:
 	require.NoError(t, err)
 	require.NotEmpty(t, fromAPI["build"])
 	require.Equal(t, fromAPI, seen(first), "the task's metadata is the API's")
-	require.Equal(t, "yes", metaAt(t, seen(second), "from", "first"), "second starts with what first saved")
-	require.Equal(t, second.ID, metaAt(t, seen(second), "build", "buildId"))
+	metaAt := func(doc map[string]any, key string) any {
+		t.Helper()
+		v, _, err := buildmeta.Get(doc, key)
+		require.NoError(t, err)
+		return v
+	}
+	require.Equal(t, "yes", metaAt(seen(second), "from.first"), "second starts with what first saved")
+	require.Equal(t, second.ID, metaAt(seen(second), "build.buildId"))
 
 	// Which builds the event's workflow handed their metadata.
 	handed := map[string]bool{}
@@ -277,18 +284,4 @@ jobs:
 		handed[in.Job] = in.StartMeta != nil
 	}
 	require.Equal(t, map[string]bool{"first": true, "second": false}, handed)
-}
-
-// metaAt is the value at path in a metadata document ("" when absent).
-func metaAt(t *testing.T, doc map[string]any, path ...string) any {
-	t.Helper()
-	var v any = doc
-	for _, k := range path {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return ""
-		}
-		v = m[k]
-	}
-	return v
 }

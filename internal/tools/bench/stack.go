@@ -178,7 +178,9 @@ func (s *stack) startAPI(ctx context.Context) error {
 		BuildsInEvents: s.b.buildsInEvents,
 	}
 	// Executors read and save each build's metadata through the API, which
-	// keeps it in sluice's store (as `sluice server` does),
+	// keeps it in sluice's store and records what people and webhooks do in
+	// the audit trail, as `sluice server` does (an event start's answer
+	// waits for its record).
 	secrets, _, err := api.OpenSecretStore(filepath.Join(s.dir, "api-store"), "bench key") //nolint:contextcheck // it bounds its own calls (storeContext)
 	if err != nil {
 		return fmt.Errorf("API store: %w", err)
@@ -187,8 +189,6 @@ func (s *stack) startAPI(ctx context.Context) error {
 	svc.PipelineTokens = secrets.PipelineTokens()
 	svc.Numbers = secrets.EventNumbers()
 	svc.Meta = secrets.MetaStore()
-	// and records what people and webhooks do in the audit trail, as
-	// `sluice server` does: an event start's answer waits for its record.
 	svc.Audit = secrets.AuditTrail()
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
