@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,38 +20,119 @@ import (
 	"github.com/sluice-ci/sluice/workflows"
 )
 
-// waitEvents waits until every event ends and returns their results. It
-// long-polls the event workflows (no visibility queries), a few at a time.
+// waitEvents waits until every event ends and returns their results.
+//
+// An event the API numbered may not have started yet: its pipeline starts
+// it a moment later, or a minute later behind a busy pipeline in a burst.
+// waitEvents learns the events' runs from visibility (one list query a
+// round for every event not seen yet, the first after 100 ms) and
+// long-polls each run once it is known: one request an event, as the
+// baselines make for their runs. Asking for each event until it exists
+// cost the server a history read and a describe a try (2.4 tries an event
+// in a quick burst), which the figures counted as sluice's CPU, and put
+// those requests on the server while the latency figure's event was
+// dispatched.
 func waitEvents(ctx context.Context, c client.Client, ids []string) (map[string]workflows.EventState, error) {
 	out := make(map[string]workflows.EventState, len(ids))
 	var mu sync.Mutex
 	var firstErr error
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	failed := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return firstErr != nil
+	}
 	sem := make(chan struct{}, 64)
 	var wg sync.WaitGroup
 	progress := &burstProgress{}
 	progress.mark()
+	wait := func(id, workflowID, runID string) {
+		sem <- struct{}{}
+		defer func() { <-sem }()
+		var st workflows.EventState
+		if err := c.GetWorkflow(ctx, workflowID, runID).Get(ctx, &st); err != nil {
+			fail(fmt.Errorf("event %s: %w", id, err))
+			return
+		}
+		progress.mark()
+		mu.Lock()
+		defer mu.Unlock()
+		out[id] = st
+	}
+	byWorkflow := make(map[string]string, len(ids)) // workflow ID → event ID
 	for _, id := range ids {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			ref, err := workflows.ParseEventRef(id)
-			var st workflows.EventState
-			if err == nil {
-				err = waitWorkflow(ctx, c, ref.WorkflowID(), &st, progress)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				if firstErr == nil {
-					firstErr = fmt.Errorf("event %s: %w", id, err)
-				}
-				return
-			}
-			out[id] = st
-		})
+		ref, err := workflows.ParseEventRef(id)
+		if err != nil {
+			return nil, fmt.Errorf("event %s: %w", id, err)
+		}
+		byWorkflow[ref.WorkflowID()] = id
+	}
+	delay := firstLookFor
+	for len(byWorkflow) > 0 && !failed() {
+		select {
+		case <-ctx.Done():
+			fail(ctx.Err())
+			continue
+		case <-time.After(delay):
+		}
+		runs, err := startedRuns(ctx, c, slices.Collect(maps.Keys(byWorkflow)))
+		if err != nil {
+			fail(err)
+			continue
+		}
+		for wid, runID := range runs {
+			id := byWorkflow[wid]
+			delete(byWorkflow, wid)
+			wg.Go(func() { wait(id, wid, runID) })
+		}
+		switch {
+		case len(runs) > 0:
+			progress.mark()
+			delay = firstLookFor
+		case progress.stalled():
+			fail(fmt.Errorf("%d events not started after a minute without progress (first: %s)",
+				len(byWorkflow), slices.Min(slices.Collect(maps.Values(byWorkflow)))))
+		default:
+			delay = nextDelay(delay, time.Second)
+		}
 	}
 	wg.Wait()
 	return out, firstErr
+}
+
+// firstLookFor is how long waitEvents waits before it first asks
+// visibility for the events' runs: longer than a quiet machine's 1-job
+// event, so that the latency figure's event is dispatched with no request
+// of the harness beside it.
+const firstLookFor = 100 * time.Millisecond
+
+// startedRuns returns the run of each of the workflows that visibility
+// lists already (a workflow ID absent: not started, or not visible yet).
+func startedRuns(ctx context.Context, c client.Client, workflowIDs []string) (map[string]string, error) {
+	runs := make(map[string]string)
+	for chunk := range slices.Chunk(workflowIDs, 100) {
+		quoted := make([]string, len(chunk))
+		for i, id := range chunk {
+			quoted[i] = "'" + id + "'"
+		}
+		execs, err := listWorkflows(ctx, c, "WorkflowId IN ("+strings.Join(quoted, ", ")+")")
+		if err != nil {
+			return nil, err
+		}
+		for _, ex := range execs {
+			e := ex.GetExecution()
+			if _, seen := runs[e.GetWorkflowId()]; !seen {
+				runs[e.GetWorkflowId()] = e.GetRunId()
+			}
+		}
+	}
+	return runs, nil
 }
 
 // buildState is a build's final record: from its event's result when the
@@ -66,43 +150,17 @@ func buildState(ctx context.Context, c client.Client, ref workflows.BuildRef, ev
 	return bs, nil
 }
 
-// burstProgress is when a burst's waiters last saw one of its workflows
-// end: a workflow not started yet is waited for while others still do.
+// burstProgress is when a burst's waiter last saw one of its workflows
+// start or end: a workflow not started yet is waited for while others
+// still do.
 type burstProgress struct{ last atomic.Int64 }
 
 func (p *burstProgress) mark() { p.last.Store(time.Now().UnixNano()) }
 
-// stalled reports whether no workflow of the burst ended for a minute.
+// stalled reports whether no workflow of the burst started or ended for a
+// minute.
 func (p *burstProgress) stalled() bool {
 	return time.Since(time.Unix(0, p.last.Load())) > time.Minute
-}
-
-// waitWorkflow waits for a workflow's result. A workflow not started yet
-// (an event admitted in a burst starts a moment after its number is handed
-// out, up to a minute or more later behind a busy pipeline) is asked for
-// again after 100 ms, then less and less often (up to every 2 s), for as
-// long as other workflows of its burst keep ending (progress; a minute
-// without one fails the figure, which a lost event would): a burst's
-// waiters would otherwise ask the server hundreds of times a second, and
-// that CPU would count as sluice's.
-func waitWorkflow(ctx context.Context, c client.Client, id string, out any, progress *burstProgress) error {
-	delay := 100 * time.Millisecond
-	for {
-		err := c.GetWorkflow(ctx, id, "").Get(ctx, out)
-		var nf *serviceerror.NotFound
-		if err == nil {
-			progress.mark()
-		}
-		if !errors.As(err, &nf) || progress.stalled() {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(delay):
-		}
-		delay = nextDelay(delay, 2*time.Second)
-	}
 }
 
 // nextDelay doubles a retry delay up to limit.
