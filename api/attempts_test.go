@@ -4,7 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
@@ -17,6 +22,7 @@ import (
 	"github.com/sluice-ci/sluice/api"
 	"github.com/sluice-ci/sluice/logstore"
 	"github.com/sluice-ci/sluice/queue"
+	"github.com/sluice-ci/sluice/store"
 	"github.com/sluice-ci/sluice/workflows"
 )
 
@@ -362,4 +368,67 @@ func TestStartMetaSparesTheWriteChecks(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(body), &answer))
 		require.Equal(t, fmt.Sprintf("invalid request: attempt %q: want the attempt's number (?attempt=N)", bad), answer.Error)
 	}
+}
+
+// TestAttemptChecksUnderWayShareTheirRead: at a build's end its executor's
+// last log write and its metadata save arrive together; the second check
+// waits for the first one's read of the build instead of querying the
+// build's workflow again, and both pass.
+func TestAttemptChecksUnderWayShareTheirRead(t *testing.T) {
+	t.Parallel()
+	db, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "sluice.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	logs, err := logstore.Open(t.TempDir())
+	require.NoError(t, err)
+	c := newMockClient(t)
+	svc := newService(t, c)
+	svc.Meta = db
+	h := newHandler(t, api.Deps{Service: svc, Logs: logs, Authenticate: readSecretsOnly})
+
+	asked, release := make(chan struct{}, 4), make(chan struct{})
+	let := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(let)
+	c.On("QueryWorkflowWithOptions", mock.Anything, mock.MatchedBy(func(r *client.QueryWorkflowWithOptionsRequest) bool {
+		return r.WorkflowID == attemptRef.WorkflowID() && r.QueryType == workflows.QueryBuild
+	})).Run(func(mock.Arguments) {
+		asked <- struct{}{}
+		<-release
+	}).Return(&client.QueryWorkflowWithOptionsResponse{QueryResult: encode(t, attemptState(workflows.StatusRunning, true))}, nil).Once()
+
+	codes := make(chan string, 2)
+	go func() {
+		rec := call(t, h, http.MethodPost, "/api/v1/builds/app%2Fdeploy%2F7%2F2/logs/unit?offset=0", "x\n", http.Header{
+			"Content-Type": {"application/octet-stream"}, logstore.AttemptCredentialHeader: {credential2},
+		})
+		codes <- fmt.Sprintf("log write %d %s", rec.Code, rec.Body.String())
+	}()
+	<-asked // the log write's check reads the build
+	go func() {
+		rec := call(t, h, http.MethodPut, "/api/v1/builds/app%2Fdeploy%2F7/meta",
+			`{"attempt":2,"status":"SUCCESS","meta":{"done":true}}`, withCredential(credential2))
+		codes <- fmt.Sprintf("metadata save %d %s", rec.Code, rec.Body.String())
+	}()
+	select {
+	case <-asked:
+		t.Error("the metadata save's check read the build again while the log write's read was under way")
+	case <-time.After(200 * time.Millisecond):
+	}
+	let()
+	var got []string
+	for range 2 {
+		select {
+		case c := <-codes:
+			got = append(got, c)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no answer to both requests; got %q", got)
+		}
+	}
+	slices.Sort(got)
+	require.True(t, strings.HasPrefix(got[0], "log write 200"), got[0])
+	require.True(t, strings.HasPrefix(got[1], "metadata save 204"), got[1])
+	m, ok, err := db.GetBuildMeta(t.Context(), attemptRef.String())
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.JSONEq(t, `{"done":true}`, string(m.Meta))
 }

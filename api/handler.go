@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"golang.org/x/sync/singleflight"
 	"io"
 	"log/slog"
 	"net/http"
@@ -76,8 +77,10 @@ type handler struct {
 	d   Deps
 	svc *Service
 	log *slog.Logger
-	// attempts caches the log write checks that passed.
-	attempts attemptCache
+	// attempts caches the log write checks that passed; attemptReads
+	// shares the build record reads of checks under way.
+	attempts     attemptCache
+	attemptReads singleflight.Group
 }
 
 // NewHandler returns the HTTP API: health, webhooks, and the JSON API the

@@ -478,9 +478,9 @@ func (h *handler) putBuildMeta(w http.ResponseWriter, r *http.Request) {
 // attemptWriteAllowed checks that the request presents the credential of
 // attempt of build ref, and that it is the build's latest attempt. cached:
 // a check of the same attempt and credential that passed within
-// attemptCacheTTL (a log write's, the start metadata's) is enough — for
-// writes a later attempt's own write supersedes (the metadata store keeps
-// the highest attempt's).
+// attemptCacheTTL (a log write's, the start metadata's), or one under way,
+// is enough — for writes a later attempt's own write supersedes (the
+// metadata store keeps the highest attempt's).
 func (h *handler) attemptWriteAllowed(r *http.Request, ref workflows.BuildRef, attempt int, what string, cached bool) error {
 	credential := r.Header.Get(attemptCredentialHeader)
 	ck := attemptCacheKey{log: activities.LogKey(ref.String(), attempt), hash: activities.CredentialHash(credential)}
@@ -488,7 +488,11 @@ func (h *handler) attemptWriteAllowed(r *http.Request, ref workflows.BuildRef, a
 	if cached && credential != "" && h.attempts.allowed(ck, now) {
 		return nil
 	}
-	b, err := h.svc.buildRecord(r.Context(), ref)
+	read := h.svc.buildRecord
+	if cached {
+		read = func(ctx context.Context, ref workflows.BuildRef) (Build, error) { return h.attemptRecord(ctx, ref, ck) }
+	}
+	b, err := read(r.Context(), ref)
 	if err != nil {
 		return err
 	}
