@@ -2,6 +2,8 @@ package activities
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluice-ci/sluice/internal/buildmeta"
@@ -70,8 +73,10 @@ const (
 // metaFile is the metadata file's name in its directory (SD_META_PATH).
 const metaFile = "meta.json"
 
-// buildFiles are one attempt's metadata, artifacts and tools directories on
-// the executor's host (under <workspace>.sd, next to the checkout).
+// buildFiles are one attempt's metadata and artifacts directories on the
+// executor's host (under <workspace>.sd, next to the checkout), and the
+// directory of its steps' meta and sluice commands (the executor's, shared
+// by its builds: toolsDir).
 type buildFiles struct {
 	root, metaDir, artifactsDir, binDir string
 	// self is the sluice binary the steps' meta and sluice commands run.
@@ -127,12 +132,11 @@ func (a *Activities) prepareBuildFiles(in RunBuildInput, dir string, inContainer
 	f := buildFiles{root: dir + ".sd", self: a.SelfBinary}
 	f.metaDir = filepath.Join(f.root, "meta")
 	f.artifactsDir = filepath.Join(f.root, "artifacts")
-	f.binDir = filepath.Join(f.root, "bin")
 	if err := freshDir(f.root); err != nil {
 		return f, fmt.Errorf("prepare %s: %w", f.root, err)
 	}
-	for _, d := range []string{f.metaDir, f.artifactsDir, f.binDir} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
+	for _, d := range []string{f.metaDir, f.artifactsDir} {
+		if err := os.Mkdir(d, 0o700); err != nil {
 			return f, fmt.Errorf("prepare %s: %w", d, err)
 		}
 	}
@@ -141,11 +145,11 @@ func (a *Activities) prepareBuildFiles(in RunBuildInput, dir string, inContainer
 		if inContainer {
 			target = containerToolsDir + "/sluice"
 		}
-		for _, name := range []string{"meta", "sluice"} {
-			if err := os.Symlink(target, filepath.Join(f.binDir, name)); err != nil {
-				return f, fmt.Errorf("prepare the %s command: %w", name, err)
-			}
+		bin, err := toolsDir(a.WorkDir, target)
+		if err != nil {
+			return f, fmt.Errorf("prepare the meta and sluice commands: %w", err)
 		}
+		f.binDir = bin
 	}
 	if a.RunAs != nil && !inContainer {
 		// A build running as another user writes its metadata and
@@ -159,6 +163,65 @@ func (a *Activities) prepareBuildFiles(in RunBuildInput, dir string, inContainer
 	return f, nil
 }
 
+// toolsNames are the commands of a build's tools directory: each a
+// symbolic link to the executor's binary.
+var toolsNames = []string{"meta", "sluice"}
+
+// toolsDirs are the tools directories made or checked by this process.
+var toolsDirs sync.Map // path → struct{}
+
+// toolsDir returns the directory, under the workspaces' root work, whose
+// meta and sluice commands link to target (the executor's binary, or
+// where a container mounts it), making it the first time. Every build of
+// the executor puts it on its steps' PATH, where each had a directory and
+// two links of its own, made and removed again (on a VM's disk a
+// directory or a link costs ~0.4 ms of CPU). It is the executor's, 0755:
+// a step running as another user cannot change it, a container mounts it
+// read-only, and a step running as the executor's own user (trusted
+// builds only) could change the executor's files anyway (docs/security.md).
+func toolsDir(work, target string) (string, error) {
+	sum := sha256.Sum256([]byte(target))
+	dir := filepath.Join(work, ".sluice-tools", hex.EncodeToString(sum[:6]))
+	if _, ok := toolsDirs.Load(dir); ok {
+		return dir, nil
+	}
+	if !linksTo(dir, target) {
+		// Made aside and renamed into place: a build never sees it half
+		// made, and two executors sharing the workspaces make it once.
+		if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
+			return "", err //nolint:wrapcheck // the caller says what it prepares
+		}
+		tmp, err := os.MkdirTemp(filepath.Dir(dir), ".new-")
+		if err != nil {
+			return "", err //nolint:wrapcheck // the caller says what it prepares
+		}
+		defer func() { _ = os.RemoveAll(tmp) }()
+		for _, name := range toolsNames {
+			if err := os.Symlink(target, filepath.Join(tmp, name)); err != nil {
+				return "", err //nolint:wrapcheck // the caller says what it prepares
+			}
+		}
+		if err := os.Chmod(tmp, 0o755); err != nil { //nolint:gosec // the steps run its commands
+			return "", err //nolint:wrapcheck // the caller says what it prepares
+		}
+		if err := os.Rename(tmp, dir); err != nil && !linksTo(dir, target) {
+			return "", err //nolint:wrapcheck // the caller says what it prepares
+		}
+	}
+	toolsDirs.Store(dir, struct{}{})
+	return dir, nil
+}
+
+// linksTo reports whether dir's commands all link to target.
+func linksTo(dir, target string) bool {
+	for _, name := range toolsNames {
+		if l, err := os.Readlink(filepath.Join(dir, name)); err != nil || l != target {
+			return false
+		}
+	}
+	return true
+}
+
 // writeStartMeta writes the metadata the build starts with (wait, from
 // startMeta) where its steps find it; before any step runs.
 func (a *Activities) writeStartMeta(f buildFiles, inContainer bool, wait func() (buildmeta.Doc, error)) error {
@@ -166,7 +229,7 @@ func (a *Activities) writeStartMeta(f buildFiles, inContainer bool, wait func() 
 	if err != nil {
 		return err
 	}
-	if err := buildmeta.WriteFile(f.metaPath(), doc); err != nil {
+	if err := buildmeta.CreateFile(f.metaPath(), doc); err != nil {
 		return err
 	}
 	if a.RunAs != nil && !inContainer {

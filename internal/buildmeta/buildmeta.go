@@ -185,6 +185,27 @@ func ReadFile(path string) (Doc, error) {
 	return doc, nil
 }
 
+// CreateFile writes the document into path, a new file: for a file
+// nobody reads before it is written (WriteFile replaces one in place).
+func CreateFile(path string, doc Doc) error {
+	b, err := Encode(doc)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("meta: %w", err)
+	}
+	if _, err := f.Write(b); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("meta: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("meta: %w", err)
+	}
+	return nil
+}
+
 // WriteFile replaces the document in path (through a temporary file and a
 // rename, so a reader never sees half of it).
 func WriteFile(path string, doc Doc) error {

@@ -65,10 +65,12 @@ jobs:
       - who: id -u
       - environ: 'cat /proc/$PPID/environ 2>/dev/null | tr "\0" "\n" | grep -c SLUICE_ || true; echo "token=${SLUICE_TOKEN:-none} probe=${SLUICE_PROBE:-none}"'
       - data: 'ls -a "$DATA" 2>/dev/null; cat "$DATA"/*/* "$DATA"/*/*/* 2>/dev/null | head -c 100; echo data-end'
+      - tools: 'd=$(dirname "$(command -v meta)"); touch "$d/x" 2>/dev/null && echo wrote; rm -f "$d/meta" 2>/dev/null && echo removed; ln -sf /bin/sh "$d/sluice" 2>/dev/null && echo replaced; echo "tools-end $(basename "$(dirname "$d")")"'
   normal:
     requires: [~commit]
     steps:
       - build: 'git rev-parse HEAD > out.txt && mkdir -p target && cp out.txt target/ && touch "$HOME/.cache" && echo built'
+      - meta: 'meta set isolated yes && meta get isolated'
 `
 	repo := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": spec})
 	_, err = e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "isolated", Repo: repo.Dir})
@@ -96,5 +98,9 @@ jobs:
 	require.Equal(t, "0\ntoken=none probe=none\n", environ, "the build read the executor's environment")
 	require.NotContains(t, environ, probe)
 	require.Equal(t, "data-end\n", logOf("pry", "data"), "the build read the executor's data directory")
+	// The meta and sluice commands are the executor's, shared by its
+	// builds: a build runs them and cannot change them.
+	require.Equal(t, "tools-end .sluice-tools\n", logOf("pry", "tools"), "the build changed the executor's commands")
 	require.Equal(t, "built\n", logOf("normal", "build"))
+	require.Equal(t, "yes\n", logOf("normal", "meta"))
 }
