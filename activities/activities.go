@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/sluice-ci/sluice/cache"
@@ -86,6 +87,11 @@ type Activities struct {
 	// Outbox is the directory where finished attempts' results wait until
 	// Temporal has them ("" keeps them in memory only).
 	Outbox string
+
+	// queueRead is the read of the queue definitions under way, which
+	// events resolved together share (sharedQueues); queueMu guards it.
+	queueMu   sync.Mutex
+	queueRead *queueRead
 }
 
 // RepoOpener opens a repository location.
