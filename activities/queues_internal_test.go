@@ -60,6 +60,15 @@ func TestResolutionsShareTheQueuesReadUnderWay(t *testing.T) {
 	second := ask(t.Context())
 	gaveUp, giveUp := context.WithCancel(t.Context())
 	third := ask(gaveUp)
+	waitingFor := func(n int) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			a.queueMu.Lock()
+			defer a.queueMu.Unlock()
+			return a.queueRead != nil && a.queueRead.waiting == n
+		}, 10*time.Second, time.Millisecond, "resolutions waiting for the read under way")
+	}
+	waitingFor(3)
 	select {
 	case <-q.started:
 		t.Fatal("a resolution read the queues again while a read was under way")
@@ -67,6 +76,7 @@ func TestResolutionsShareTheQueuesReadUnderWay(t *testing.T) {
 	}
 	giveUp()
 	require.ErrorIs(t, (<-third).err, context.Canceled)
+	waitingFor(2)
 	select {
 	case <-q.stopped:
 		t.Fatal("the read stopped while two resolutions still waited for it")
