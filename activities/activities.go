@@ -3,10 +3,10 @@ package activities
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/sluice-ci/sluice/cache"
+	"github.com/sluice-ci/sluice/internal/shared"
 	"github.com/sluice-ci/sluice/queue"
 	"github.com/sluice-ci/sluice/runner"
 	"github.com/sluice-ci/sluice/scm"
@@ -88,10 +88,9 @@ type Activities struct {
 	// Temporal has them ("" keeps them in memory only).
 	Outbox string
 
-	// queueRead is the read of the queue definitions under way, which
-	// events resolved together share (sharedQueues); queueMu guards it.
-	queueMu   sync.Mutex
-	queueRead *queueRead
+	// queueReads is the read of the queue definitions under way, which
+	// events resolved together share (sharedQueues).
+	queueReads shared.Reads[struct{}, []queue.Queue]
 }
 
 // RepoOpener opens a repository location.

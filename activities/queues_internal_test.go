@@ -62,11 +62,8 @@ func TestResolutionsShareTheQueuesReadUnderWay(t *testing.T) {
 	third := ask(gaveUp)
 	waitingFor := func(n int) {
 		t.Helper()
-		require.Eventually(t, func() bool {
-			a.queueMu.Lock()
-			defer a.queueMu.Unlock()
-			return a.queueRead != nil && a.queueRead.waiting == n
-		}, 10*time.Second, time.Millisecond, "resolutions waiting for the read under way")
+		require.Eventually(t, func() bool { return a.queueReads.Waiting(struct{}{}) == n },
+			10*time.Second, time.Millisecond, "resolutions waiting for the read under way")
 	}
 	waitingFor(3)
 	select {

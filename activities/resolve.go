@@ -225,58 +225,15 @@ func (a *Activities) listQueuesAsync(ctx context.Context) *pendingQueues {
 	return p
 }
 
-// queueRead is one read of the queue definitions and the resolutions
-// waiting for it.
-type queueRead struct {
-	done    chan struct{}
-	cancel  context.CancelFunc
-	waiting int
-	qs      []queue.Queue
-	err     error
-}
-
 // sharedQueues reads the queue definitions. Events resolved while a read
 // is under way share it — the events of a burst start together, and each
-// read is a query of the one registry workflow. The answer is then at most
-// one round trip older than the event's own read would have been (the
-// rule the executors' registry checks follow, workers.Agent.Accepting);
-// no answer is kept once its read ended, so a privilege revoked is refused
-// to the next event. A read every waiter gave up on is stopped.
+// read is a query of the one registry workflow (the rule the executors'
+// registry checks follow, workers.Agent.Accepting); no answer is kept once
+// its read ended, so a privilege revoked is refused to the next event. A
+// read every waiter gave up on is stopped.
 func (a *Activities) sharedQueues(ctx context.Context) ([]queue.Queue, error) {
-	a.queueMu.Lock()
-	r := a.queueRead
-	if r == nil {
-		rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		r = &queueRead{done: make(chan struct{}), cancel: cancel}
-		a.queueRead = r
-		go func() {
-			qs, err := a.Queues.ListQueues(rctx)
-			a.queueMu.Lock()
-			r.qs, r.err = qs, err
-			if a.queueRead == r {
-				a.queueRead = nil
-			}
-			a.queueMu.Unlock()
-			cancel()
-			close(r.done)
-		}()
-	}
-	r.waiting++
-	a.queueMu.Unlock()
-	select {
-	case <-r.done:
-		return r.qs, r.err
-	case <-ctx.Done():
-		a.queueMu.Lock()
-		if r.waiting--; r.waiting == 0 {
-			r.cancel()
-			if a.queueRead == r {
-				a.queueRead = nil
-			}
-		}
-		a.queueMu.Unlock()
-		return nil, context.Cause(ctx)
-	}
+	qs, _, err := a.queueReads.Do(ctx, struct{}{}, a.Queues.ListQueues)
+	return qs, err
 }
 
 // wait is the definitions, once read.

@@ -55,10 +55,6 @@ func (c *attemptCache) remember(k attemptCacheKey, now time.Time) {
 	c.ok.put(k, struct{}{}, now, attemptCacheTTL, attemptCacheMax)
 }
 
-// attemptReadFor bounds a build record read that checks run together
-// share (it outlives a caller that gives up, for the others).
-const attemptReadFor = 30 * time.Second
-
 // attemptRecord reads build ref's record for a check of the attempt and
 // credential of k that the cache does not vouch for. Checks of the same
 // attempt and credential that arrive while one reads share its read: at
@@ -68,21 +64,8 @@ const attemptReadFor = 30 * time.Second
 // executor sends them once its claim was accepted, so a shared read never
 // began before the attempt was recorded.
 func (h *handler) attemptRecord(ctx context.Context, ref workflows.BuildRef, k attemptCacheKey) (Build, error) {
-	ch := h.attemptReads.DoChan(k.log+"\n"+k.hash, func() (any, error) {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attemptReadFor)
-		defer cancel()
-		return h.svc.buildRecord(rctx, ref)
-	})
-	select {
-	case res := <-ch:
-		if res.Err != nil {
-			return Build{}, res.Err
-		}
-		b, _ := res.Val.(Build)
-		return b, nil
-	case <-ctx.Done():
-		return Build{}, fmt.Errorf("read build %s: %w", ref, context.Cause(ctx))
-	}
+	b, _, err := h.attemptReads.Do(ctx, k, func(ctx context.Context) (Build, error) { return h.svc.buildRecord(ctx, ref) })
+	return b, err
 }
 
 // credentialMatches compares the presented credential's hash with the

@@ -12,10 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sync/singleflight"
-
 	"github.com/sluice-ci/sluice/blobstore"
 	"github.com/sluice-ci/sluice/cache"
+	"github.com/sluice-ci/sluice/internal/shared"
 	"github.com/sluice-ci/sluice/logstore"
 	"github.com/sluice-ci/sluice/queue"
 	"github.com/sluice-ci/sluice/scm"
@@ -81,7 +80,7 @@ type handler struct {
 	// attempts caches the log write checks that passed; attemptReads
 	// shares the build record reads of checks under way.
 	attempts     attemptCache
-	attemptReads singleflight.Group
+	attemptReads shared.Reads[attemptCacheKey, Build]
 }
 
 // NewHandler returns the HTTP API: health, webhooks, and the JSON API the

@@ -488,11 +488,13 @@ func (h *handler) attemptWriteAllowed(r *http.Request, ref workflows.BuildRef, a
 	if cached && credential != "" && h.attempts.allowed(ck, now) {
 		return nil
 	}
-	read := h.svc.buildRecord
+	var b Build
+	var err error
 	if cached {
-		read = func(ctx context.Context, ref workflows.BuildRef) (Build, error) { return h.attemptRecord(ctx, ref, ck) }
+		b, err = h.attemptRecord(r.Context(), ref, ck)
+	} else {
+		b, err = h.svc.buildRecord(r.Context(), ref)
 	}
-	b, err := read(r.Context(), ref)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/sluice-ci/sluice/activities"
+	"github.com/sluice-ci/sluice/internal/shared"
 	"github.com/sluice-ci/sluice/queue"
 	"github.com/sluice-ci/sluice/workflows"
 )
@@ -49,17 +50,7 @@ type Agent struct {
 	janitors map[string][]worker.Worker
 	// grantAsks are the registry queries under way, by queue: builds of a
 	// queue that start together share one (Accepting).
-	grantAsks map[string]*grantAsk
-	// grantJoins counts the builds that shared a query under way (tests).
-	grantJoins int
-}
-
-// grantAsk is one registry query for the member's grant of a queue; its
-// answer is g (or err) once done is closed.
-type grantAsk struct {
-	done chan struct{}
-	g    workflows.MemberGrant
-	err  error
+	grantAsks shared.Reads[string, workflows.MemberGrant]
 }
 
 // queueWorker is what the member runs for one queue: a worker for each of
@@ -163,33 +154,17 @@ func (ag *Agent) Accepting(queueName string, untrusted bool) (bool, string) {
 // memberGrant asks the registry for the member's state and grant of
 // queueName, or waits for the answer of a query for it already under way.
 func (ag *Agent) memberGrant(queueName string) (workflows.MemberGrant, error) {
-	ag.mu.Lock()
-	if a := ag.grantAsks[queueName]; a != nil {
-		ag.grantJoins++
-		ag.mu.Unlock()
-		<-a.done
-		return a.g, a.err
-	}
-	a := &grantAsk{done: make(chan struct{})}
-	if ag.grantAsks == nil {
-		ag.grantAsks = map[string]*grantAsk{}
-	}
-	ag.grantAsks[queueName] = a
-	ag.mu.Unlock()
-	defer func() {
-		ag.mu.Lock()
-		delete(ag.grantAsks, queueName)
-		ag.mu.Unlock()
-		close(a.done)
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	v, err := ag.opts.Client.QueryWorkflow(ctx, workflows.RegistryID, "", workflows.QueryMemberGrant, ag.Name(), queueName)
-	if err == nil {
-		err = v.Get(&a.g)
-	}
-	a.err = err
-	return a.g, a.err
+	g, _, err := ag.grantAsks.Do(context.Background(), queueName, func(ctx context.Context) (workflows.MemberGrant, error) {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		var g workflows.MemberGrant
+		v, err := ag.opts.Client.QueryWorkflow(ctx, workflows.RegistryID, "", workflows.QueryMemberGrant, ag.Name(), queueName)
+		if err == nil {
+			err = v.Get(&g)
+		}
+		return g, err
+	})
+	return g, err
 }
 
 // AcceptingLocally is Accepting's first part, by the last heartbeat's

@@ -344,11 +344,8 @@ func TestAgentAcceptingSharesAQuery(t *testing.T) {
 			for range 3 {
 				go ask()
 			}
-			require.Eventually(t, func() bool {
-				ag.mu.Lock()
-				defer ag.mu.Unlock()
-				return ag.grantJoins == 3
-			}, 10*time.Second, time.Millisecond, "the three later builds wait for the query under way")
+			require.Eventually(t, func() bool { return ag.grantAsks.Waiting("gpu") == 4 },
+				10*time.Second, time.Millisecond, "the three later builds wait for the query under way")
 			close(release)
 			for range 4 {
 				a := <-answers
