@@ -137,6 +137,12 @@ func (s *Service) DefineQueue(ctx context.Context, id queue.Identity, req QueueR
 	if err := s.update(ctx, workflows.RegistryID, workflows.UpdateDefineQueue, workflows.DefineQueueRequest{Identity: id, Mode: mode, Queue: q}, &saved); err != nil {
 		return Queue{}, updateError(err, "queue "+req.Name)
 	}
+	if !create {
+		// The change may take a member out of the queue's active rule.
+		if err := grantsLapse(ctx); err != nil {
+			return Queue{}, err
+		}
+	}
 	_, ms, err := s.registry(ctx)
 	if err != nil {
 		return Queue{}, err
@@ -177,7 +183,23 @@ func (s *Service) DeleteQueue(ctx context.Context, id queue.Identity, name strin
 		return updateError(err, "queue "+name)
 	}
 	s.failBuildsOf(ctx, name)
-	return nil
+	return grantsLapse(ctx)
+}
+
+// grantsLapse waits, after a change that may withdraw a member's grant,
+// until every yes the registry gave before it has lapsed
+// (workflows.GrantStands): once the change is reported done, no build
+// starts on the strength of an older answer.
+func grantsLapse(ctx context.Context) error {
+	t := time.NewTimer(workflows.GrantStands)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("the change is made; executors may still start builds on the registry's answers from before it for up to %s: %w",
+			workflows.GrantStands, ctx.Err())
+	}
 }
 
 // failBuildsOf fails the builds still waiting on a deleted queue: nobody
@@ -309,6 +331,11 @@ func (s *Service) SetExecutorState(ctx context.Context, id queue.Identity, name 
 		workflows.SetMemberStateRequest{Identity: id, Name: name, State: state}, &m)
 	if err != nil {
 		return Executor{}, updateError(err, "executor "+name)
+	}
+	if state != queue.StateActive {
+		if err := grantsLapse(ctx); err != nil {
+			return Executor{}, err
+		}
 	}
 	return executorOf(m, s.now(), s.Liveness), nil
 }

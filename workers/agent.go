@@ -51,6 +51,17 @@ type Agent struct {
 	// grantAsks are the registry queries under way, by queue: builds of a
 	// queue that start together share one (Accepting).
 	grantAsks shared.Reads[string, workflows.MemberGrant]
+	// answers are the registry's last answers, by queue, with when their
+	// query was sent: a yes stands for workflows.GrantStands (Accepting).
+	answers map[string]registryAnswer
+	// now is the clock (tests set it).
+	now func() time.Time
+}
+
+// registryAnswer is an answer of the registry to QueryMemberGrant.
+type registryAnswer struct {
+	g     workflows.MemberGrant
+	asked time.Time
 }
 
 // queueWorker is what the member runs for one queue: a worker for each of
@@ -105,6 +116,8 @@ func NewAgent(opts AgentOptions) *Agent {
 		running:  map[string]int{},
 		janitors: map[string][]worker.Worker{},
 		link:     RegistryLink{Client: opts.Client},
+		answers:  map[string]registryAnswer{},
+		now:      time.Now,
 	}
 	opts.Activities.Executor = ag
 	return ag
@@ -114,13 +127,16 @@ func NewAgent(opts AgentOptions) *Agent {
 func (ag *Agent) Name() string { return ag.opts.Member.Name }
 
 // Accepting reports whether a build of the queue may start here now. Besides
-// the last heartbeat's answer it asks the registry afresh, so deactivating or
+// the last heartbeat's answer it asks the registry, so deactivating or
 // draining an executor stops new builds at once, and a member that the
 // queue's active rule no longer includes hands the build back (the build
 // workflow dispatches it again without counting an attempt). Builds of a
 // queue that ask while a query of the registry for that queue is under way
 // share its answer (asked at most one round trip before them) instead of
-// each queueing a query behind it on the one registry workflow.
+// each queueing a query behind it on the one registry workflow, and a yes
+// stands for the queue's builds that arrive within workflows.GrantStands
+// after its query was sent: whoever withdraws a grant waits that long
+// before saying so (api). A no is never reused: the next build asks again.
 //
 // untrusted: the build came from the queue's untrusted task queue (a pull
 // request from a fork); it is checked against the member's untrusted grant.
@@ -128,7 +144,7 @@ func (ag *Agent) Accepting(queueName string, untrusted bool) (bool, string) {
 	if ok, why := ag.AcceptingLocally(queueName, untrusted); !ok {
 		return false, why
 	}
-	g, err := ag.memberGrant(queueName)
+	g, err := ag.memberGrant(queueName, untrusted)
 	if err != nil {
 		return true, "" // registry unreachable: trust the last heartbeat
 	}
@@ -136,11 +152,18 @@ func (ag *Agent) Accepting(queueName string, untrusted bool) (bool, string) {
 		ag.mu.Lock()
 		ag.state = m.State
 		ag.mu.Unlock()
+	}
+	return ag.grants(g, queueName, untrusted)
+}
+
+// grants reads the registry's answer for a build of the queue. The active
+// rule may have changed since the last heartbeat (a member of a preferred
+// rule became live): a poll that was in flight must not run the build. The
+// next heartbeat stops the poller.
+func (ag *Agent) grants(g workflows.MemberGrant, queueName string, untrusted bool) (bool, string) {
+	if m := g.Member; m.State != queue.StateActive && m.State != "" {
 		return false, fmt.Sprintf("%s is %s", ag.Name(), m.State)
 	}
-	// The active rule may have changed since the last heartbeat (a member
-	// of a preferred rule became live): a poll that was in flight must not
-	// run the build. The next heartbeat stops the poller.
 	grant := g.Grant
 	if untrusted {
 		grant = g.Untrusted
@@ -151,16 +174,34 @@ func (ag *Agent) Accepting(queueName string, untrusted bool) (bool, string) {
 	return true, ""
 }
 
-// memberGrant asks the registry for the member's state and grant of
-// queueName, or waits for the answer of a query for it already under way.
-func (ag *Agent) memberGrant(queueName string) (workflows.MemberGrant, error) {
+// memberGrant returns the registry's yes for a build of queueName given
+// less than workflows.GrantStands ago, or else asks the registry for the
+// member's state and grant of the queue, or waits for the answer of a query
+// for it already under way.
+func (ag *Agent) memberGrant(queueName string, untrusted bool) (workflows.MemberGrant, error) {
+	ag.mu.Lock()
+	last, known := ag.answers[queueName]
+	ag.mu.Unlock()
+	if known && ag.now().Sub(last.asked) < workflows.GrantStands {
+		if ok, _ := ag.grants(last.g, queueName, untrusted); ok {
+			return last.g, nil
+		}
+	}
 	g, _, err := ag.grantAsks.Do(context.Background(), queueName, func(ctx context.Context) (workflows.MemberGrant, error) {
+		asked := ag.now()
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		var g workflows.MemberGrant
 		v, err := ag.opts.Client.QueryWorkflow(ctx, workflows.RegistryID, "", workflows.QueryMemberGrant, ag.Name(), queueName)
 		if err == nil {
 			err = v.Get(&g)
+		}
+		if err == nil {
+			ag.mu.Lock()
+			if prev, ok := ag.answers[queueName]; !ok || prev.asked.Before(asked) {
+				ag.answers[queueName] = registryAnswer{g: g, asked: asked}
+			}
+			ag.mu.Unlock()
 		}
 		return g, err
 	})

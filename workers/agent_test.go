@@ -355,14 +355,21 @@ func TestAgentAcceptingSharesAQuery(t *testing.T) {
 					require.Equal(t, answer{why: "exec-a is draining"}, a)
 				}
 			}
-			// The next build, after it, asks again; a draining member
-			// took that to itself and refuses without asking.
+			// The next build, after it, acts on the yes while it stands
+			// and asks again once it lapsed; a draining member took that
+			// to itself and refuses without asking.
+			ok, why := ag.Accepting("gpu", false)
+			require.Equal(t, state == queue.StateActive, ok, why)
 			if state == queue.StateActive {
 				onMemberQuery(tc).Return(grantAnswer(t, workflows.MemberGrant{
 					Member: queue.Member{Name: "exec-a", State: queue.StateActive}, Grant: workflows.SlotGrant{Allowed: 4},
 				}), nil).Once()
+				later := time.Now().Add(workflows.GrantStands)
+				ag.mu.Lock()
+				ag.now = func() time.Time { return later }
+				ag.mu.Unlock()
 			}
-			ok, why := ag.Accepting("gpu", false)
+			ok, why = ag.Accepting("gpu", false)
 			if state == queue.StateActive {
 				require.True(t, ok, why)
 			} else {
@@ -371,4 +378,67 @@ func TestAgentAcceptingSharesAQuery(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAgentActsOnAYesWhileItStands: the registry's yes stands for the
+// queue's builds for workflows.GrantStands after its query was sent; a no,
+// or a yes for the other kind of build, is asked again.
+func TestAgentActsOnAYesWhileItStands(t *testing.T) {
+	t.Parallel()
+	ag, tc := setupAgent(t)
+	withWorker(t, ag, "gpu", 2)
+	ag.mu.Lock()
+	qw := ag.queues["gpu"]
+	qw.untrusted.gate.SetLimit(1, 0)
+	qw.untrusted.worker = &fakeWorker{}
+	asked := time.Unix(1_000_000, 0)
+	clock := asked
+	ag.now = func() time.Time { return clock }
+	ag.mu.Unlock()
+	at := func(d time.Duration) {
+		ag.mu.Lock()
+		clock = asked.Add(d)
+		ag.mu.Unlock()
+	}
+	active := queue.Member{Name: "exec-a", State: queue.StateActive}
+	trustedOnly := workflows.MemberGrant{
+		Member: active, Grant: workflows.SlotGrant{Allowed: 2},
+		Untrusted: workflows.SlotGrant{Why: "no untrusted slots here"},
+	}
+
+	onMemberQuery(tc).Return(grantAnswer(t, trustedOnly), nil).Once()
+	ok, why := ag.Accepting("gpu", false)
+	require.True(t, ok, why)
+	at(workflows.GrantStands - time.Millisecond)
+	ok, why = ag.Accepting("gpu", false)
+	require.True(t, ok, "a yes asked less than %s ago stands (the mock answers one query): %s", workflows.GrantStands, why)
+
+	// A fork's build: the yes was not for it, so the registry is asked.
+	onMemberQuery(tc).Return(grantAnswer(t, trustedOnly), nil).Once()
+	ok, why = ag.Accepting("gpu", true)
+	require.False(t, ok)
+	require.Equal(t, "exec-a may not run pull requests from forks of queue gpu: no untrusted slots here", why)
+
+	// That answer was asked later; once its time is up, the next build
+	// asks, and a no it gets is not reused.
+	at(2 * workflows.GrantStands)
+	notInRule := workflows.MemberGrant{Member: active, Grant: workflows.SlotGrant{Why: "rule 1 (run-on=controller) is active"}}
+	onMemberQuery(tc).Return(grantAnswer(t, notInRule), nil).Once()
+	ok, why = ag.Accepting("gpu", false)
+	require.False(t, ok)
+	require.Equal(t, "exec-a is not in queue gpu's active rule: rule 1 (run-on=controller) is active", why)
+	onMemberQuery(tc).Return(grantAnswer(t, trustedOnly), nil).Once()
+	ok, why = ag.Accepting("gpu", false)
+	require.True(t, ok, "a no is asked again: %s", why)
+
+	// A registry that says the member was deactivated: no build starts,
+	// whatever yes came before, and the member refuses locally from then.
+	at(4 * workflows.GrantStands)
+	onMemberQuery(tc).Return(grantAnswer(t, workflows.MemberGrant{Member: queue.Member{Name: "exec-a", State: queue.StateInactive}}), nil).Once()
+	ok, why = ag.Accepting("gpu", false)
+	require.False(t, ok)
+	require.Equal(t, "exec-a is inactive", why)
+	ok, why = ag.Accepting("gpu", false)
+	require.False(t, ok)
+	require.Equal(t, "exec-a is inactive", why)
 }

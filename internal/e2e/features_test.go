@@ -189,9 +189,22 @@ func TestDrainAndDeactivate(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, workflows.StatusSuccess, e.WaitEvent(next.ID, time.Minute).Status)
 
+	// Deactivated moments after the registry said yes to a build: the
+	// executor acts on that yes for its next builds for a second
+	// (workflows.GrantStands), and the command answers only once it
+	// lapsed, so a build started after the answer still waits.
+	after := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": parallelSpec(1, "dq", rec, "true")})
+	_, err = e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "after-deactivate", Repo: after.Dir})
+	require.NoError(t, err)
+	busy := startParallel(t, e, "before-deactivate", 1, "dq", rec, "sleep 3")
+	e.WaitFor("the build before the deactivation to run", 30*time.Second, func() bool {
+		b, err := e.API.GetBuild(ctx, "before-deactivate/j0/"+strconv.Itoa(busy.Number))
+		return err == nil && b.Status == workflows.StatusRunning
+	})
 	_, err = e.API.ExecutorAction(ctx, "dq-1", "deactivate")
 	require.NoError(t, err)
-	stopped := startParallel(t, e, "after-deactivate", 1, "dq", rec, "true")
+	stopped, err := e.StartEvent(ctx, "after-deactivate", api.StartEventRequest{Type: "commit", Branch: "main"})
+	require.NoError(t, err)
 	waitDispatched(t, e, stopped.ID, 1)
 	time.Sleep(3 * time.Second)
 	bs, err := e.API.ListBuilds(ctx, api.BuildFilter{Event: stopped.ID})
