@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/sluice-ci/sluice/cache"
@@ -91,6 +92,15 @@ type Activities struct {
 	// queueReads is the read of the queue definitions under way, which
 	// events resolved together share (sharedQueues).
 	queueReads shared.Reads[struct{}, []queue.Queue]
+	// lastQueues is the last read of the queue definitions, which stands
+	// for queue.GrantStands after it was sent (sharedQueues).
+	lastQueues struct {
+		sync.Mutex
+		qs    []queue.Queue
+		asked time.Time
+	}
+	// now is the clock (tests set it; nil: time.Now).
+	now func() time.Time
 }
 
 // RepoOpener opens a repository location.

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,14 +36,26 @@ func (q *heldQueues) ListQueues(ctx context.Context) ([]queue.Queue, error) {
 
 // TestResolutionsShareTheQueuesReadUnderWay: events resolved while a read
 // of the queue definitions is under way wait for it instead of querying
-// the registry each; no answer is kept after its read, and a read that
-// every waiter gave up on is stopped while one still waited is not.
+// the registry each; an answer stands for queue.GrantStands after its read
+// was sent, and a read that every waiter gave up on is stopped while one
+// still waited is not.
 func TestResolutionsShareTheQueuesReadUnderWay(t *testing.T) {
 	q := &heldQueues{
 		queues:  []queue.Queue{{Name: "default"}},
 		started: make(chan struct{}, 4), release: make(chan struct{}), stopped: make(chan struct{}, 4),
 	}
-	a := &Activities{Queues: q}
+	var mu sync.Mutex
+	clock := time.Unix(1_000_000, 0)
+	at := func(d time.Duration) {
+		mu.Lock()
+		clock = clock.Add(d)
+		mu.Unlock()
+	}
+	a := &Activities{Queues: q, now: func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return clock
+	}}
 	type answer struct {
 		qs  []queue.Queue
 		err error
@@ -87,13 +100,21 @@ func TestResolutionsShareTheQueuesReadUnderWay(t *testing.T) {
 	}
 	require.Equal(t, int32(1), q.reads.Load())
 
-	// Not kept: the next resolution reads afresh.
+	// The read stands for the resolutions within queue.GrantStands of
+	// when it was sent, and not longer: then the next one reads afresh.
+	at(queue.GrantStands - time.Millisecond)
 	got := <-ask(t.Context())
+	require.NoError(t, got.err)
+	require.Equal(t, q.queues, got.qs)
+	require.Equal(t, int32(1), q.reads.Load(), "a read sent less than %s ago stands", queue.GrantStands)
+	at(time.Millisecond)
+	got = <-ask(t.Context())
 	require.NoError(t, got.err)
 	require.Equal(t, int32(2), q.reads.Load())
 	<-q.started
 
 	// A read nobody waits for any more is stopped.
+	at(queue.GrantStands)
 	q.release = make(chan struct{})
 	alone, leave := context.WithCancel(t.Context())
 	lone := ask(alone)

@@ -225,14 +225,37 @@ func (a *Activities) listQueuesAsync(ctx context.Context) *pendingQueues {
 	return p
 }
 
-// sharedQueues reads the queue definitions. Events resolved while a read
-// is under way share it — the events of a burst start together, and each
-// read is a query of the one registry workflow (the rule the executors'
-// registry checks follow, workers.Agent.Accepting); no answer is kept once
-// its read ended, so a privilege revoked is refused to the next event. A
-// read every waiter gave up on is stopped.
+// sharedQueues reads the queue definitions. A read sent less than
+// queue.GrantStands ago stands for the events resolved meanwhile (the
+// events of a burst, or one after another, resolve within it): every
+// change of the queues answers only once such reads lapsed (api), so a
+// privilege revoked is refused to every event that resolves after the
+// change was reported done — the rule the executors' registry checks follow
+// (workers.Agent.Accepting). Events resolved while a read is under way
+// share it; a read every waiter gave up on is stopped.
 func (a *Activities) sharedQueues(ctx context.Context) ([]queue.Queue, error) {
-	qs, _, err := a.queueReads.Do(ctx, struct{}{}, a.Queues.ListQueues)
+	now := time.Now
+	if a.now != nil {
+		now = a.now
+	}
+	a.lastQueues.Lock()
+	qs, asked := a.lastQueues.qs, a.lastQueues.asked
+	a.lastQueues.Unlock()
+	if qs != nil && now().Sub(asked) < queue.GrantStands {
+		return qs, nil
+	}
+	qs, _, err := a.queueReads.Do(ctx, struct{}{}, func(ctx context.Context) ([]queue.Queue, error) {
+		asked := now()
+		qs, err := a.Queues.ListQueues(ctx)
+		if err == nil && qs != nil {
+			a.lastQueues.Lock()
+			if a.lastQueues.asked.Before(asked) {
+				a.lastQueues.qs, a.lastQueues.asked = qs, asked
+			}
+			a.lastQueues.Unlock()
+		}
+		return qs, err
+	})
 	return qs, err
 }
 

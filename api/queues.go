@@ -137,11 +137,11 @@ func (s *Service) DefineQueue(ctx context.Context, id queue.Identity, req QueueR
 	if err := s.update(ctx, workflows.RegistryID, workflows.UpdateDefineQueue, workflows.DefineQueueRequest{Identity: id, Mode: mode, Queue: q}, &saved); err != nil {
 		return Queue{}, updateError(err, "queue "+req.Name)
 	}
-	if !create {
-		// The change may take a member out of the queue's active rule.
-		if err := grantsLapse(ctx); err != nil {
-			return Queue{}, err
-		}
+	// An update may take a member out of the queue's active rule or a
+	// person off its use list, and events resolved within the last
+	// second may have read the queues before a new one was made.
+	if err := grantsLapse(ctx); err != nil {
+		return Queue{}, err
 	}
 	_, ms, err := s.registry(ctx)
 	if err != nil {
@@ -186,19 +186,20 @@ func (s *Service) DeleteQueue(ctx context.Context, id queue.Identity, name strin
 	return grantsLapse(ctx)
 }
 
-// grantsLapse waits, after a change that may withdraw a member's grant,
-// until every yes the registry gave before it has lapsed
-// (workflows.GrantStands): once the change is reported done, no build
-// starts on the strength of an older answer.
+// grantsLapse waits, after a change of a member's state or of the queues,
+// until every answer the registry gave before it has lapsed
+// (queue.GrantStands): once the change is reported done, no build
+// starts on an older yes of the registry and no event resolves with older
+// queue definitions.
 func grantsLapse(ctx context.Context) error {
-	t := time.NewTimer(workflows.GrantStands)
+	t := time.NewTimer(queue.GrantStands)
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("the change is made; executors may still start builds on the registry's answers from before it for up to %s: %w",
-			workflows.GrantStands, ctx.Err())
+			queue.GrantStands, ctx.Err())
 	}
 }
 

@@ -5,6 +5,15 @@ import (
 	"time"
 )
 
+// GrantStands is how long the registry's answers stand after their query
+// was sent: a member acts on a yes to a build (workflows.QueryMemberGrant)
+// for the queue's builds that reach it within that time without asking
+// again (workers.Agent), and events resolved within it use the queue
+// definitions read (activities.ResolveEvent). Whoever changes a member's
+// state or the queues waits that long before saying it is done (api), so
+// that nothing starts on an older answer afterwards.
+const GrantStands = time.Second
+
 // Role says what kind of process a cluster member is.
 type Role string
 

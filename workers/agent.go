@@ -52,7 +52,7 @@ type Agent struct {
 	// queue that start together share one (Accepting).
 	grantAsks shared.Reads[string, workflows.MemberGrant]
 	// answers are the registry's last answers, by queue, with when their
-	// query was sent: a yes stands for workflows.GrantStands (Accepting).
+	// query was sent: a yes stands for queue.GrantStands (Accepting).
 	answers map[string]registryAnswer
 	// now is the clock (tests set it).
 	now func() time.Time
@@ -134,7 +134,7 @@ func (ag *Agent) Name() string { return ag.opts.Member.Name }
 // queue that ask while a query of the registry for that queue is under way
 // share its answer (asked at most one round trip before them) instead of
 // each queueing a query behind it on the one registry workflow, and a yes
-// stands for the queue's builds that arrive within workflows.GrantStands
+// stands for the queue's builds that arrive within queue.GrantStands
 // after its query was sent: whoever withdraws a grant waits that long
 // before saying so (api). A no is never reused: the next build asks again.
 //
@@ -175,14 +175,14 @@ func (ag *Agent) grants(g workflows.MemberGrant, queueName string, untrusted boo
 }
 
 // memberGrant returns the registry's yes for a build of queueName given
-// less than workflows.GrantStands ago, or else asks the registry for the
+// less than queue.GrantStands ago, or else asks the registry for the
 // member's state and grant of the queue, or waits for the answer of a query
 // for it already under way.
 func (ag *Agent) memberGrant(queueName string, untrusted bool) (workflows.MemberGrant, error) {
 	ag.mu.Lock()
 	last, known := ag.answers[queueName]
 	ag.mu.Unlock()
-	if known && ag.now().Sub(last.asked) < workflows.GrantStands {
+	if known && ag.now().Sub(last.asked) < queue.GrantStands {
 		if ok, _ := ag.grants(last.g, queueName, untrusted); ok {
 			return last.g, nil
 		}

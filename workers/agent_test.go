@@ -364,7 +364,7 @@ func TestAgentAcceptingSharesAQuery(t *testing.T) {
 				onMemberQuery(tc).Return(grantAnswer(t, workflows.MemberGrant{
 					Member: queue.Member{Name: "exec-a", State: queue.StateActive}, Grant: workflows.SlotGrant{Allowed: 4},
 				}), nil).Once()
-				later := time.Now().Add(workflows.GrantStands)
+				later := time.Now().Add(queue.GrantStands)
 				ag.mu.Lock()
 				ag.now = func() time.Time { return later }
 				ag.mu.Unlock()
@@ -381,7 +381,7 @@ func TestAgentAcceptingSharesAQuery(t *testing.T) {
 }
 
 // TestAgentActsOnAYesWhileItStands: the registry's yes stands for the
-// queue's builds for workflows.GrantStands after its query was sent; a no,
+// queue's builds for queue.GrantStands after its query was sent; a no,
 // or a yes for the other kind of build, is asked again.
 func TestAgentActsOnAYesWhileItStands(t *testing.T) {
 	t.Parallel()
@@ -409,9 +409,9 @@ func TestAgentActsOnAYesWhileItStands(t *testing.T) {
 	onMemberQuery(tc).Return(grantAnswer(t, trustedOnly), nil).Once()
 	ok, why := ag.Accepting("gpu", false)
 	require.True(t, ok, why)
-	at(workflows.GrantStands - time.Millisecond)
+	at(queue.GrantStands - time.Millisecond)
 	ok, why = ag.Accepting("gpu", false)
-	require.True(t, ok, "a yes asked less than %s ago stands (the mock answers one query): %s", workflows.GrantStands, why)
+	require.True(t, ok, "a yes asked less than %s ago stands (the mock answers one query): %s", queue.GrantStands, why)
 
 	// A fork's build: the yes was not for it, so the registry is asked.
 	onMemberQuery(tc).Return(grantAnswer(t, trustedOnly), nil).Once()
@@ -421,7 +421,7 @@ func TestAgentActsOnAYesWhileItStands(t *testing.T) {
 
 	// That answer was asked later; once its time is up, the next build
 	// asks, and a no it gets is not reused.
-	at(2 * workflows.GrantStands)
+	at(2 * queue.GrantStands)
 	notInRule := workflows.MemberGrant{Member: active, Grant: workflows.SlotGrant{Why: "rule 1 (run-on=controller) is active"}}
 	onMemberQuery(tc).Return(grantAnswer(t, notInRule), nil).Once()
 	ok, why = ag.Accepting("gpu", false)
@@ -433,7 +433,7 @@ func TestAgentActsOnAYesWhileItStands(t *testing.T) {
 
 	// A registry that says the member was deactivated: no build starts,
 	// whatever yes came before, and the member refuses locally from then.
-	at(4 * workflows.GrantStands)
+	at(4 * queue.GrantStands)
 	onMemberQuery(tc).Return(grantAnswer(t, workflows.MemberGrant{Member: queue.Member{Name: "exec-a", State: queue.StateInactive}}), nil).Once()
 	ok, why = ag.Accepting("gpu", false)
 	require.False(t, ok)

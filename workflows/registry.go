@@ -135,14 +135,6 @@ type LeaveRequest struct {
 	Member string `json:"member"`
 }
 
-// GrantStands is how long a member acts on the registry's yes to a build
-// (QueryMemberGrant): the queue's builds that reach it within that time
-// after it sent the query start without asking again (workers.Agent).
-// Whoever withdraws a grant — deactivates or drains a member, changes or
-// deletes a queue — waits that long before saying it is done (api), so
-// that no build starts on the strength of an older yes afterwards.
-const GrantStands = time.Second
-
 // MemberGrant is a member's registry entry and its current grant on one
 // queue (QueryMemberGrant).
 type MemberGrant struct {

@@ -84,4 +84,25 @@ tokens:
 	require.NoError(t, err)
 	ev = e.WaitEvent(started.ID, time.Minute)
 	require.Equal(t, workflows.StatusSuccess, ev.Status, ev.Reason)
+
+	// A use list changed moments after an event read the queues applies
+	// to the next event: the controller reuses a read for a second
+	// (queue.GrantStands), and the update answers only once it lapsed.
+	_, err = e.API.UpdateQueue(ctx, api.QueueRequest{Name: "prod", Rules: []string{"run-on=executors"}, UseRoles: []string{"release", "dev"}})
+	require.NoError(t, err)
+	started, err = dana.StartEvent(ctx, "release", api.StartEventRequest{Type: "commit", Branch: "main"})
+	require.NoError(t, err)
+	e.WaitFor("dana's event to resolve", time.Minute, func() bool {
+		bs, err := dana.ListBuilds(ctx, api.BuildFilter{Event: started.ID})
+		return err == nil && len(bs) == 1
+	})
+	_, err = e.API.UpdateQueue(ctx, api.QueueRequest{Name: "prod", Rules: []string{"run-on=executors"}, UseRoles: []string{"release"}})
+	require.NoError(t, err)
+	revoked, err := dana.StartEvent(ctx, "release", api.StartEventRequest{Type: "commit", Branch: "main"})
+	require.NoError(t, err)
+	require.Equal(t, workflows.StatusSuccess, e.WaitEvent(started.ID, time.Minute).Status, "allowed when it resolved")
+	ev = e.WaitEvent(revoked.ID, time.Minute)
+	require.Equal(t, workflows.StatusFailure, ev.Status)
+	require.Contains(t, ev.Reason, `user "dana" may not use queue prod`)
+	require.Empty(t, ev.Builds, "no build starts")
 }

@@ -191,7 +191,7 @@ func TestDrainAndDeactivate(t *testing.T) {
 
 	// Deactivated moments after the registry said yes to a build: the
 	// executor acts on that yes for its next builds for a second
-	// (workflows.GrantStands), and the command answers only once it
+	// (queue.GrantStands), and the command answers only once it
 	// lapsed, so a build started after the answer still waits.
 	after := testenv.NewRepo(t, map[string]string{"screwdriver.yaml": parallelSpec(1, "dq", rec, "true")})
 	_, err = e.API.CreatePipeline(ctx, api.CreatePipelineRequest{Name: "after-deactivate", Repo: after.Dir})
