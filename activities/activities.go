@@ -3,7 +3,6 @@ package activities
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/sluice-ci/sluice/cache"
@@ -89,18 +88,10 @@ type Activities struct {
 	// Temporal has them ("" keeps them in memory only).
 	Outbox string
 
-	// queueReads is the read of the queue definitions under way, which
-	// events resolved together share (sharedQueues).
+	// queueReads are the reads of the queue definitions, which events
+	// resolved together share and which stand for queue.GrantStands
+	// (sharedQueues).
 	queueReads shared.Reads[struct{}, []queue.Queue]
-	// lastQueues is the last read of the queue definitions, which stands
-	// for queue.GrantStands after it was sent (sharedQueues).
-	lastQueues struct {
-		sync.Mutex
-		qs    []queue.Queue
-		asked time.Time
-	}
-	// now is the clock (tests set it; nil: time.Now).
-	now func() time.Time
 }
 
 // RepoOpener opens a repository location.

@@ -51,11 +51,12 @@ func TestResolutionsShareTheQueuesReadUnderWay(t *testing.T) {
 		clock = clock.Add(d)
 		mu.Unlock()
 	}
-	a := &Activities{Queues: q, now: func() time.Time {
+	a := &Activities{Queues: q}
+	a.queueReads.Now = func() time.Time {
 		mu.Lock()
 		defer mu.Unlock()
 		return clock
-	}}
+	}
 	type answer struct {
 		qs  []queue.Queue
 		err error

@@ -234,28 +234,10 @@ func (a *Activities) listQueuesAsync(ctx context.Context) *pendingQueues {
 // (workers.Agent.Accepting). Events resolved while a read is under way
 // share it; a read every waiter gave up on is stopped.
 func (a *Activities) sharedQueues(ctx context.Context) ([]queue.Queue, error) {
-	now := time.Now
-	if a.now != nil {
-		now = a.now
-	}
-	a.lastQueues.Lock()
-	qs, asked := a.lastQueues.qs, a.lastQueues.asked
-	a.lastQueues.Unlock()
-	if qs != nil && now().Sub(asked) < queue.GrantStands {
+	if qs, ok := a.queueReads.Standing(struct{}{}, queue.GrantStands); ok {
 		return qs, nil
 	}
-	qs, _, err := a.queueReads.Do(ctx, struct{}{}, func(ctx context.Context) ([]queue.Queue, error) {
-		asked := now()
-		qs, err := a.Queues.ListQueues(ctx)
-		if err == nil && qs != nil {
-			a.lastQueues.Lock()
-			if a.lastQueues.asked.Before(asked) {
-				a.lastQueues.qs, a.lastQueues.asked = qs, asked
-			}
-			a.lastQueues.Unlock()
-		}
-		return qs, err
-	})
+	qs, _, err := a.queueReads.DoKept(ctx, struct{}{}, a.Queues.ListQueues)
 	return qs, err
 }
 

@@ -48,20 +48,10 @@ type Agent struct {
 	link    RegistryLink
 	// janitors poll deleted queues' task queues (controllers; janitor.go).
 	janitors map[string][]worker.Worker
-	// grantAsks are the registry queries under way, by queue: builds of a
-	// queue that start together share one (Accepting).
+	// grantAsks are the registry queries by queue: builds of a queue that
+	// start together share one, and a yes stands for queue.GrantStands
+	// (Accepting).
 	grantAsks shared.Reads[string, workflows.MemberGrant]
-	// answers are the registry's last answers, by queue, with when their
-	// query was sent: a yes stands for queue.GrantStands (Accepting).
-	answers map[string]registryAnswer
-	// now is the clock (tests set it).
-	now func() time.Time
-}
-
-// registryAnswer is an answer of the registry to QueryMemberGrant.
-type registryAnswer struct {
-	g     workflows.MemberGrant
-	asked time.Time
 }
 
 // queueWorker is what the member runs for one queue: a worker for each of
@@ -116,8 +106,6 @@ func NewAgent(opts AgentOptions) *Agent {
 		running:  map[string]int{},
 		janitors: map[string][]worker.Worker{},
 		link:     RegistryLink{Client: opts.Client},
-		answers:  map[string]registryAnswer{},
-		now:      time.Now,
 	}
 	opts.Activities.Executor = ag
 	return ag
@@ -179,29 +167,18 @@ func (ag *Agent) grants(g workflows.MemberGrant, queueName string, untrusted boo
 // member's state and grant of the queue, or waits for the answer of a query
 // for it already under way.
 func (ag *Agent) memberGrant(queueName string, untrusted bool) (workflows.MemberGrant, error) {
-	ag.mu.Lock()
-	last, known := ag.answers[queueName]
-	ag.mu.Unlock()
-	if known && ag.now().Sub(last.asked) < queue.GrantStands {
-		if ok, _ := ag.grants(last.g, queueName, untrusted); ok {
-			return last.g, nil
+	if g, ok := ag.grantAsks.Standing(queueName, queue.GrantStands); ok {
+		if yes, _ := ag.grants(g, queueName, untrusted); yes {
+			return g, nil
 		}
 	}
-	g, _, err := ag.grantAsks.Do(context.Background(), queueName, func(ctx context.Context) (workflows.MemberGrant, error) {
-		asked := ag.now()
+	g, _, err := ag.grantAsks.DoKept(context.Background(), queueName, func(ctx context.Context) (workflows.MemberGrant, error) {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		var g workflows.MemberGrant
 		v, err := ag.opts.Client.QueryWorkflow(ctx, workflows.RegistryID, "", workflows.QueryMemberGrant, ag.Name(), queueName)
 		if err == nil {
 			err = v.Get(&g)
-		}
-		if err == nil {
-			ag.mu.Lock()
-			if prev, ok := ag.answers[queueName]; !ok || prev.asked.Before(asked) {
-				ag.answers[queueName] = registryAnswer{g: g, asked: asked}
-			}
-			ag.mu.Unlock()
 		}
 		return g, err
 	})

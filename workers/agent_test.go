@@ -3,6 +3,7 @@ package workers
 import (
 	"errors"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -365,9 +366,7 @@ func TestAgentAcceptingSharesAQuery(t *testing.T) {
 					Member: queue.Member{Name: "exec-a", State: queue.StateActive}, Grant: workflows.SlotGrant{Allowed: 4},
 				}), nil).Once()
 				later := time.Now().Add(queue.GrantStands)
-				ag.mu.Lock()
-				ag.now = func() time.Time { return later }
-				ag.mu.Unlock()
+				ag.grantAsks.Now = func() time.Time { return later }
 			}
 			ok, why = ag.Accepting("gpu", false)
 			if state == queue.StateActive {
@@ -391,14 +390,19 @@ func TestAgentActsOnAYesWhileItStands(t *testing.T) {
 	qw := ag.queues["gpu"]
 	qw.untrusted.gate.SetLimit(1, 0)
 	qw.untrusted.worker = &fakeWorker{}
+	ag.mu.Unlock()
+	var clockMu sync.Mutex
 	asked := time.Unix(1_000_000, 0)
 	clock := asked
-	ag.now = func() time.Time { return clock }
-	ag.mu.Unlock()
+	ag.grantAsks.Now = func() time.Time {
+		clockMu.Lock()
+		defer clockMu.Unlock()
+		return clock
+	}
 	at := func(d time.Duration) {
-		ag.mu.Lock()
+		clockMu.Lock()
 		clock = asked.Add(d)
-		ag.mu.Unlock()
+		clockMu.Unlock()
 	}
 	active := queue.Member{Name: "exec-a", State: queue.StateActive}
 	trustedOnly := workflows.MemberGrant{

@@ -4,18 +4,50 @@ package shared
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // Reads shares reads under way by key: a caller that asks while a read of
 // its key runs waits for that read's answer instead of starting its own,
 // so the answer is at most one round trip older than its own read would
-// have been. No answer is kept once its read ended. A read runs with a
-// context of its own (the first caller's values, not its deadline), which
-// is cancelled once every caller waiting for it has given up. The zero
-// value is ready to use.
+// have been. A read runs with a context of its own (the first caller's
+// values, not its deadline), which is cancelled once every caller waiting
+// for it has given up. No answer is kept once its read ended, except the
+// last one of a key read with DoKept (see Standing). The zero value is
+// ready to use.
 type Reads[K comparable, V any] struct {
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+
 	mu    sync.Mutex
 	reads map[K]*read[V]
+	kept  map[K]keptAnswer[V]
+}
+
+// keptAnswer is a read's answer and when the read began.
+type keptAnswer[V any] struct {
+	v     V
+	began time.Time
+}
+
+// Standing returns key's last answer that DoKept read without error, when
+// its read began less than within ago.
+func (s *Reads[K, V]) Standing(key K, within time.Duration) (V, bool) {
+	s.mu.Lock()
+	k, ok := s.kept[key]
+	s.mu.Unlock()
+	if !ok || s.now().Sub(k.began) >= within {
+		var zero V
+		return zero, false
+	}
+	return k.v, true
+}
+
+func (s *Reads[K, V]) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
 }
 
 type read[V any] struct {
@@ -30,6 +62,17 @@ type read[V any] struct {
 // for it; joined reports whether it shared a read under way. A caller whose
 // ctx ends stops waiting and gets ctx's cause.
 func (s *Reads[K, V]) Do(ctx context.Context, key K, fn func(context.Context) (V, error)) (v V, joined bool, err error) {
+	return s.do(ctx, key, fn, false)
+}
+
+// DoKept is Do, and the answer of a read it starts, when read without
+// error, is key's last for Standing (unless a read begun later answered
+// first).
+func (s *Reads[K, V]) DoKept(ctx context.Context, key K, fn func(context.Context) (V, error)) (v V, joined bool, err error) {
+	return s.do(ctx, key, fn, true)
+}
+
+func (s *Reads[K, V]) do(ctx context.Context, key K, fn func(context.Context) (V, error), keep bool) (v V, joined bool, err error) {
 	s.mu.Lock()
 	r := s.reads[key]
 	joined = r != nil
@@ -41,9 +84,13 @@ func (s *Reads[K, V]) Do(ctx context.Context, key K, fn func(context.Context) (V
 		}
 		s.reads[key] = r
 		go func() {
+			began := s.now()
 			v, err := fn(rctx)
 			s.mu.Lock()
 			r.v, r.err = v, err
+			if keep && err == nil {
+				s.keep(key, v, began)
+			}
 			s.forget(key, r)
 			s.mu.Unlock()
 			cancel()
@@ -81,4 +128,16 @@ func (s *Reads[K, V]) forget(key K, r *read[V]) {
 	if s.reads[key] == r {
 		delete(s.reads, key)
 	}
+}
+
+// keep records an answer as key's last, unless a later read's is kept
+// already.
+func (s *Reads[K, V]) keep(key K, v V, began time.Time) {
+	if k, ok := s.kept[key]; ok && !k.began.Before(began) {
+		return
+	}
+	if s.kept == nil {
+		s.kept = map[K]keptAnswer[V]{}
+	}
+	s.kept[key] = keptAnswer[V]{v: v, began: began}
 }

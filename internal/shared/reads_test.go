@@ -2,6 +2,7 @@ package shared_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -49,4 +50,41 @@ func TestReadsShareByKey(t *testing.T) {
 	require.Zero(t, s.Waiting("a"))
 	require.Equal(t, answer{4, false, nil}, <-ask("a", 4), "an ended read's answer is not kept")
 	require.Equal(t, "a", <-reads)
+}
+
+// TestStandingAnswers: an answer DoKept read without error stands for the
+// key while its read began less than the given time ago; Do keeps none,
+// and an error replaces nothing.
+func TestStandingAnswers(t *testing.T) {
+	var s shared.Reads[string, int]
+	clock := time.Unix(1_000_000, 0)
+	s.Now = func() time.Time { return clock }
+	read := func(v int, err error) func(context.Context) (int, error) {
+		return func(context.Context) (int, error) { return v, err }
+	}
+	_, ok := s.Standing("a", time.Second)
+	require.False(t, ok, "nothing read yet")
+
+	_, _, err := s.Do(t.Context(), "a", read(1, nil))
+	require.NoError(t, err)
+	_, ok = s.Standing("a", time.Second)
+	require.False(t, ok, "Do keeps no answer")
+
+	_, _, err = s.DoKept(t.Context(), "a", read(2, nil))
+	require.NoError(t, err)
+	clock = clock.Add(time.Second - time.Millisecond)
+	v, ok := s.Standing("a", time.Second)
+	require.True(t, ok)
+	require.Equal(t, 2, v)
+	_, ok = s.Standing("b", time.Second)
+	require.False(t, ok, "another key's answer does not stand for it")
+
+	_, _, err = s.DoKept(t.Context(), "a", read(3, errors.New("unreachable")))
+	require.Error(t, err)
+	v, ok = s.Standing("a", 2*time.Second)
+	require.True(t, ok, "a failed read replaces nothing")
+	require.Equal(t, 2, v)
+	clock = clock.Add(time.Millisecond)
+	_, ok = s.Standing("a", time.Second)
+	require.False(t, ok, "the answer's time is up")
 }
