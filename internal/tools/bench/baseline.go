@@ -26,8 +26,9 @@ import (
 //   - comparable: the activity does what an executor does for a build, with
 //     the executor's own code: open the repository's mirror (scm.Open), check
 //     the same commit out into a fresh directory (scm.Repo.Checkout: clone
-//     --no-checkout, remote set-url, checkout --detach), run `sh -c true`
-//     there, and remove the directory. What is left between sluice and it is
+//     --no-checkout, remote set-url, checkout --detach), run the figures'
+//     step (`true` between two records of the shell's clock, recordCmd) in
+//     `sh -c` there, and remove the directory. What is left between sluice and it is
 //     orchestration: resolving the event, the lanes, the claim, the runner.
 //
 // The activity workers run in the bench process (their git and sh children
@@ -104,7 +105,8 @@ func newCheckoutWork(ctx context.Context, r *repo, dir string) (checkoutWork, er
 }
 
 // runMarks are the moments a bare run's activity reached: its start, and
-// (comparable) the start of `sh -c true` after the checkout.
+// (comparable) its step's start after the checkout, as the step's shell
+// read it from the clock (sluice's steps are timed the same way).
 type runMarks struct {
 	activity, step time.Time
 }
@@ -123,7 +125,7 @@ func (a *bareActivities) noop(ctx context.Context) error {
 }
 
 // comparable is the executor's work for a build: the checkout into a fresh
-// directory, then `sh -c true` in it.
+// directory, then the latency figure's step in `sh -c` there.
 func (a *bareActivities) comparable(ctx context.Context) error {
 	started := time.Now()
 	id := activity.GetInfo(ctx).WorkflowExecution.ID
@@ -139,15 +141,25 @@ func (a *bareActivities) comparable(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("comparable baseline %s: %w", id, err)
 	}
-	cmd := exec.CommandContext(ctx, "sh", "-c", "true")
+	// The step is the bench's sluice step, `true` between two records, and
+	// its start is read the same way: from the shell's own clock.
+	rec := dir + ".rec"
+	defer func() { _ = os.Remove(rec) }()
+	cmd := exec.CommandContext(ctx, "sh", "-c", recordCmd(rec, "true"))
 	cmd.Dir = dir
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("comparable baseline %s: sh: %w", id, err)
+	cmd.Env = append(os.Environ(), "SD_BUILD_ID="+id)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("comparable baseline %s: sh: %w: %s", id, err, out)
 	}
-	a.marks.Store(id, runMarks{activity: started, step: time.Now()})
-	if err := cmd.Wait(); err != nil {
-		return fmt.Errorf("comparable baseline %s: sh: %w", id, err)
+	spans, err := readRecords(rec)
+	if err != nil {
+		return fmt.Errorf("comparable baseline %s: %w", id, err)
 	}
+	sp, ok := spans[id]
+	if !ok || sp.start.IsZero() {
+		return fmt.Errorf("comparable baseline %s: its step recorded no start", id)
+	}
+	a.marks.Store(id, runMarks{activity: started, step: sp.start})
 	return nil
 }
 

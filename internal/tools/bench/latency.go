@@ -15,8 +15,9 @@ import (
 // events (trigger = the API's StartEvent call; start = the step's own
 // timestamp), and trigger → the build claimed by an executor (dispatch),
 // next to two bare workflows on the same server: start → activity started
-// (the no-op baseline, also dispatch's baseline) and start → `sh -c true`
-// started after the executor's checkout (the comparable baseline). The
+// (the no-op baseline, also dispatch's baseline) and start → the same step
+// started in `sh -c` after the executor's checkout (the comparable
+// baseline; both steps read their start from the shell's clock). The
 // three arms take turns event by event (armOrder), so they share the
 // machine's drift. One warm-up run of each is not counted (it clones the
 // repository's mirrors).
@@ -82,7 +83,7 @@ type latencyRun struct {
 	// (dispatch) → executor claim → step start.
 	phases [][]time.Duration
 	// noopLats: bare start → activity started; comparableLats: bare start →
-	// sh started after the checkout.
+	// the step started in sh after the checkout.
 	noopLats, comparableLats []time.Duration
 	// The last event, for -trace.
 	lastT0, lastStep time.Time

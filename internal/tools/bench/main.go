@@ -1,6 +1,7 @@
 // Command bench measures sluice against bare Temporal baselines on the same
 // embedded server — a no-op workflow + activity, and a comparable one whose
-// activity does an executor's checkout and `sh -c true` (baseline.go), the
+// activity does an executor's checkout and sluice's bench step in `sh -c`
+// (baseline.go), the
 // two taking turns with sluice (compare.go): trigger-to-step and dispatch
 // latency, build throughput on one pipeline and over many with the API's
 // accept latency and CPU per build, history events per build, a 200-job

@@ -40,7 +40,7 @@ import (
 //     and upserts its list and memo again when the build ends;
 //   - started: the build is a workflow of its own but not a child.
 //
-// The activity is the comparable baseline's work (checkout + `sh -c true`)
+// The activity is the comparable baseline's work (checkout + the step in sh)
 // after the claim. The difference between the shapes, per build, is what
 // option B takes off sluice's figures; docs/performance.md subtracts it.
 const (
