@@ -28,8 +28,9 @@ import (
 //     the same commit out into a fresh directory (scm.Repo.Checkout: clone
 //     --no-checkout, remote set-url, checkout --detach), run the figures'
 //     step (`true` between two records of the shell's clock, recordCmd) in
-//     `sh -c` there, and remove the directory. What is left between sluice and it is
-//     orchestration: resolving the event, the lanes, the claim, the runner.
+//     `sh -c` there, and remove the directory. What is left between sluice
+//     and it is orchestration: resolving the event, the lanes, the claim,
+//     the runner.
 //
 // The activity workers run in the bench process (their git and sh children
 // count towards its CPU); sluice's executors are processes of their own.
