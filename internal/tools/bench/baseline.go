@@ -25,8 +25,8 @@ import (
 //     something, then run a task somewhere else";
 //   - comparable: the activity does what an executor does for a build, with
 //     the executor's own code: open the repository's mirror (scm.Open), check
-//     the same commit out into a fresh directory (scm.Repo.Checkout: clone
-//     --no-checkout, remote set-url, checkout --detach), run the figures'
+//     the same commit out into a fresh directory (scm.Repo.Checkout, the
+//     executor's own: docs/performance.md says what it runs), run the figures'
 //     step (`true` between two records of the shell's clock, recordCmd) in
 //     `sh -c` there, and remove the directory. What is left between sluice
 //     and it is orchestration: resolving the event, the lanes, the claim,
