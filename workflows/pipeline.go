@@ -64,6 +64,13 @@ const changeEventResultDone = "event-result-done"
 // exist yet (it is about to start) instead of forgetting it.
 const changeEnqueueUpdate = "enqueue-update"
 
+// changeOneLauncher: one coroutine waits for the starts of the events the
+// run launched, in order (pipelineRun.watchStart), where each event had a
+// coroutine of its own: the SDK wakes every blocked coroutine on each pass
+// of a workflow task, so a burst of hundreds of events waiting to start
+// cost the pipeline's tasks hundreds of wake-ups each.
+const changeOneLauncher = "one-launcher"
+
 // UpdateEnqueue hands the lanes an EnqueueBatch and answers with the
 // lanes' messages to its builds (EnqueueAnswer), which their workflows do
 // not exist to receive yet.
@@ -165,6 +172,11 @@ type pipelineRun struct {
 	// launching counts events admitted by UpdateStartEvents whose workflows
 	// have not started yet; the run does not continue as new meanwhile.
 	launching int
+	// oneLauncher: one coroutine waits for those starts, in the order of
+	// toWatch (decided once by GetVersion); watching: it runs.
+	oneLauncher bool
+	toWatch     []launchedEvent
+	watching    bool
 	// releaseOlderPRHolds: this run lifts older PR events' holds (N20;
 	// decided once by GetVersion).
 	releaseOlderPRHolds bool
@@ -218,6 +230,7 @@ func PipelineWorkflow(ctx workflow.Context, in PipelineInput) error {
 	p.st.Lanes.oldHolds = workflow.GetVersion(ctx, changeHolds, workflow.DefaultVersion, 1) == workflow.DefaultVersion
 	p.resultDone = workflow.GetVersion(ctx, changeEventResultDone, workflow.DefaultVersion, 1) != workflow.DefaultVersion
 	p.enqueueUpdate = workflow.GetVersion(ctx, changeEnqueueUpdate, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+	p.oneLauncher = workflow.GetVersion(ctx, changeOneLauncher, workflow.DefaultVersion, 1) != workflow.DefaultVersion
 
 	if err := workflow.SetQueryHandler(ctx, QueryPipeline, func() (PipelineInfo, error) {
 		return PipelineInfo{
@@ -807,6 +820,41 @@ func (p *pipelineRun) launchEvent(ctx workflow.Context, r StartEventRequest) lau
 
 // queueName is the pipeline's queue (the default queue when it names none).
 func (p *pipelineRun) queueName() string { return cmp.Or(p.cfg.Queue, queue.DefaultQueueName) }
+
+// watchStart waits, beside the handler that launched it, for the event's
+// workflow to start: the run does not continue as new before (launching).
+// A run since changeOneLauncher waits for all of them in one coroutine, in
+// launch order; the server records child starts in the order they were
+// asked for, so the first waited for is the first to come.
+func (p *pipelineRun) watchStart(ctx workflow.Context, l launchedEvent) {
+	p.launching++
+	if !p.oneLauncher {
+		workflow.Go(ctx, func(ctx workflow.Context) { p.started(ctx, l) })
+		return
+	}
+	p.toWatch = append(p.toWatch, l)
+	if p.watching {
+		return
+	}
+	p.watching = true
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for len(p.toWatch) > 0 {
+			next := p.toWatch[0]
+			p.toWatch = p.toWatch[1:]
+			p.started(ctx, next)
+		}
+		p.toWatch, p.watching = nil, false
+	})
+}
+
+// started waits for one launched event's workflow to start.
+func (p *pipelineRun) started(ctx workflow.Context, l launchedEvent) {
+	if _, err := l.wait(ctx, p); err != nil {
+		workflow.GetLogger(ctx).Error("event_start_failed", "pipeline", p.cfg.Name, "error", err)
+	}
+	p.launching--
+	p.wake.SendAsync(true) // a continue-as-new may wait for this
+}
 
 // wait returns once the event's workflow started. When it cannot start, the
 // event no longer holds later events' builds.

@@ -73,14 +73,7 @@ func (p *pipelineRun) admit(ctx workflow.Context, batch AdmitEvents) {
 		if l.started == nil {
 			continue
 		}
-		p.launching++
-		workflow.Go(ctx, func(ctx workflow.Context) {
-			if _, err := l.wait(ctx, p); err != nil {
-				workflow.GetLogger(ctx).Error("event_start_failed", "pipeline", p.cfg.Name, "error", err)
-			}
-			p.launching--
-			p.wake.SendAsync(true) // a continue-as-new may wait for this
-		})
+		p.watchStart(ctx, l)
 	}
 	p.wake.SendAsync(true)
 }

@@ -81,14 +81,7 @@ func (p *pipelineRun) startEvents(ctx workflow.Context, req StartEventsRequest) 
 		if l.started == nil {
 			continue
 		}
-		p.launching++
-		workflow.Go(ctx, func(ctx workflow.Context) {
-			if _, err := l.wait(ctx, p); err != nil {
-				workflow.GetLogger(ctx).Error("event_start_failed", "pipeline", p.cfg.Name, "error", err)
-			}
-			p.launching--
-			p.wake.SendAsync(true) // a continue-as-new may wait for this
-		})
+		p.watchStart(ctx, l)
 	}
 	return out, nil
 }

@@ -117,6 +117,28 @@ func TestPipelineStartEventsStartFailureLiftsTheHold(t *testing.T) {
 	require.Equal(t, []LaneMessage{grantMsg}, h.rec.laneMessages()[appBuild("test", 2).WorkflowID()])
 }
 
+// One coroutine waits for a batch's starts in order (changeOneLauncher): a
+// start that fails between two that do not lifts its own hold and the
+// waiting goes on to the next.
+func TestPipelineStartEventsFailureAmidTheBatch(t *testing.T) {
+	t.Parallel()
+	h := newPipelineHarness(t)
+	h.failStart = map[int]bool{2: true}
+	commit := StartEventRequest{Trigger: Trigger{Kind: TriggerCommit}}
+	batch := updateAt(h.env, time.Minute, UpdateStartEvents, StartEventsRequest{Requests: []StartEventRequest{commit, commit, commit}})
+	h.enqueue(2*time.Minute, lreqFor(appBuild("test", 1)))
+	h.done(3*time.Minute, appBuild("test", 1), StatusSuccess)
+	// Event 2 never started: event 3's build waits for nothing but event 1's.
+	h.enqueue(4*time.Minute, lreqFor(appBuild("test", 3)))
+	h.done(5*time.Minute, appBuild("test", 3), StatusSuccess)
+	h.deleteAt(6 * time.Minute)
+	h.run(PipelineInput{Config: appConfig})
+
+	require.Len(t, startEventsResult(t, batch).Outcomes, 3)
+	require.Equal(t, []LaneMessage{grantMsg}, h.rec.laneMessages()[appBuild("test", 1).WorkflowID()])
+	require.Equal(t, []LaneMessage{grantMsg}, h.rec.laneMessages()[appBuild("test", 3).WorkflowID()])
+}
+
 func TestPipelineContinuesAsNewAfterABatch(t *testing.T) {
 	t.Parallel()
 	h := newPipelineHarness(t)
