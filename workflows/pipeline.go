@@ -824,8 +824,9 @@ func (p *pipelineRun) queueName() string { return cmp.Or(p.cfg.Queue, queue.Defa
 // watchStart waits, beside the handler that launched it, for the event's
 // workflow to start: the run does not continue as new before (launching).
 // A run since changeOneLauncher waits for all of them in one coroutine, in
-// launch order; the server records child starts in the order they were
-// asked for, so the first waited for is the first to come.
+// launch order: the server starts children about in the order they were
+// asked for, and one that came before an earlier one is counted as soon as
+// that one has.
 func (p *pipelineRun) watchStart(ctx workflow.Context, l launchedEvent) {
 	p.launching++
 	if !p.oneLauncher {
