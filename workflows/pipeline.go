@@ -173,10 +173,9 @@ type pipelineRun struct {
 	// have not started yet; the run does not continue as new meanwhile.
 	launching int
 	// oneLauncher: one coroutine waits for those starts, in the order of
-	// toWatch (decided once by GetVersion); watching: it runs.
+	// toWatch, while it is not empty (decided once by GetVersion).
 	oneLauncher bool
 	toWatch     []launchedEvent
-	watching    bool
 	// releaseOlderPRHolds: this run lifts older PR events' holds (N20;
 	// decided once by GetVersion).
 	releaseOlderPRHolds bool
@@ -830,26 +829,23 @@ func (p *pipelineRun) queueName() string { return cmp.Or(p.cfg.Queue, queue.Defa
 func (p *pipelineRun) watchStart(ctx workflow.Context, l launchedEvent) {
 	p.launching++
 	if !p.oneLauncher {
-		workflow.Go(ctx, func(ctx workflow.Context) { p.started(ctx, l) })
+		workflow.Go(ctx, func(ctx workflow.Context) { p.awaitStart(ctx, l) })
 		return
 	}
 	p.toWatch = append(p.toWatch, l)
-	if p.watching {
-		return
+	if len(p.toWatch) > 1 {
+		return // the coroutine waiting for the first comes to it
 	}
-	p.watching = true
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for len(p.toWatch) > 0 {
-			next := p.toWatch[0]
+			p.awaitStart(ctx, p.toWatch[0])
 			p.toWatch = p.toWatch[1:]
-			p.started(ctx, next)
 		}
-		p.toWatch, p.watching = nil, false
 	})
 }
 
-// started waits for one launched event's workflow to start.
-func (p *pipelineRun) started(ctx workflow.Context, l launchedEvent) {
+// awaitStart waits for one launched event's workflow to start.
+func (p *pipelineRun) awaitStart(ctx workflow.Context, l launchedEvent) {
 	if _, err := l.wait(ctx, p); err != nil {
 		workflow.GetLogger(ctx).Error("event_start_failed", "pipeline", p.cfg.Name, "error", err)
 	}

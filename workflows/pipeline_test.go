@@ -921,7 +921,6 @@ func TestPipelineRunFieldsCarriedOrDrained(t *testing.T) {
 		"launching":           "continue-as-new waits for it to reach 0",
 		"oneLauncher":         "fixed per run from its history (GetVersion)",
 		"toWatch":             "the events counted in launching: empty when it is 0",
-		"watching":            "the coroutine ends once toWatch is empty",
 		"wake":                "a channel that only wakes the loop",
 		"releaseOlderPRHolds": "fixed per run from its history (GetVersion)",
 		"resultDone":          "fixed per run from its history (GetVersion)",
